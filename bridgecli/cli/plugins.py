@@ -1,0 +1,37 @@
+"""``bridge plugins``: what is installed and what each plugin provides."""
+
+from __future__ import annotations
+
+import click
+
+from bridgecli.cli import output
+
+
+@click.command()
+@output.json_option
+def plugins(as_json: bool) -> None:
+    """List installed plugins and what they provide.
+
+    Shows each plugin's name, version, hooks, and the commands, delivery backends,
+    launchers and browser targets it registers. Plugins that failed to load are listed with
+    the reason. BRIDGE_LOAD_PLUGINS='' loads no third-party plugin, 'a,b' only those.
+    """
+    from bridgecli import plugins as plugin_mod
+
+    loaded = plugin_mod.get()
+    rows = [
+        {"name": i.name, "version": i.version, "builtin": i.builtin, "hooks": i.hooks,
+         "provides": i.provides}
+        for i in sorted(loaded.infos.values(), key=lambda i: (not i.builtin, i.name))
+    ]
+    if as_json:
+        output.data({"plugins": rows, "failures": loaded.failures})
+        return
+    for row in rows:
+        kind = "built-in" if row["builtin"] else "plugin"
+        output.line(f"{row['name']} {row['version'] or '?'} ({kind})")
+        output.line(f"  hooks: {', '.join(row['hooks']) or '-'}")
+        for what, names in sorted(row["provides"].items()):
+            output.line(f"  {what.replace('_', ' ')}: {', '.join(sorted(names))}")
+    for name, problem in loaded.failures.items():
+        output.line(f"{name} FAILED: {problem}")

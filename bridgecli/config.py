@@ -1,0 +1,310 @@
+"""Configuration: ``bridge.toml`` < ``BRIDGE_*`` environment < command-line flags.
+
+The schema is plain data (:data:`SETTINGS`): one :class:`Setting` per dotted key, with its
+type, default, environment variable and help. Everything that reads or writes the file goes
+through this module so that validation and error messages are the same everywhere.
+
+Two free-form table families are allowed besides the schema:
+
+* ``[profiles.<name>]`` — spawn profiles (``launcher``, ``command``, ``cwd``, ``env`` and
+  launcher-specific keys), read by the gateway that runs them;
+* ``[plugins.<name>]`` — settings owned by a plugin, validated by that plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from bridgecli import paths
+from bridgecli.errors import ConfigError
+
+HOST_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+FREE_FORM_SECTIONS = ("profiles", "plugins")
+
+
+def _validate_host_id(value: str) -> str:
+    if not HOST_ID_RE.match(value):
+        raise ValueError(
+            "a host id of 1-63 characters from a-z 0-9 _ - starting with a letter or digit "
+            "(it is used in queue names and routing keys, so no dots)"
+        )
+    return value
+
+
+def _validate_uri(value: str) -> str:
+    for uri in split_uris(value):
+        if not uri.startswith(("amqp://", "amqps://")):
+            raise ValueError("an amqp:// or amqps:// URI (several may be given, comma-separated)")
+    return value
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError("a number greater than 0")
+    return value
+
+
+def split_uris(value: str) -> list[str]:
+    """``broker.uri`` may list several URIs (cluster nodes) separated by commas."""
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def default_host_id() -> str:
+    """Derive a routing-safe host id from the machine's hostname."""
+    name = socket.gethostname().split(".")[0].lower()
+    name = re.sub(r"[^a-z0-9_-]+", "-", name).strip("-_") or "host"
+    return name[:63]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration key: its type, default and documentation."""
+
+    key: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    check: Callable[[Any], Any] | None = None
+    secret: bool = False
+
+    @property
+    def env(self) -> str:
+        """The environment variable that overrides this key (``broker.uri`` → ``BRIDGE_BROKER_URI``)."""
+        return "BRIDGE_" + self.key.replace(".", "_").upper()
+
+    def parse(self, raw: Any, source: str) -> Any:
+        """Convert ``raw`` (from TOML, env or CLI text) to this setting's type, or raise ConfigError."""
+        try:
+            value = self._coerce(raw)
+            if self.choices is not None and value not in self.choices:
+                raise ValueError("one of " + ", ".join(self.choices))
+            if self.check is not None:
+                value = self.check(value)
+            return value
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"{source}: bad value {raw!r} for {self.key}",
+                f"expected {exc}" if str(exc) else f"expected a {self.type.__name__}",
+            ) from None
+
+    def _coerce(self, raw: Any) -> Any:
+        if self.type is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("true or false")
+        if self.type is int:
+            if isinstance(raw, bool):
+                raise ValueError("an integer")
+            if isinstance(raw, int):
+                return raw
+            try:
+                return int(str(raw).strip())
+            except ValueError:
+                raise ValueError("an integer") from None
+        if self.type is float:
+            if isinstance(raw, bool):
+                raise ValueError("a number")
+            try:
+                return float(raw)
+            except ValueError:
+                raise ValueError("a number") from None
+        if not isinstance(raw, (str, int, float)):
+            raise ValueError("a string")
+        return str(raw)
+
+
+SETTINGS: dict[str, Setting] = {
+    s.key: s
+    for s in [
+        Setting("broker.uri", str, None,
+                "AMQP URI of the broker; several comma-separated URIs for a cluster. Unset: the "
+                "embedded broker started by `bridge broker start`.", check=_validate_uri),
+        Setting("broker.heartbeat", int, 30, "AMQP heartbeat in seconds."),
+        Setting("broker.tls_ca", str, None, "CA certificate file for amqps://."),
+        Setting("broker.tls_cert", str, None, "Client certificate file for amqps://."),
+        Setting("broker.tls_key", str, None, "Client key file for amqps://.", secret=True),
+        Setting("host.id", str, None,
+                "Stable id of this host, used in queue names and routing keys. Default: from "
+                "the hostname.", check=_validate_host_id),
+        Setting("messaging.max_content_bytes", int, 262144,
+                "Largest message content accepted by `bridge send`, in bytes."),
+        Setting("messaging.inbox_queue_type", str, "classic",
+                "Queue type of entity inboxes (quorum for RabbitMQ clusters).",
+                choices=("classic", "quorum")),
+        Setting("messaging.max_attempts", int, 5,
+                "Delivery attempts before a message is dead-lettered to bridge.dlq."),
+        Setting("messaging.prefetch", int, 100, "Unacked deliveries per inbox consumer."),
+        Setting("messaging.dedup_window", int, 100000,
+                "How many delivered message ids the gateway remembers to drop duplicates."),
+        Setting("messaging.nudge_after", float, 300.0,
+                "Seconds a held message may wait before its entity is nudged.", check=_positive),
+        Setting("roster.interval", float, 5.0, "Presence heartbeat interval in seconds.",
+                check=_positive),
+        Setting("roster.expiry_missed", int, 3,
+                "Missed heartbeats after which a roster entry expires."),
+        Setting("gateway.log_format", str, "human", "Gateway log lines.",
+                choices=("human", "json")),
+        Setting("browser.port", int, 4517, "Loopback port of the browser broker."),
+        Setting("browser.token", str, None,
+                "Shared browser-bridge token; wins over the token file (also OCB_TOKEN).",
+                secret=True),
+    ]
+}
+
+
+@dataclass
+class Config:
+    """The effective configuration: file values overlaid by environment and flags."""
+
+    values: dict[str, Any]
+    sources: dict[str, str]
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    path: Path | None = None
+
+    def get(self, key: str) -> Any:
+        """Return the effective value of ``key`` (schema keys only)."""
+        if key not in SETTINGS:
+            raise ConfigError(f"unknown configuration key {key!r}",
+                              "run `bridge config show` to list the keys")
+        return self.values[key]
+
+    @property
+    def host_id(self) -> str:
+        return self.values["host.id"] or default_host_id()
+
+    def profiles(self) -> dict[str, dict[str, Any]]:
+        """Spawn profiles defined in this host's own file."""
+        return dict(self.tables.get("profiles", {}))
+
+    def plugin_settings(self, name: str) -> dict[str, Any]:
+        """The ``[plugins.<name>]`` table, for a plugin to validate itself."""
+        return dict(self.tables.get("plugins", {}).get(name, {}))
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; a missing file is an empty configuration."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})", f"fix or remove {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})", "check the file's permissions") from None
+
+
+def flatten(data: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Split a parsed file into schema keys (validated) and free-form tables.
+
+    Unknown keys are errors naming the file and the key, so a typo never silently falls back
+    to a default.
+    """
+    flat: dict[str, Any] = {}
+    tables: dict[str, dict[str, Any]] = {}
+    for section, body in data.items():
+        if section in FREE_FORM_SECTIONS:
+            if not isinstance(body, dict) or not all(isinstance(v, dict) for v in body.values()):
+                raise ConfigError(f"{path}: [{section}] must hold tables like [{section}.NAME]",
+                                  f"see `bridge config --help`")
+            tables[section] = body
+            continue
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: unknown key {section!r}",
+                              "keys live in sections, e.g. [broker] uri = \"amqp://…\"")
+        for name, raw in body.items():
+            key = f"{section}.{name}"
+            setting = SETTINGS.get(key)
+            if setting is None:
+                raise ConfigError(f"{path}: unknown key {key!r}",
+                                  "run `bridge config show` to list the valid keys")
+            flat[key] = setting.parse(raw, str(path))
+    return flat, tables
+
+
+def load(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Build the effective configuration.
+
+    ``overrides`` are command-line flags (already typed; ``None`` values are ignored).
+    """
+    env = os.environ if env is None else env
+    path = paths.config_file()
+    flat, tables = flatten(read_file(path), path)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key, setting in SETTINGS.items():
+        values[key], sources[key] = setting.default, "default"
+        if key in flat:
+            values[key], sources[key] = flat[key], str(path)
+        if env.get(setting.env, "") != "":
+            values[key] = setting.parse(env[setting.env], f"environment variable {setting.env}")
+            sources[key] = f"env {setting.env}"
+    if "browser.token" in SETTINGS and env.get("OCB_TOKEN") and sources["browser.token"] == "default":
+        values["browser.token"], sources["browser.token"] = env["OCB_TOKEN"], "env OCB_TOKEN"
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            values[key], sources[key] = SETTINGS[key].parse(value, "command line"), "flag"
+    return Config(values=values, sources=sources, tables=tables, path=path)
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    import tomli_w  # only writers pay for it
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".bridge.", suffix=".toml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            tomli_w.dump(data, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def set_value(key: str, raw: str) -> Any:
+    """Validate and store ``key = raw`` in the file, preserving every other key and table."""
+    setting = SETTINGS.get(key)
+    if setting is None:
+        raise ConfigError(f"unknown configuration key {key!r}",
+                          "run `bridge config show` to list the valid keys")
+    path = paths.config_file()
+    value = setting.parse(raw, "bridge config set")
+    data = read_file(path)
+    flatten(data, path)  # refuse to rewrite a file that is already invalid
+    section, name = key.split(".", 1)
+    data.setdefault(section, {})[name] = value
+    _write_atomic(path, data)
+    return value
+
+
+def unset_value(key: str) -> bool:
+    """Remove ``key`` from the file; returns whether it was there."""
+    if key not in SETTINGS:
+        raise ConfigError(f"unknown configuration key {key!r}",
+                          "run `bridge config show` to list the valid keys")
+    path = paths.config_file()
+    data = read_file(path)
+    section, name = key.split(".", 1)
+    if name not in data.get(section, {}):
+        return False
+    del data[section][name]
+    if not data[section]:
+        del data[section]
+    _write_atomic(path, data)
+    return True

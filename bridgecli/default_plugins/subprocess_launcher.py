@@ -1,0 +1,16 @@
+"""The ``subprocess`` launcher: start a headless agent as a child process of the gateway."""
+
+from __future__ import annotations
+
+from bridgecli import hookimpl
+
+
+def _factory(config):
+    from bridgecli.gateway.subprocess_launch import SubprocessLauncher
+
+    return SubprocessLauncher(config)
+
+
+@hookimpl
+def register_launchers(register) -> None:
+    register("subprocess", _factory)

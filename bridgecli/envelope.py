@@ -1,0 +1,188 @@
+"""The message model: a versioned JSON body plus matching AMQP properties.
+
+No broker imports here: the envelope is pure data so that it can be validated in the CLI's
+fast path, in the gateway, and in tests without pika. ``docs/protocol.md`` is the prose
+version of this module; keep them in step.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+VERSION = 1
+KINDS = ("SEND", "REPLY", "ASK", "ANSWER")
+#: kinds that answer an earlier message and so must carry ``inReplyTo``
+ANSWER_KINDS = ("REPLY", "ANSWER")
+APP_ID = "bridgecli"
+CONTENT_TYPE = "application/json"
+#: hard ceiling for a body on the wire, whatever the configured content limit (hostile input)
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+_WIRE_NAMES = {
+    "msg_id": "msgId",
+    "kind": "kind",
+    "sender": "from",
+    "recipient": "to",
+    "in_reply_to": "inReplyTo",
+    "turn": "turn",
+    "ts": "ts",
+    "content": "content",
+    "sender_label": "fromLabel",
+    "sender_host": "fromHost",
+}
+_REQUIRED = ("v", "msgId", "kind", "from", "to", "ts", "content")
+
+
+class InvalidEnvelope(ValueError):
+    """A body that is not a valid envelope. ``reason`` is a short machine word used in the
+    ``x-bridge-reason`` dead-letter header; ``str()`` explains it."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def new_id() -> str:
+    """A fresh message or entity id (UUID4, canonical text form)."""
+    return str(uuid.uuid4())
+
+
+def is_uuid(text: str) -> bool:
+    """True when ``text`` is a canonical UUID (what gids and msgIds look like)."""
+    try:
+        return str(uuid.UUID(text)) == text.lower()
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One message between entities (seed §6).
+
+    ``sender``/``recipient`` are global ids; ``sender_label``/``sender_host`` are display
+    metadata only, never used for routing.
+    """
+
+    kind: str
+    sender: str
+    recipient: str
+    content: str
+    msg_id: str = field(default_factory=new_id)
+    in_reply_to: str | None = None
+    turn: str | None = None
+    ts: float = field(default_factory=time.time)
+    sender_label: str | None = None
+    sender_host: str | None = None
+    #: authenticated AMQP user (``user_id`` property), filled in on receipt; not in the body
+    user_id: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON body as a dict (absent optionals omitted)."""
+        body: dict[str, Any] = {"v": VERSION}
+        for attr, wire in _WIRE_NAMES.items():
+            value = getattr(self, attr)
+            if value is not None:
+                body[wire] = value
+        return body
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_wire(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def amqp_properties(self) -> dict[str, Any]:
+        """Keyword arguments for ``pika.BasicProperties`` matching this body."""
+        return {
+            "message_id": self.msg_id,
+            "correlation_id": self.in_reply_to or self.msg_id,
+            "type": self.kind,
+            "delivery_mode": 2,
+            "timestamp": int(self.ts),
+            "app_id": APP_ID,
+            "content_type": CONTENT_TYPE,
+            "content_encoding": "utf-8",
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """Python-side dict (snake_case), e.g. for ``--json`` output."""
+        return asdict(self)
+
+
+def check_content_size(content: str, limit: int) -> None:
+    """Raise InvalidEnvelope('oversize') when ``content`` is bigger than ``limit`` bytes."""
+    size = len(content.encode("utf-8"))
+    if size > limit:
+        raise InvalidEnvelope("oversize", f"content is {size} bytes, the limit is {limit}")
+
+
+def parse(body: bytes, *, max_content_bytes: int | None = None) -> Envelope:
+    """Decode and validate a body received from the broker.
+
+    Raises :class:`InvalidEnvelope` with one of the reasons ``oversize``, ``invalid_utf8``,
+    ``bad_json``, ``not_an_object``, ``unknown_version``, ``missing_field``, ``bad_field``.
+    """
+    if len(body) > MAX_BODY_BYTES:
+        raise InvalidEnvelope("oversize", f"body is {len(body)} bytes, the ceiling is {MAX_BODY_BYTES}")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidEnvelope("invalid_utf8", f"byte {exc.start} is not UTF-8") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidEnvelope("bad_json", str(exc)[:200]) from None
+    return from_wire(data, max_content_bytes=max_content_bytes)
+
+
+def from_wire(data: Any, *, max_content_bytes: int | None = None) -> Envelope:
+    """Validate an already-decoded body (see :func:`parse`)."""
+    if not isinstance(data, dict):
+        raise InvalidEnvelope("not_an_object", f"body is a JSON {type(data).__name__}, not an object")
+    if data.get("v") != VERSION:
+        raise InvalidEnvelope("unknown_version", f"version {data.get('v')!r}, this gateway speaks {VERSION}")
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise InvalidEnvelope("missing_field", "missing " + ", ".join(missing))
+    _check(data, "msgId", str, uuid=True)
+    _check(data, "from", str, uuid=True)
+    _check(data, "to", str, uuid=True)
+    _check(data, "content", str)
+    if data["kind"] not in KINDS:
+        raise InvalidEnvelope("bad_field", f"kind {data['kind']!r} is not one of {', '.join(KINDS)}")
+    if not isinstance(data["ts"], (int, float)) or isinstance(data["ts"], bool):
+        raise InvalidEnvelope("bad_field", "ts must be a number (seconds since the epoch)")
+    for key in ("inReplyTo",):
+        if data.get(key) is not None:
+            _check(data, key, str, uuid=True)
+    for key in ("turn", "fromLabel", "fromHost"):
+        if data.get(key) is not None:
+            _check(data, key, str, max_len=256)
+    if data["kind"] in ANSWER_KINDS and not data.get("inReplyTo"):
+        raise InvalidEnvelope("missing_field", f"a {data['kind']} needs inReplyTo")
+    if max_content_bytes is not None:
+        check_content_size(data["content"], max_content_bytes)
+    return Envelope(
+        kind=data["kind"],
+        sender=data["from"].lower(),
+        recipient=data["to"].lower(),
+        content=data["content"],
+        msg_id=data["msgId"].lower(),
+        in_reply_to=(data.get("inReplyTo") or None),
+        turn=data.get("turn"),
+        ts=float(data["ts"]),
+        sender_label=data.get("fromLabel"),
+        sender_host=data.get("fromHost"),
+    )
+
+
+def _check(data: Mapping[str, Any], key: str, kind: type, *, uuid: bool = False, max_len: int | None = None) -> None:
+    value = data[key]
+    if not isinstance(value, kind):
+        raise InvalidEnvelope("bad_field", f"{key} must be a {kind.__name__}")
+    if uuid and not is_uuid(value):
+        raise InvalidEnvelope("bad_field", f"{key} must be a UUID")
+    if max_len is not None and len(value) > max_len:
+        raise InvalidEnvelope("bad_field", f"{key} is longer than {max_len} characters")

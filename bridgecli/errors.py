@@ -1,0 +1,116 @@
+"""Error types and exit codes.
+
+Library code raises :class:`BridgeError` subclasses; only ``bridgecli.cli`` turns them into
+one-line messages and exit codes. Every error names the problem *and* the fix, because the
+people reading them are often agents that will act on the text literally.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes of ``bridge``; documented in ``docs/cli.md``.
+
+    Scripts branch on these, so a value never changes meaning once released.
+    """
+
+    OK = 0
+    FAILURE = 1  #: unexpected failure (a bug): rerun with --traceback
+    USAGE = 2  #: bad command line (click's own code)
+    CONFIG = 3  #: bad or unreadable configuration
+    BROKER_UNAVAILABLE = 4  #: cannot reach or talk to the AMQP broker
+    GATEWAY_UNAVAILABLE = 5  #: no local gateway answers on its socket
+    NOT_FOUND = 6  #: unknown target, message id, profile, host, plugin …
+    AMBIGUOUS = 7  #: a label matches several entities
+    TIMEOUT = 8  #: a --wait/--wait-ready deadline passed
+    REJECTED = 9  #: the message was refused (too large, unroutable, nacked, invalid)
+    PLUGIN = 10  #: a plugin failed
+    MISSING_DEPENDENCY = 11  #: a required program or optional extra is not installed
+    PERMISSION = 12  #: unsafe file permissions or access refused
+    CONFLICT = 13  #: already exists / already running / inequivalent broker arguments
+    BROWSER = 14  #: browser bridge error (re-electing, owned group, no executor)
+    INTERRUPTED = 130  #: stopped by Ctrl-C
+
+
+class BridgeError(Exception):
+    """Base of every error a user can fix.
+
+    ``message`` says what went wrong, ``hint`` says what to do about it. ``str()`` gives the
+    single line the CLI prints.
+    """
+
+    exit_code: ExitCode = ExitCode.FAILURE
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} — {self.hint}"
+        return self.message
+
+
+class ConfigError(BridgeError):
+    exit_code = ExitCode.CONFIG
+
+
+class BrokerUnavailable(BridgeError):
+    exit_code = ExitCode.BROKER_UNAVAILABLE
+
+
+class GatewayUnavailable(BridgeError):
+    exit_code = ExitCode.GATEWAY_UNAVAILABLE
+
+
+class NotFound(BridgeError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class Ambiguous(BridgeError):
+    exit_code = ExitCode.AMBIGUOUS
+
+
+class Timeout(BridgeError):
+    exit_code = ExitCode.TIMEOUT
+
+
+class Rejected(BridgeError):
+    exit_code = ExitCode.REJECTED
+
+
+class PluginError(BridgeError):
+    exit_code = ExitCode.PLUGIN
+
+
+class MissingDependency(BridgeError):
+    exit_code = ExitCode.MISSING_DEPENDENCY
+
+
+class PermissionProblem(BridgeError):
+    exit_code = ExitCode.PERMISSION
+
+
+class Conflict(BridgeError):
+    exit_code = ExitCode.CONFLICT
+
+
+class BrowserError(BridgeError):
+    exit_code = ExitCode.BROWSER
+
+
+class DeliveryError(BridgeError):
+    """A delivery backend could not hand a message to its entity.
+
+    ``retryable=False`` means retrying cannot help (bad address, pane gone for good); the
+    gateway then dead-letters at once instead of spending the remaining attempts.
+    """
+
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, message: str, hint: str | None = None, *, retryable: bool = True) -> None:
+        super().__init__(message, hint)
+        self.retryable = retryable

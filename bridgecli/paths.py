@@ -1,0 +1,82 @@
+"""Every file location bridge uses, from platformdirs.
+
+All paths honour the ``XDG_*`` variables, which is what lets the test suite (and a user) run
+several independent "hosts" side by side on one machine: give each its own
+``XDG_CONFIG_HOME``/``XDG_DATA_HOME``/``XDG_STATE_HOME``/``XDG_RUNTIME_DIR``/``XDG_CACHE_HOME``.
+Paths are computed on each call (never at import time) so that tests can change the
+environment between calls.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import platformdirs
+
+APP = "bridge"
+
+
+def _dirs() -> platformdirs.PlatformDirs:
+    return platformdirs.PlatformDirs(APP, appauthor=False)
+
+
+def config_dir() -> Path:
+    """Directory of ``bridge.toml`` (``$XDG_CONFIG_HOME/bridge``)."""
+    return Path(_dirs().user_config_dir)
+
+
+def config_file() -> Path:
+    """The configuration file; ``BRIDGE_CONFIG`` overrides its location."""
+    override = os.environ.get("BRIDGE_CONFIG")
+    return Path(override) if override else config_dir() / "bridge.toml"
+
+
+def data_dir() -> Path:
+    """Durable host data: the entity registry, the embedded broker's node."""
+    return Path(_dirs().user_data_dir)
+
+
+def state_dir() -> Path:
+    """Durable gateway state: dedup store, held messages, logs."""
+    return Path(_dirs().user_state_dir)
+
+
+def cache_dir() -> Path:
+    """Disposable data (completion cache); also the root of the browser token file."""
+    return Path(_dirs().user_cache_dir)
+
+
+def user_cache_root() -> Path:
+    """The user cache dir *without* our app suffix (the browser seed puts
+    ``opencode-browser/bridge.json`` directly under it)."""
+    return Path(platformdirs.user_cache_dir())
+
+
+def runtime_dir() -> Path:
+    """Per-boot runtime files: the gateway's local socket and pid file.
+
+    Without ``XDG_RUNTIME_DIR`` platformdirs falls back to ``/tmp/runtime-<uid>`` and warns;
+    the fallback is fine for us (we create it 0700), so the warning is silenced.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Path(_dirs().user_runtime_dir)
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) with mode 0700 for the leaf; return it."""
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        os.chmod(path, 0o700)
+    except PermissionError:
+        pass
+    return path
+
+
+def gateway_socket() -> Path:
+    """The local gateway API socket (mode 0600). ``BRIDGE_GATEWAY_SOCKET`` overrides it;
+    launchers set that variable in children so they find their own gateway."""
+    override = os.environ.get("BRIDGE_GATEWAY_SOCKET")
+    return Path(override) if override else runtime_dir() / "gateway.sock"
