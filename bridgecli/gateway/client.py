@@ -1,0 +1,122 @@
+"""Client side of the gateway's local socket API — the CLI's fast path.
+
+Newline-delimited JSON over a Unix socket (mode 0600 in the user runtime dir): one request
+``{"op": NAME, ...}`` per line, one response per line, ``{"ok": true, ...}`` or
+``{"ok": false, "error": {"code": EXITCODE_NAME, "message": ..., "hint": ...}}``. Several
+requests may share one connection. This module imports neither pika nor anything heavy:
+it is what keeps ``bridge send`` through a running gateway cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from bridgecli import errors, paths
+from bridgecli.errors import BridgeError, ExitCode, GatewayUnavailable
+
+_ERROR_TYPES: dict[str, type[BridgeError]] = {
+    ExitCode.CONFIG.name: errors.ConfigError,
+    ExitCode.BROKER_UNAVAILABLE.name: errors.BrokerUnavailable,
+    ExitCode.GATEWAY_UNAVAILABLE.name: errors.GatewayUnavailable,
+    ExitCode.NOT_FOUND.name: errors.NotFound,
+    ExitCode.AMBIGUOUS.name: errors.Ambiguous,
+    ExitCode.TIMEOUT.name: errors.Timeout,
+    ExitCode.REJECTED.name: errors.Rejected,
+    ExitCode.PLUGIN.name: errors.PluginError,
+    ExitCode.MISSING_DEPENDENCY.name: errors.MissingDependency,
+    ExitCode.PERMISSION.name: errors.PermissionProblem,
+    ExitCode.CONFLICT.name: errors.Conflict,
+    ExitCode.BROWSER.name: errors.BrowserError,
+}
+
+
+def error_from_wire(payload: dict[str, Any]) -> BridgeError:
+    """Rebuild the typed error a gateway sent back, so the CLI exits with the same code."""
+    kind = _ERROR_TYPES.get(str(payload.get("code")), BridgeError)
+    return kind(str(payload.get("message", "gateway error")), payload.get("hint"))
+
+
+def error_to_wire(exc: BridgeError) -> dict[str, Any]:
+    return {"code": ExitCode(exc.exit_code).name, "message": exc.message, "hint": exc.hint}
+
+
+class GatewayClient:
+    """A connection to the local gateway. Use :meth:`connect` (returns None when no gateway
+    is listening) or :meth:`require` (raises a clear error)."""
+
+    def __init__(self, sock: socket.socket, path: Path) -> None:
+        self._sock = sock
+        self._file = sock.makefile("rwb")
+        self.path = path
+
+    @classmethod
+    def connect(cls, path: Path | None = None, timeout: float = 2.0) -> "GatewayClient | None":
+        path = path or paths.gateway_socket()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError, socket.timeout, OSError):
+            sock.close()
+            return None
+        sock.settimeout(None)
+        return cls(sock, path)
+
+    @classmethod
+    def require(cls, path: Path | None = None) -> "GatewayClient":
+        client = cls.connect(path)
+        if client is None:
+            where = path or paths.gateway_socket()
+            raise GatewayUnavailable(f"no gateway is listening on {where}",
+                                     "start one with `bridge gateway` (e.g. in tmux)")
+        return client
+
+    def call(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
+        """Send one request and return the response's fields; raise the typed error if the
+        gateway answered with one."""
+        request = {"op": op, **params}
+        self._sock.settimeout(timeout)
+        try:
+            self._file.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            self._file.flush()
+            line = self._file.readline()
+        except socket.timeout:
+            raise errors.Timeout(f"the gateway did not answer {op!r} within {timeout:g}s",
+                                 "check `bridge status` and the gateway's log") from None
+        except OSError as exc:
+            raise GatewayUnavailable(f"lost the connection to the gateway ({exc})",
+                                     "check that `bridge gateway` is still running") from None
+        if not line:
+            raise GatewayUnavailable("the gateway closed the connection",
+                                     "check that `bridge gateway` is still running")
+        response = json.loads(line)
+        if not response.get("ok"):
+            raise error_from_wire(response.get("error") or {})
+        return response
+
+    def close(self) -> None:
+        try:
+            self._file.close()
+        finally:
+            self._sock.close()
+
+    def __enter__(self) -> "GatewayClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def ping(path: Path | None = None) -> dict[str, Any] | None:
+    """The gateway's ``status`` answer, or None when no gateway is listening."""
+    client = GatewayClient.connect(path)
+    if client is None:
+        return None
+    with client:
+        try:
+            return client.call("status", timeout=5)
+        except BridgeError:
+            return None
