@@ -1,0 +1,102 @@
+"""``bridge broker``: the embedded RabbitMQ node of this user."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from bridgecli.cli import output
+
+
+@click.group()
+def broker() -> None:
+    """Run a private local RabbitMQ node for this user.
+
+    The node is Debian's rabbitmq-server started as a plain process (no systemd) with its
+    data under the user data dir (XDG_DATA_HOME/bridge/broker). It listens on 127.0.0.1 only,
+    on 5672 when free, else on a free port. While it runs, every command uses it when no
+    broker.uri / BRIDGE_BROKER_URI is configured.
+    """
+
+
+@broker.command()
+@click.option("--timeout", type=float, default=90.0, show_default=True,
+              help="Seconds to wait for the node to accept AMQP connections.")
+@output.json_option
+def start(timeout: float, as_json: bool) -> None:
+    """Start the node and wait until it accepts connections; prints its URI."""
+    from bridgecli import localbroker
+
+    result = localbroker.start(timeout)
+    info = result.info
+    if as_json:
+        output.data({"uri": info.uri, "pid": info.pid, "node": info.nodename,
+                     "already_running": result.already_running, "seconds": round(result.seconds, 2)})
+    else:
+        output.line(info.uri)
+    if result.already_running:
+        output.note(f"bridge: broker already running (node {info.nodename}, pid {info.pid})")
+    else:
+        output.note(f"bridge: started RabbitMQ node {info.nodename} (pid {info.pid}) in "
+                    f"{result.seconds:.1f}s; commands use it while broker.uri is unset")
+
+
+@broker.command()
+@output.json_option
+def stop(as_json: bool) -> None:
+    """Stop the node cleanly (no process is left behind)."""
+    from bridgecli import localbroker
+
+    began = time.monotonic()
+    info = localbroker.stop()
+    if as_json:
+        output.data({"stopped": info is not None, "node": info.nodename if info else None,
+                     "seconds": round(time.monotonic() - began, 2)})
+    if info is None:
+        output.note("bridge: broker is not running")
+    else:
+        output.note(f"bridge: stopped RabbitMQ node {info.nodename}")
+
+
+@broker.command()
+@output.json_option
+def status(as_json: bool) -> None:
+    """Show whether the node runs, its URI, pid and data directory.
+
+    Exit code 0 either way; scripts read `running` from --json.
+    """
+    from bridgecli import localbroker
+
+    state = localbroker.status()
+    if as_json:
+        output.data(state)
+        return
+    if not state["running"]:
+        output.line("stopped")
+        output.note(f"bridge: no embedded broker runs (data dir {state['dir']}); "
+                    f"start it with `bridge broker start`")
+        return
+    output.line("running" if state["accepting"] else "running (not accepting connections)")
+    output.table(["FIELD", "VALUE"], [(k, state[k]) for k in ("uri", "node", "pid", "dir")])
+
+
+@broker.command()
+@click.option("-n", "--lines", type=int, default=50, show_default=True, help="How many lines.")
+@output.json_option
+def logs(lines: int, as_json: bool) -> None:
+    """Print the end of the node's log file."""
+    from bridgecli import localbroker
+
+    path = localbroker.log_path()
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:] if lines > 0 else []
+    except FileNotFoundError:
+        from bridgecli.errors import NotFound
+
+        raise NotFound(f"no broker log at {path}", "start the broker with `bridge broker start`")
+    if as_json:
+        output.data({"path": str(path), "lines": text})
+        return
+    for line in text:
+        output.line(line)
