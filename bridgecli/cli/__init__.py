@@ -148,7 +148,11 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to one line + an exit code."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        root.main(args=args, prog_name="bridge", standalone_mode=False)
+        # Without standalone mode click *returns* the code of a click.exceptions.Exit
+        # raised inside a command instead of raising it; keep it.
+        result = root.main(args=args, prog_name="bridge", standalone_mode=False)
+        if isinstance(result, int) and not isinstance(result, bool) and result:
+            sys.exit(result)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

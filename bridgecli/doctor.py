@@ -1,0 +1,220 @@
+"""The checks behind ``bridge doctor``: config, broker, capabilities, gateway, secrets.
+
+Each check returns a :class:`Check` instead of raising, so one screen shows everything that
+is wrong at once, each with its fix. ``fail`` means bridge cannot work until it is fixed;
+``warn`` means a feature falls back (no delayed-message exchange -> TTL queues) or an
+optional part is not running (the gateway).
+"""
+
+from __future__ import annotations
+
+import stat
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from bridgecli import paths
+from bridgecli.errors import BridgeError, ExitCode
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+
+
+@dataclass
+class Check:
+    """One line of the doctor's report."""
+
+    name: str
+    status: str  # ok | warn | fail | skip
+    detail: str
+    fix: str | None = None
+    #: the exit code this failure maps to (only meaningful when status == fail)
+    code: int = int(ExitCode.FAILURE)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_config(load: Callable[[], Any]) -> tuple[Check, Any]:
+    """The configuration file parses and validates (and env/flags are valid)."""
+    try:
+        cfg = load()
+    except BridgeError as exc:
+        return Check("config", FAIL, exc.message, exc.hint or "fix the file", int(exc.exit_code)), None
+    where = str(cfg.path) if cfg.path and cfg.path.exists() else f"{cfg.path} (absent: defaults)"
+    return Check("config", OK, f"{where}; host id {cfg.host_id}"), cfg
+
+
+def _broker_checks(cfg: Any) -> list[Check]:
+    """Reach the broker, then probe the capabilities later features rely on."""
+    from bridgecli.amqp.uri import resolve_broker_uri
+
+    try:
+        uris = resolve_broker_uri(cfg)
+    except BridgeError as exc:
+        return [Check("broker", FAIL, exc.message, exc.hint, int(exc.exit_code))]
+    import pika
+    import pika.exceptions
+
+    conn = None
+    problems = []
+    for uri in uris:
+        try:
+            params = pika.URLParameters(uri)
+            params.socket_timeout = 3
+            params.stack_timeout = 6
+            params.blocked_connection_timeout = 10
+            params.connection_attempts = 1
+            params.client_properties = {"connection_name": "bridge doctor"}
+            conn = pika.BlockingConnection(params)
+            break
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            problems.append(f"{_redact(uri)}: {type(exc).__name__} {exc}".strip())
+    if conn is None:
+        return [Check("broker", FAIL, "cannot connect: " + "; ".join(problems),
+                      "start it (`bridge broker start`) or fix broker.uri / BRIDGE_BROKER_URI",
+                      int(ExitCode.BROKER_UNAVAILABLE))]
+    try:
+        props = conn._impl.server_properties or {}
+        product = _text(props.get("product", "?"))
+        version = _text(props.get("version", "?"))
+        checks = [Check("broker", OK, f"{_redact(uri)}: {product} {version}")]
+        checks.append(_check_quorum(conn, cfg))
+        checks.append(_check_delayed(conn))
+        checks.append(_check_consumer_timeout(uri))
+        return checks
+    finally:
+        try:
+            conn.close()
+        except Exception:  # closing a half-broken connection must not hide the report
+            pass
+
+
+def _check_quorum(conn: Any, cfg: Any) -> Check:
+    import pika.exceptions
+
+    name = f"bridge.doctor.{uuid.uuid4()}"
+    try:
+        ch = conn.channel()
+        ch.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_delete(name)
+        ch.close()
+        return Check("quorum queues", OK, "supported")
+    except pika.exceptions.AMQPError as exc:
+        wanted = cfg.values.get("messaging.inbox_queue_type") == "quorum"
+        return Check("quorum queues", FAIL if wanted else WARN, f"not supported ({exc})",
+                     "set messaging.inbox_queue_type = classic, or use RabbitMQ >= 3.8"
+                     if wanted else None, int(ExitCode.BROKER_UNAVAILABLE))
+
+
+def _check_delayed(conn: Any) -> Check:
+    import pika.exceptions
+
+    name = f"bridge.doctor.delay.{uuid.uuid4()}"
+    try:
+        ch = conn.channel()
+        ch.exchange_declare(name, exchange_type="x-delayed-message", durable=False,
+                            auto_delete=True, arguments={"x-delayed-type": "topic"})
+        ch.exchange_delete(name)
+        ch.close()
+        return Check("delayed-message exchange", OK, "plugin present: broker-driven delays")
+    except pika.exceptions.AMQPError:
+        return Check("delayed-message exchange", WARN,
+                     "plugin absent: bridge falls back to TTL delay queues",
+                     "optional: enable rabbitmq_delayed_message_exchange on the broker")
+
+
+def _check_consumer_timeout(uri: str) -> Check:
+    """Read ``consumer_timeout`` from the embedded node (rabbitmqctl); other brokers do not
+    expose it over AMQP."""
+    from bridgecli import localbroker
+
+    info = localbroker.read_state()
+    if info is None or info.uri != uri:
+        return Check("consumer timeout", OK, "unknown (RabbitMQ default 30 min)")
+    node = localbroker.LocalNode(Path(info.base), nodename=info.nodename)
+    try:
+        ms = node.consumer_timeout_ms()
+    except (BridgeError, OSError) as exc:
+        return Check("consumer timeout", WARN, f"unknown ({exc})")
+    if ms is None:
+        return Check("consumer timeout", OK, "disabled")
+    return Check("consumer timeout", OK, f"{ms} ms ({ms / 60000:g} min)")
+
+
+def check_gateway() -> Check:
+    """The local gateway answers on its socket (not running is only a warning)."""
+    from bridgecli.gateway.client import ping
+
+    sock = paths.gateway_socket()
+    answer = ping()
+    if answer is None:
+        return Check("gateway", WARN, f"not running (no answer on {sock})",
+                     "start it with `bridge gateway` (e.g. in tmux)")
+    summary = ", ".join(f"{k}={answer[k]}" for k in ("host", "connected", "entities") if k in answer)
+    return Check("gateway", OK, f"answering on {sock}" + (f": {summary}" if summary else ""))
+
+
+def check_secret_files(cfg: Any) -> list[Check]:
+    """Files holding secrets must not be readable by group or others."""
+    from bridgecli.config import SETTINGS, read_file
+
+    checks = []
+    cfg_path = paths.config_file()
+    if cfg_path.exists():
+        try:
+            data = read_file(cfg_path)
+        except BridgeError:
+            data = {}
+        secret_keys = [key for key, s in SETTINGS.items() if s.secret
+                       and key.split(".", 1)[1] in (data.get(key.split(".", 1)[0]) or {})]
+        if secret_keys:
+            checks.append(_perm_check("config file permissions", cfg_path,
+                                      f"holds {', '.join(secret_keys)}"))
+    token = paths.user_cache_root() / "opencode-browser" / "bridge.json"
+    if token.exists():
+        checks.append(_perm_check("browser token file permissions", token, "holds the browser token"))
+    if not checks:
+        checks.append(Check("secret files", OK, "no secret files found"))
+    return checks
+
+
+def _perm_check(name: str, path: Path, why: str) -> Check:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        return Check(name, FAIL, f"{path} is mode {mode:03o} and {why}",
+                     f"run `chmod 600 {path}`", int(ExitCode.PERMISSION))
+    return Check(name, OK, f"{path} is mode {mode:03o}")
+
+
+def run(load_config: Callable[[], Any]) -> list[Check]:
+    """Every check, in the order the report shows them."""
+    config_check, cfg = check_config(load_config)
+    checks = [config_check]
+    if cfg is None:
+        checks.append(Check("broker", SKIP, "skipped: the configuration is invalid"))
+    else:
+        checks.extend(_broker_checks(cfg))
+    checks.append(check_gateway())
+    checks.extend(check_secret_files(cfg))
+    return checks
+
+
+def exit_code(checks: list[Check]) -> ExitCode:
+    """OK when nothing failed, else the code of the first failure."""
+    for check in checks:
+        if check.status == FAIL:
+            return ExitCode(check.code)
+    return ExitCode.OK
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _redact(uri: str) -> str:
+    if "@" not in uri or "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"

@@ -1,0 +1,1 @@
+"""bridge's test suite; mirrors the package layout."""

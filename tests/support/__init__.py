@@ -1,0 +1,1 @@
+"""Shared pytest fixtures for real components (RabbitMQ, …), loaded from the root conftest."""
