@@ -1,0 +1,119 @@
+"""Start and stop a private Chromium with remote debugging on a free port.
+
+``--remote-debugging-port=0`` plus the profile's ``DevToolsActivePort`` file avoids port
+races; the process gets its own session so :meth:`Chromium.stop` can kill the whole tree
+(renderers, GPU, zygote) and never leave strays. The flags are the ones that work as root on
+a closed network (see docs: without the background-networking flags Chromium keeps dialling
+out and connections get refused).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from bridgecli.errors import BrowserError, MissingDependency
+
+CANDIDATES = ("/usr/lib/chromium/chromium", "chromium", "chromium-browser", "google-chrome")
+
+BASE_FLAGS = (
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--no-default-browser-check", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--window-size=1280,800",
+)
+
+
+def find_binary(explicit: str | None = None) -> str:
+    """The Chromium executable: ``explicit``, ``$BRIDGE_CHROMIUM``, then the usual names."""
+    for candidate in (explicit, os.environ.get("BRIDGE_CHROMIUM"), *CANDIDATES):
+        if not candidate:
+            continue
+        path = candidate if os.path.isabs(candidate) else shutil.which(candidate)
+        if path and os.access(path, os.X_OK):
+            return path
+    raise MissingDependency("no Chromium found",
+                            "install it (apt-get install chromium) or set BRIDGE_CHROMIUM=/path")
+
+
+class Chromium:
+    """One Chromium process with a throwaway profile; a context manager."""
+
+    def __init__(self, *, headless: bool = True, extra_args: Sequence[str] = (),
+                 binary: str | None = None, start_url: str = "about:blank") -> None:
+        self.binary = find_binary(binary)
+        self.headless = headless
+        self.extra_args = list(extra_args)
+        self.start_url = start_url
+        self.profile: Path | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port: int | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """``http://127.0.0.1:PORT`` of the DevTools HTTP endpoint."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "Chromium":
+        self.profile = Path(tempfile.mkdtemp(prefix="bridge-chromium-"))
+        args = [self.binary, *BASE_FLAGS, f"--user-data-dir={self.profile}",
+                "--remote-debugging-port=0", *self.extra_args]
+        if self.headless:
+            args.insert(1, "--headless=new")
+        args.append(self.start_url)
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        marker = self.profile / "DevToolsActivePort"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.stop()
+                raise BrowserError(f"Chromium exited at start (code {self.proc.returncode})",
+                                   "run it by hand with the same flags to see why")
+            try:
+                lines = marker.read_text().splitlines()
+                if len(lines) >= 2:
+                    self.port = int(lines[0])
+                    return self
+            except (FileNotFoundError, ValueError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise BrowserError(f"Chromium did not open its DevTools port within {timeout:g} s",
+                           "the machine may be overloaded; retry")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """Kill the whole process tree and remove the profile (idempotent)."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=5)
+        elif proc is not None:
+            try:  # the leader exited; its children may not have
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.profile is not None:
+            shutil.rmtree(self.profile, ignore_errors=True)
+            self.profile = None
+
+    def __enter__(self) -> "Chromium":
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
