@@ -1,0 +1,1 @@
+"""Tests of bridgecli.cli, one module per command."""

@@ -1,0 +1,88 @@
+"""`bridge doctor` against a running broker, without one, and with unsafe files."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from click.testing import CliRunner
+
+from bridgecli.cli import root
+from tests.support.env import run_bridge
+
+
+def _checks(stdout: str) -> dict[str, dict]:
+    return {c["name"]: c for c in json.loads(stdout)["checks"]}
+
+
+def test_healthy_broker_passes_with_capabilities(bridge_home, rabbitmq):
+    env = {**bridge_home.env, "BRIDGE_BROKER_URI": rabbitmq.uri}
+    result = run_bridge("doctor", "--json", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = _checks(result.stdout)
+    assert checks["broker"]["status"] == "ok" and "RabbitMQ 3." in checks["broker"]["detail"]
+    assert "guest:***@" in checks["broker"]["detail"]  # the password is never printed
+    assert checks["quorum queues"]["status"] == "ok"
+    # Debian's RabbitMQ has no delayed-message plugin: a warning, bridge falls back to TTL queues
+    assert checks["delayed-message exchange"]["status"] == "warn"
+    assert "TTL" in checks["delayed-message exchange"]["detail"]
+    assert checks["consumer timeout"]["detail"].startswith("unknown")
+    assert checks["gateway"]["status"] == "warn"
+
+
+def test_human_output_in_process(bridge_home, rabbitmq, monkeypatch):
+    monkeypatch.setenv("BRIDGE_BROKER_URI", rabbitmq.uri)
+    result = CliRunner().invoke(root, ["doctor"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert "ok    broker:" in result.output
+    assert "WARN  gateway: not running" in result.output
+    assert "fix: start it with `bridge gateway`" in result.output
+
+
+def test_no_broker_configured_fails_with_the_fix(bridge_home):
+    result = run_bridge("doctor", env=bridge_home.env)
+    assert result.returncode == 4  # ExitCode.BROKER_UNAVAILABLE
+    assert "FAIL  broker: no broker is configured" in result.stdout
+    assert "bridge broker start" in result.stdout
+    assert "1 failing check" in result.stderr
+
+
+def test_unreachable_broker_fails(bridge_home):
+    from bridgecli.localbroker import free_port
+
+    env = {**bridge_home.env, "BRIDGE_BROKER_URI": f"amqp://guest:guest@127.0.0.1:{free_port()}/"}
+    result = run_bridge("doctor", "--json", env=env)
+    assert result.returncode == 4
+    broker = _checks(result.stdout)["broker"]
+    assert broker["status"] == "fail" and "cannot connect" in broker["detail"]
+
+
+def test_invalid_config_fails_and_skips_the_broker(bridge_home):
+    bridge_home.config_file.parent.mkdir(parents=True, exist_ok=True)
+    bridge_home.config_file.write_text("[broker]\nurl = 'amqp://x/'\n")
+    result = run_bridge("doctor", "--json", env=bridge_home.env)
+    assert result.returncode == 3  # ExitCode.CONFIG
+    checks = _checks(result.stdout)
+    assert checks["config"]["status"] == "fail" and "broker.url" in checks["config"]["detail"]
+    assert checks["broker"]["status"] == "skip"
+
+
+def test_readable_secret_files_fail_with_chmod_fix(bridge_home, rabbitmq):
+    env = {**bridge_home.env, "BRIDGE_BROKER_URI": rabbitmq.uri}
+    cfg = bridge_home.config_file
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text("[browser]\ntoken = 's3cret'\n")
+    os.chmod(cfg, 0o644)
+    token = bridge_home.root / "cache" / "opencode-browser" / "bridge.json"
+    token.parent.mkdir(parents=True)
+    token.write_text("{}")
+    os.chmod(token, 0o640)
+    result = run_bridge("doctor", "--json", env=env)
+    assert result.returncode == 12  # ExitCode.PERMISSION
+    checks = _checks(result.stdout)
+    assert checks["config file permissions"]["fix"] == f"run `chmod 600 {cfg}`"
+    assert checks["browser token file permissions"]["status"] == "fail"
+    assert "s3cret" not in result.stdout
+    os.chmod(cfg, 0o600)
+    os.chmod(token, 0o600)
+    assert run_bridge("doctor", env=env).returncode == 0

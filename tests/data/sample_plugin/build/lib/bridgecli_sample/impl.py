@@ -1,0 +1,34 @@
+"""The sample plugin's command and backend, imported only when used."""
+
+import json
+
+import click
+
+
+@click.command()
+@click.argument("name", default="world")
+def hello(name):
+    """Say hello from the sample plugin."""
+    click.echo(f"hello {name} from bridgecli-sample")
+
+
+class FileBackend:
+    """Appends each delivered envelope as a JSON line to ``ADDRESS`` (a file path)."""
+
+    inline = True
+
+    def __init__(self, context):
+        self.context = context
+
+    def check_address(self, address):
+        if not address:
+            from bridgecli.errors import BridgeError
+
+            raise BridgeError("sample-file needs a file path", "use --deliver sample-file:/path")
+
+    def deliver(self, entity, envelope):
+        with open(entity.address, "a") as handle:
+            handle.write(json.dumps(envelope.to_wire()) + "\n")
+
+    def status(self, entity):
+        return "idle"

@@ -1,0 +1,129 @@
+"""The embedded broker's building blocks, against real RabbitMQ nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pika
+import pytest
+
+from bridgecli import config, localbroker
+from bridgecli.amqp.uri import resolve_broker_uri
+from bridgecli.errors import BrokerUnavailable, MissingDependency
+from bridgecli.localbroker import LocalNode
+
+
+def test_session_node_accepts_amqp_and_routes_a_message(rabbitmq):
+    conn = pika.BlockingConnection(pika.URLParameters(rabbitmq.uri))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("lb.test", auto_delete=True)
+        ch.basic_publish("", "lb.test", b"hello")
+        method, _, body = ch.basic_get("lb.test", auto_ack=True)
+        assert body == b"hello"
+        assert conn._impl.server_properties["product"] in ("RabbitMQ", b"RabbitMQ")
+    finally:
+        conn.close()
+
+
+def test_amqp_ready_tells_a_broker_from_a_plain_listener(rabbitmq):
+    assert localbroker.amqp_ready("127.0.0.1", rabbitmq.port)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        # a listener that never speaks AMQP is not a ready broker
+        assert not localbroker.amqp_ready("127.0.0.1", server.getsockname()[1], timeout=0.3)
+    assert not localbroker.amqp_ready("127.0.0.1", localbroker.free_port(), timeout=0.3)
+
+
+def test_ctl_runs_with_the_nodes_cookie(rabbitmq):
+    result = rabbitmq.ctl("list_queues", "name", "-q")
+    assert result.returncode == 0
+
+
+def test_extra_conf_lines_reach_the_node_and_stop_leaves_no_process(rabbitmq_node_factory):
+    broker = rabbitmq_node_factory(["consumer_timeout = 5000"])
+    node = broker.node
+    assert node.consumer_timeout_ms() == 5000
+    vm, pgid = node.vm_pid, node.pgid
+    assert localbroker.pid_alive(vm) and localbroker.group_alive(pgid)
+    node.stop()
+    assert not localbroker.pid_alive(vm)
+    assert not localbroker.group_alive(pgid)
+    node.stop()  # idempotent
+
+
+def test_taken_ports_are_replaced_by_free_ones(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        node = LocalNode(tmp_path, amqp_port=taken, dist_port=taken)
+        node._pick_ports()
+        assert node.amqp_port != taken and node.dist_port != taken
+        assert node.amqp_port != node.dist_port
+        assert localbroker.port_is_free(node.amqp_port)
+
+
+def test_nodename_is_stable_per_dir_and_distinct_between_dirs(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert localbroker.default_nodename(a) == localbroker.default_nodename(a)
+    assert localbroker.default_nodename(a) != localbroker.default_nodename(b)
+    assert localbroker.default_nodename(a).endswith("@localhost")
+
+
+def test_missing_rabbitmq_server_names_the_apt_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRIDGE_RABBITMQ_BIN", str(tmp_path / "nowhere"))
+    with pytest.raises(MissingDependency) as err:
+        LocalNode(tmp_path).start()
+    assert "apt-get install rabbitmq-server" in str(err.value)
+
+
+def test_a_node_that_dies_during_boot_reports_its_log(tmp_path):
+    # A config line RabbitMQ rejects makes the node exit during boot.
+    node = LocalNode(Path(str(tmp_path)), extra_conf=["no_such_setting_at_all = 1"])
+    with pytest.raises(BrokerUnavailable) as err:
+        node.start(timeout=60)
+    assert "exited during start-up" in str(err.value)
+    assert not node.is_running()
+
+
+def test_recorded_uri_is_none_without_state_and_for_a_dead_pid(bridge_home):
+    assert localbroker.recorded_uri() is None
+    state = localbroker.broker_dir() / "state.json"
+    state.parent.mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    info = {"uri": "amqp://guest:guest@127.0.0.1:1/", "pid": dead.pid, "pgid": dead.pid,
+            "nodename": "x@localhost", "amqp_port": 1, "dist_port": 2, "base": "/", "started": 0}
+    state.write_text(json.dumps(info))
+    assert localbroker.recorded_uri() is None
+    info["pid"] = os.getpid()  # a live process: the record counts
+    state.write_text(json.dumps(info))
+    assert localbroker.recorded_uri() == info["uri"]
+    state.write_text("{not json")
+    assert localbroker.recorded_uri() is None
+
+
+def test_resolve_broker_uri_prefers_config_then_embedded_then_fails(bridge_home):
+    cfg = config.load(env={"BRIDGE_BROKER_URI": "amqp://a:1/, amqp://b:2/"})
+    assert resolve_broker_uri(cfg) == ["amqp://a:1/", "amqp://b:2/"]
+    with pytest.raises(BrokerUnavailable) as err:
+        resolve_broker_uri(config.load(env={}))
+    assert "bridge broker start" in str(err.value)
+    state = localbroker.broker_dir() / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"uri": "amqp://guest:guest@127.0.0.1:9/", "pid": os.getpid(),
+                                 "pgid": 0, "nodename": "x@localhost", "amqp_port": 9,
+                                 "dist_port": 10, "base": "/", "started": 0}))
+    assert resolve_broker_uri(config.load(env={})) == ["amqp://guest:guest@127.0.0.1:9/"]
+
+
+def test_uri_module_does_not_import_pika():
+    code = "import sys, bridgecli.amqp.uri; print('pika' in sys.modules)"
+    out = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
