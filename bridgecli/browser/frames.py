@@ -267,3 +267,25 @@ def event(name: str, group: str | None = None, data: Any = None) -> dict[str, An
 
 PING = {"type": "ping"}
 PONG = {"type": "pong"}
+
+
+class CommandError(BrowserError):
+    """A command that came back with ``ok: false`` (or never could be sent).
+
+    ``code`` is one of the ``E_*`` codes, so callers (and agents) can branch on it; the hint
+    says what to do, because the reader is often a model that acts on the text literally.
+    """
+
+    HINTS = {
+        E_RE_ELECTING: "retry in a moment",
+        E_NOT_OWNER: "use another group name, or wait until the owning agent exits",
+        E_NOT_CONNECTED: "start the broker with `bridge browser serve`",
+        E_TIMEOUT: "the browser may be busy or hung; retry, or check it",
+    }
+
+    def __init__(self, code: str, message: str) -> None:
+        hint = self.HINTS.get(code)
+        if hint and hint in message:
+            hint = None
+        super().__init__(message, hint)
+        self.code = code

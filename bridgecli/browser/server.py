@@ -1,0 +1,212 @@
+"""The WebSocket transport around :class:`~bridgecli.browser.broker.Broker`.
+
+Why ``websockets.sync.server``: it gives a thread per connection with a thread-safe ``send``
+(the broker sends to a connection from other connections' threads), Origin refusal in
+``process_request``, ``max_size`` with a 1009 close, and custom close codes, all in a few
+lines (measured in ``research/browser-feasibility.md`` §5). The bridge carries a handful of
+connections with sub-millisecond round trips, so an asyncio loop in a dedicated thread would
+only add hops between threads for every frame the synchronous callers send.
+
+Policy, in the order a connection meets it:
+
+1. The socket is bound to 127.0.0.1 only (:func:`bind_loopback`; the bind *is* the election).
+2. Handshake: an ``Origin`` that is not ``chrome-extension://``/``moz-extension://`` → HTTP 403,
+   so a web page never gets to send a token. No Origin (local agents, CDP executor) is allowed.
+3. More than ``max_connections`` open → close 1013 (a connect flood cannot exhaust threads).
+4. First frame: a hello within 5 s and ≤ 64 KiB, with the token compared by
+   :func:`hmac.compare_digest` → else close 4001/4002/4003.
+5. After hello frames may be ≤ 16 MiB; malformed frames get an error frame and, after 8, a
+   close 4005. The broker never sees a frame that did not decode.
+6. Keepalive: a JSON ``ping`` after 15 s without sending (an MV3 service worker dies after 30 s
+   without messages; protocol-level pings do not count).
+
+The receive loop uses ``recv(timeout=1)`` and re-checks the protocol state, which works around
+the ``websockets.sync`` pitfall where a handler stays blocked after a 1009 close.
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+from websockets.protocol import State
+from websockets.sync.server import Server, ServerConnection, serve
+
+from bridgecli.browser import frames as F
+from bridgecli.browser.broker import Broker
+from bridgecli.errors import BrowserError
+
+#: Origins allowed to open a connection besides "no Origin at all".
+EXTENSION_ORIGINS = ("chrome-extension://", "moz-extension://")
+#: Seconds an executor may take on one command before the broker fails it for the agent.
+COMMAND_TIMEOUT = 120.0
+
+
+def bind_loopback(port: int) -> socket.socket:
+    """Bind and listen on 127.0.0.1:``port``; this is the election.
+
+    Raises :class:`OSError` with ``errno.EADDRINUSE`` when another process holds the port
+    (the caller then becomes a guest). ``SO_REUSEADDR`` is set (as ``create_server`` does on
+    POSIX) so a new host can bind while the old host's sockets linger in TIME_WAIT; it does not
+    let two processes listen at once.
+    """
+    return socket.create_server(("127.0.0.1", port), backlog=128)
+
+
+def is_addr_in_use(exc: OSError) -> bool:
+    """Whether a bind failed because the port is taken (→ guest)."""
+    return exc.errno == errno.EADDRINUSE
+
+
+def origin_allowed(origin: str | None) -> bool:
+    """No Origin (local programs) or a browser-extension Origin; never a web page or ``null``."""
+    return origin is None or origin.startswith(EXTENSION_ORIGINS)
+
+
+class WsConn:
+    """Adapts a websockets connection to the broker's ``Conn``; remembers when it last sent
+    so keepalive pings only go to quiet connections."""
+
+    def __init__(self, ws: ServerConnection) -> None:
+        self.ws = ws
+        self.last_send = time.monotonic()
+
+    def send(self, frame: dict[str, Any]) -> None:
+        self.ws.send(F.encode(frame))
+        self.last_send = time.monotonic()
+
+    def close(self, code: int, reason: str) -> None:
+        self.ws.close(code, reason)
+
+
+class BrokerServer:
+    """Serves one :class:`Broker` on an already bound socket, in background threads."""
+
+    def __init__(self, broker: Broker, token: str, sock: socket.socket, *,
+                 max_frame: int = F.MAX_FRAME_BYTES, max_connections: int = 64,
+                 keepalive: float = F.KEEPALIVE_SECONDS, hello_timeout: float = F.HELLO_TIMEOUT,
+                 command_timeout: float = COMMAND_TIMEOUT,
+                 log: Callable[[str], None] | None = None) -> None:
+        if not token:
+            raise BrowserError("the browser broker needs a token", "set one with `bridge token set`")
+        self.broker = broker
+        self.port = sock.getsockname()[1]
+        self._token = token.encode("utf-8")
+        self._max_frame = max_frame
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._keepalive = keepalive
+        self._hello_timeout = hello_timeout
+        self._command_timeout = command_timeout
+        self._log = log or (lambda text: None)
+        self._stopping = threading.Event()
+        self._server: Server = serve(
+            self._handler, sock=sock, process_request=self._check_origin,
+            max_size=F.MAX_HELLO_BYTES, compression=None, open_timeout=5, close_timeout=2,
+            server_header=None)
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> "BrokerServer":
+        """Start accepting connections and the housekeeping loop; returns self."""
+        for target, name in ((self._server.serve_forever, "bridge-broker"),
+                             (self._housekeeping, "bridge-broker-expire")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def shutdown(self) -> None:
+        """Close the listening socket and every connection (1001: peers re-elect)."""
+        self._stopping.set()
+        self._server.shutdown()
+
+    # --- handshake and hello -------------------------------------------------------------------
+
+    def _check_origin(self, connection: ServerConnection, request: Request) -> Response | None:
+        origin = request.headers.get("Origin")
+        if origin_allowed(origin):
+            return None
+        self._log(f"refused a handshake from Origin {origin!r}")
+        return connection.respond(F.HTTP_FORBIDDEN, "web pages may not connect to the browser bridge\n")
+
+    def _read_hello(self, ws: ServerConnection) -> dict[str, Any] | None:
+        try:
+            raw = ws.recv(timeout=self._hello_timeout)
+        except TimeoutError:
+            ws.close(F.CLOSE_BAD_HELLO, "no hello in time")
+            return None
+        except ConnectionClosed:
+            return None
+        try:
+            hello = F.validate_hello(F.decode(raw))
+        except F.FrameError as exc:
+            ws.close(F.CLOSE_BAD_HELLO, exc.message[:120])
+            return None
+        if not hmac.compare_digest(hello["token"].encode("utf-8"), self._token):
+            self._log("refused a hello with a wrong token")
+            ws.close(F.CLOSE_BAD_TOKEN, "bad token")
+            return None
+        if hello["v"] != F.PROTOCOL_VERSION:
+            ws.close(F.CLOSE_BAD_VERSION, f"protocol v{F.PROTOCOL_VERSION} only")
+            return None
+        return hello
+
+    # --- per-connection loop -------------------------------------------------------------------
+
+    def _handler(self, ws: ServerConnection) -> None:
+        if not self._slots.acquire(blocking=False):
+            ws.close(F.CLOSE_TRY_LATER, "too many connections")
+            return
+        try:
+            hello = self._read_hello(ws)
+            if hello is None or self._stopping.is_set():
+                return
+            ws.protocol.max_message_size = self._max_frame
+            conn = WsConn(ws)
+            client_id = self.broker.attach(conn, hello)
+            try:
+                self._serve(ws, conn, client_id)
+            finally:
+                self.broker.detach(client_id)
+        finally:
+            self._slots.release()
+
+    def _serve(self, ws: ServerConnection, conn: WsConn, client_id: str) -> None:
+        bad = 0
+        while True:
+            try:
+                raw = ws.recv(timeout=1.0)
+            except TimeoutError:
+                if ws.protocol.state is not State.OPEN:  # e.g. after a 1009 close
+                    ws.close()
+                    return
+                if time.monotonic() - conn.last_send >= self._keepalive:
+                    try:
+                        conn.send(F.PING)
+                    except ConnectionClosed:
+                        return
+                continue
+            except ConnectionClosed:
+                return
+            try:
+                frame = F.decode(raw)
+            except F.FrameError as exc:
+                bad += 1
+                try:
+                    conn.send(F.error(exc.code, exc.message))
+                except ConnectionClosed:
+                    return
+                if bad >= F.MAX_BAD_FRAMES:
+                    ws.close(F.CLOSE_PROTOCOL, "too many malformed frames")
+                    return
+                continue
+            self.broker.handle(client_id, frame)
+
+    def _housekeeping(self) -> None:
+        while not self._stopping.wait(min(5.0, self._command_timeout / 4)):
+            self.broker.expire(self._command_timeout)
