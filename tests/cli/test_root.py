@@ -1,0 +1,99 @@
+"""The root command: help, version, lazy loading, errors and exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from bridgecli import __version__
+from bridgecli.cli import BUILTIN_COMMANDS, root
+from tests.support.env import run_bridge
+
+HEAVY = ("pika", "websockets", "websocket", "mcp", "tomli_w")
+
+
+def test_help_lists_every_builtin_command(bridge_home):
+    result = CliRunner().invoke(root, ["--help"], catch_exceptions=False)
+    assert result.exit_code == 0
+    for name, (_, short_help) in BUILTIN_COMMANDS.items():
+        assert f"{name}  " in result.output
+    assert "-h, --help" in result.output
+
+
+def test_version_in_process_and_as_subprocess(bridge_home):
+    assert CliRunner().invoke(root, ["--version"]).output == f"bridge, version {__version__}\n"
+    for flag in ("--version", "-V"):
+        proc = run_bridge(flag, env=bridge_home.env)
+        assert (proc.returncode, proc.stdout) == (0, f"bridge, version {__version__}\n")
+    module = subprocess.run([sys.executable, "-m", "bridgecli", "--version"], env=bridge_home.env,
+                            capture_output=True, text=True)
+    assert module.stdout == f"bridge, version {__version__}\n"
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["send", "--help"]])
+def test_fast_paths_import_nothing_heavy(bridge_home, argv):
+    probe = ("import sys\nfrom bridgecli.cli import main\n"
+             f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_short_help_matches_each_commands_own_help():
+    """BUILTIN_COMMANDS repeats each command's first help line so that --help needs no import;
+    this keeps the two in step for every command module that exists."""
+    checked = 0
+    for name, (target, short_help) in BUILTIN_COMMANDS.items():
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # command not written yet
+            raise
+        command = getattr(module, attr)
+        assert isinstance(command, click.Command)
+        first_line = (command.help or "").strip().splitlines()[0]
+        assert first_line == short_help, name
+        checked += 1
+    assert checked >= 4  # broker, config, doctor, plugins at least
+
+
+def test_unknown_command_is_a_usage_error(bridge_home):
+    proc = run_bridge("no-such-command", env=bridge_home.env)
+    assert proc.returncode == 2 and "No such command 'no-such-command'" in proc.stderr
+
+
+def test_bridge_error_is_one_line_with_its_exit_code_and_traceback_on_request(bridge_home):
+    proc = run_bridge("config", "get", "nope.key", env=bridge_home.env)
+    assert proc.returncode == 3  # ExitCode.CONFIG
+    assert proc.stderr == ("bridge: error: unknown configuration key 'nope.key' — run "
+                           "`bridge config show` to list the keys\n")
+    for args, env in ((["--traceback", "config", "get", "nope.key"], bridge_home.env),
+                      (["config", "get", "nope.key"], {**bridge_home.env, "BRIDGE_DEBUG": "1"})):
+        shown = run_bridge(*args, env=env)
+        assert shown.returncode != 0
+        assert "Traceback (most recent call last)" in shown.stderr
+        assert "ConfigError" in shown.stderr
+
+
+def test_bad_env_value_names_the_variable(bridge_home):
+    env = {**bridge_home.env, "BRIDGE_BROKER_HEARTBEAT": "soon"}
+    proc = run_bridge("config", "get", "broker.heartbeat", env=env)
+    assert proc.returncode == 3
+    assert "environment variable BRIDGE_BROKER_HEARTBEAT" in proc.stderr
+    assert "expected an integer" in proc.stderr
+
+
+def test_json_goes_to_stdout_and_notes_to_stderr(bridge_home):
+    proc = run_bridge("broker", "status", "--json", env=bridge_home.env)
+    assert json.loads(proc.stdout)["running"] is False
+    proc = run_bridge("broker", "status", env=bridge_home.env)
+    assert proc.stdout == "stopped\n" and "bridge broker start" in proc.stderr

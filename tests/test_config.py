@@ -1,0 +1,89 @@
+"""The configuration model: schema parsing, layering and host ids (pure, no CLI)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridgecli import config
+from bridgecli.config import SETTINGS, ConfigError
+
+
+def test_every_setting_has_help_and_a_valid_default():
+    for key, setting in SETTINGS.items():
+        assert setting.help and "." in key
+        assert setting.env == "BRIDGE_" + key.replace(".", "_").upper()
+        if setting.default is not None:
+            assert setting.parse(setting.default, "default") == setting.default
+
+
+def test_layering_env_over_file_over_default(bridge_home):
+    bridge_home.config_file.parent.mkdir(parents=True)
+    bridge_home.config_file.write_text("[roster]\ninterval = 2\n[broker]\nheartbeat = 10\n")
+    cfg = config.load(env={"BRIDGE_BROKER_HEARTBEAT": "20"})
+    assert cfg.get("roster.interval") == 2.0 and cfg.sources["roster.interval"] == str(bridge_home.config_file)
+    assert cfg.get("broker.heartbeat") == 20 and cfg.sources["broker.heartbeat"] == "env BRIDGE_BROKER_HEARTBEAT"
+    assert cfg.get("messaging.prefetch") == 100 and cfg.sources["messaging.prefetch"] == "default"
+    flagged = config.load({"broker.heartbeat": "5", "host.id": None}, env={"BRIDGE_BROKER_HEARTBEAT": "20"})
+    assert flagged.get("broker.heartbeat") == 5 and flagged.sources["broker.heartbeat"] == "flag"
+    # an empty variable means "not set", so `BRIDGE_X= bridge …` does not error
+    assert config.load(env={"BRIDGE_BROKER_HEARTBEAT": ""}).get("broker.heartbeat") == 10
+
+
+def test_ocb_token_is_a_fallback_for_browser_token(bridge_home):
+    assert config.load(env={"OCB_TOKEN": "t"}).get("browser.token") == "t"
+    both = config.load(env={"OCB_TOKEN": "t", "BRIDGE_BROWSER_TOKEN": "b"})
+    assert both.get("browser.token") == "b"
+
+
+@pytest.mark.parametrize("raw, expected", [("true", True), ("0", False), ("yes", True), (True, True)])
+def test_bool_parsing(raw, expected):
+    setting = config.Setting("x.flag", bool, False, "a flag")
+    assert setting.parse(raw, "t") is expected
+
+
+@pytest.mark.parametrize("key, raw, expectation", [
+    ("broker.heartbeat", "1.5", "expected an integer"),
+    ("broker.heartbeat", True, "expected an integer"),
+    ("roster.interval", "-1", "expected a number greater than 0"),
+    ("roster.interval", "x", "expected a number"),
+    ("host.id", "-lead", "expected a host id"),
+    ("host.id", "a" * 64, "expected a host id"),
+    ("broker.uri", "amqp://ok/, redis://no/", "expected an amqp://"),
+    ("gateway.log_format", "xml", "expected one of human, json"),
+    ("broker.tls_ca", ["a"], "expected a string"),
+])
+def test_bad_values_say_what_is_expected(key, raw, expectation):
+    with pytest.raises(ConfigError) as err:
+        SETTINGS[key].parse(raw, "somewhere.toml")
+    assert f"somewhere.toml: bad value {raw!r} for {key}" in str(err.value)
+    assert expectation in str(err.value)
+
+
+def test_unknown_keys_and_malformed_sections(tmp_path):
+    path = tmp_path / "b.toml"
+    with pytest.raises(ConfigError, match="unknown key 'broker.nope'"):
+        config.flatten({"broker": {"nope": 1}}, path)
+    with pytest.raises(ConfigError, match="unknown key 'loose'"):
+        config.flatten({"loose": 1}, path)
+    with pytest.raises(ConfigError, match=r"\[profiles\] must hold tables"):
+        config.flatten({"profiles": {"x": 1}}, path)
+    flat, tables = config.flatten({"host": {"id": "h1"}, "profiles": {"w": {"command": "c"}}}, path)
+    assert flat == {"host.id": "h1"} and tables == {"profiles": {"w": {"command": "c"}}}
+
+
+def test_default_host_id_is_routing_safe(monkeypatch):
+    for hostname, expected in [("My.Host.example", "my"), ("__", "host"), ("Büro-PC.lan", "b-ro-pc")]:
+        monkeypatch.setattr(config.socket, "gethostname", lambda h=hostname: h)
+        assert config.default_host_id() == expected
+        assert config.HOST_ID_RE.match(config.default_host_id())
+
+
+def test_split_uris():
+    assert config.split_uris(" amqp://a/ ,, amqp://b/ ") == ["amqp://a/", "amqp://b/"]
+
+
+def test_unknown_key_lookup_is_an_error(bridge_home):
+    with pytest.raises(ConfigError, match="unknown configuration key"):
+        config.load(env={}).get("nope")
+    with pytest.raises(ConfigError):
+        config.unset_value("nope.key")

@@ -1,0 +1,158 @@
+"""Third-party plugins exactly as users get them: pip-installed packages with entry points.
+
+The packages under tests/data are built and installed with ``pip install --target`` into a
+temp dir that subprocesses see through PYTHONPATH, so the venv itself never changes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from bridgecli import plugins
+from bridgecli.errors import NotFound, PluginError
+from tests.support.env import run_bridge
+
+DATA = Path(__file__).parent / "data"
+SAMPLES = ("sample_plugin", "broken_plugin", "misspelt_plugin")
+
+
+@pytest.fixture(scope="module")
+def plugin_site() -> Path:
+    """The three test plugin packages, pip-installed into one private target dir."""
+    work = Path(tempfile.mkdtemp(prefix="bpl", dir="/tmp"))
+    for name in SAMPLES:  # build from copies: pip leaves build/ dirs next to the sources
+        shutil.copytree(DATA / name, work / "src" / name)
+    target = work / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(target), *(str(work / "src" / n) for n in SAMPLES)],
+                   check=True, capture_output=True, timeout=300)
+    yield target
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _env(home, site: Path, load: str | None) -> dict[str, str]:
+    env = {**home.env, "PYTHONPATH": str(site)}
+    if load is not None:
+        env["BRIDGE_LOAD_PLUGINS"] = load
+    return env
+
+
+def test_installed_plugin_is_listed_with_everything_it_provides(bridge_home, plugin_site):
+    result = run_bridge("plugins", "--json", env=_env(bridge_home, plugin_site, "sample"))
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    sample = next(p for p in listing["plugins"] if p["name"] == "sample")
+    assert sample["version"] == "1.2.3" and sample["builtin"] is False
+    assert sample["hooks"] == ["register_browser_targets", "register_commands",
+                               "register_delivery_backends", "register_launchers"]
+    assert sample["provides"] == {"commands": ["sample-hello"], "backends": ["sample-file"],
+                                  "launchers": ["sample-launcher"],
+                                  "browser_targets": ["sample-browser"]}
+    builtins = {p["name"] for p in listing["plugins"] if p["builtin"]}
+    assert {"hold", "exec_backend", "subprocess_launcher"} <= builtins
+    human = run_bridge("plugins", env=_env(bridge_home, plugin_site, "sample"))
+    assert "sample 1.2.3 (plugin)" in human.stdout
+
+
+def test_plugin_command_is_listed_lazily_and_runs(bridge_home, plugin_site):
+    env = _env(bridge_home, plugin_site, "sample")
+    helptext = run_bridge("--help", env=env)
+    assert "sample-hello  Say hello from the sample plugin." in helptext.stdout
+    ran = run_bridge("sample-hello", "bob", env=env)
+    assert ran.returncode == 0 and ran.stdout == "hello bob from bridgecli-sample\n"
+    probe = ("import sys; from bridgecli.cli import main\n"
+             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+             "print('IMPL', 'bridgecli_sample.impl' in sys.modules, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert "IMPL False" in out.stderr  # registered by name, imported only when run
+
+
+def test_plugin_that_raises_on_import_does_not_break_help(bridge_home, plugin_site):
+    env = _env(bridge_home, plugin_site, "sample,broken")
+    result = run_bridge("--help", env=env)
+    assert result.returncode == 0
+    assert "sample-hello" in result.stdout and "doctor" in result.stdout
+    assert "plugin broken failed to load (RuntimeError: sample breakage on import)" in result.stderr
+    listing = json.loads(run_bridge("plugins", "--json", env=env).stdout)
+    assert listing["failures"] == {"broken": "RuntimeError: sample breakage on import"}
+    assert run_bridge("sample-hello", env=env).returncode == 0
+
+
+def test_load_plugins_switch(bridge_home, plugin_site):
+    none = json.loads(run_bridge("plugins", "--json", env=_env(bridge_home, plugin_site, "")).stdout)
+    assert all(p["builtin"] for p in none["plugins"]) and none["failures"] == {}
+    # distribution names select too
+    by_dist = json.loads(run_bridge("plugins", "--json",
+                                    env=_env(bridge_home, plugin_site, "bridgecli-sample")).stdout)
+    assert [p["name"] for p in by_dist["plugins"] if not p["builtin"]] == ["sample"]
+    gone = run_bridge("sample-hello", env=_env(bridge_home, plugin_site, ""))
+    assert gone.returncode == 2 and "No such command 'sample-hello'" in gone.stderr
+
+
+def test_misspelt_hook_fails_loudly(bridge_home, plugin_site):
+    result = run_bridge("plugins", env=_env(bridge_home, plugin_site, "misspelt"))
+    assert result.returncode == 10  # ExitCode.PLUGIN
+    assert "unknown hook 'register_comands'" in result.stderr
+    assert "bridgecli_misspelt" in result.stderr
+    # --version never loads plugins, so even a broken install can report its version
+    assert run_bridge("--version", env=_env(bridge_home, plugin_site, "misspelt")).returncode == 0
+
+
+def test_in_process_load_and_provider_lookup(bridge_home, monkeypatch):
+    monkeypatch.setenv("BRIDGE_LOAD_PLUGINS", "")
+    loaded = plugins.load()
+    assert loaded.provider("backends", "hold") is not None
+    assert loaded.provider("launchers", "subprocess") is not None
+    with pytest.raises(NotFound) as err:
+        loaded.provider("backends", "nope")
+    assert "installed: exec, hold" in str(err.value)
+
+
+def _fake_plugin(monkeypatch, name: str, **hooks) -> None:
+    """Register an in-memory module as an extra built-in plugin for one test."""
+    import types
+
+    import bridgecli
+
+    module = types.ModuleType(name)
+    for hook_name, func in hooks.items():
+        setattr(module, hook_name, bridgecli.hookimpl(func))
+    monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(plugins, "DEFAULT_PLUGINS", (*plugins.DEFAULT_PLUGINS, name))
+
+
+def test_hook_that_raises_is_reported_with_the_plugin_name(bridge_home, monkeypatch):
+    monkeypatch.setenv("BRIDGE_LOAD_PLUGINS", "")
+
+    def register_launchers(register):
+        raise RuntimeError("boom")
+
+    _fake_plugin(monkeypatch, "fake.raiser", register_launchers=register_launchers)
+    loaded = plugins.load()
+    assert loaded.failures == {"raiser": "register_launchers raised RuntimeError: boom"}
+    assert loaded.provider("launchers", "subprocess") is not None  # the others still load
+
+
+def test_a_name_already_provided_is_refused_naming_the_owner(bridge_home, monkeypatch):
+    monkeypatch.setenv("BRIDGE_LOAD_PLUGINS", "")
+
+    def register_delivery_backends(register):
+        register("hold", object)
+
+    _fake_plugin(monkeypatch, "fake.dup", register_delivery_backends=register_delivery_backends)
+    loaded = plugins.load()
+    assert "already provided by hold" in loaded.failures["dup"]
+    assert loaded.providers["backends"]["hold"][0] == "hold"
+
+
+def test_bad_command_target_names_the_target():
+    with pytest.raises(PluginError) as err:
+        plugins.resolve_target("no_such_module_xyz:cmd")
+    assert "no_such_module_xyz:cmd" in str(err.value)
