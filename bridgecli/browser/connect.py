@@ -133,7 +133,8 @@ class BrowserBridge:
             raise BrowserError(f"cannot bind 127.0.0.1:{self.port} ({exc.strerror})",
                                "choose another port with browser.port") from None
         try:
-            token = token_file.resolve_token(self._explicit_token, self.port, write_file=True)
+            token, generated = token_file.resolve_token(self._explicit_token, self.port,
+                                                        write_file=True)
             broker = Broker(log=self._log)
             server = BrokerServer(broker, token, sock, log=self._log,
                                   **self._server_options).start()
@@ -144,7 +145,10 @@ class BrowserBridge:
             self.broker, self.server = broker, server
             self._local = LocalAgent(broker, self.label, self._on_event)
             self._set_mode(HOST)
-        self._log(f"hosting the browser broker on {self.url}")
+        self._log(f"hosting the browser broker on {self.url} (token file {token_file.path()})")
+        if generated:
+            self._log(f"generated a new bridge token: {token} — paste it into the browser "
+                      "extension once; `bridge token show` prints it again")
         return HOST
 
     def _open_guest(self) -> AgentClient:

@@ -71,11 +71,14 @@ def read(file: Path | None = None) -> dict[str, Any] | None:
     return data
 
 
-def write(port: int, token: str, file: Path | None = None) -> Path:
-    """Atomically write ``{v, port, token, pid}`` with mode 0600 in a 0700 directory."""
+def write(port: int, token: str, file: Path | None = None, *, host: bool = False) -> Path:
+    """Atomically write ``{v, port, token}`` (plus the host's ``pid`` when ``host``) with mode
+    0600 in a 0700 directory."""
     file = file or path()
     paths.ensure_private_dir(file.parent)
-    data = {"v": FILE_VERSION, "port": port, "token": token, "pid": os.getpid()}
+    data: dict[str, Any] = {"v": FILE_VERSION, "port": port, "token": token}
+    if host:
+        data["pid"] = os.getpid()
     # mkstemp opens O_CREAT|O_EXCL with mode 0600, so the secret is never briefly world-readable.
     fd, tmp = tempfile.mkstemp(prefix=".bridge.", suffix=".json", dir=file.parent)
     try:
@@ -100,16 +103,19 @@ def clear(file: Path | None = None) -> bool:
         return False
 
 
-def resolve_token(explicit: str | None, port: int, *, write_file: bool) -> str:
-    """The token a host should use (see the module docstring); writes the file when
+def resolve_token(explicit: str | None, port: int, *, write_file: bool) -> tuple[str, bool]:
+    """The token a host should use (see the module docstring) and whether it was just
+    generated (the seed: whoever generates it prints it once). Writes the file when
     ``write_file`` (the host does, guests don't)."""
-    token = explicit
+    token, generated = explicit, False
     if not token:
         current = read()
-        token = current["token"] if current else new_token()
+        token = current["token"] if current else None
+        if token is None:
+            token, generated = new_token(), True
     if write_file:
-        write(port, token)
-    return token
+        write(port, token, host=True)
+    return token, generated
 
 
 def guest_token(explicit: str | None) -> str | None:
