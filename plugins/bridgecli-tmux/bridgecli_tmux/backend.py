@@ -1,0 +1,207 @@
+"""The ``tmux`` delivery backend: type a framed message into a pane and confirm it is there.
+
+``--deliver tmux:<target>`` where target is a pane id (``%3``) or ``session:window.pane``.
+One delivery is one tmux invocation that (1) types the frame's header as literal keys,
+(2) loads the rest into a private paste buffer from stdin and pastes it with ``-p`` — tmux
+then wraps it in bracketed-paste markers when the application asked for them — and (3) sends
+Enter as a *key*. The delivery is confirmed when the header's marker shows up in
+``capture-pane``. The header is typed rather than pasted because agent TUIs fold big pastes
+into a placeholder ("[Pasted text +40 lines]"), which would hide the marker.
+
+All text comes from :func:`bridgecli.framing.render`, so nothing typed contains a control
+character. When the pane's foreground program is a shell, every line is rendered as a
+``#`` comment, so no message can run as a command there either (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
+from bridgecli.framing import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, SHELL_PREFIX, Frame, render
+from bridgecli_tmux.client import SEP, PaneGone, PaneInfo, Tmux, TmuxError, socket_from
+
+if TYPE_CHECKING:
+    from bridgecli.envelope import Envelope
+    from bridgecli.interfaces import BackendContext, Entity
+
+#: a pane id, or session[:window[.pane]] without whitespace; never starting with "-"
+TARGET_RE = re.compile(r"^(%\d+|[^\s\-;][^\s;]*)$")
+_counter = itertools.count()
+
+
+def _float(settings: Mapping[str, Any], key: str, default: float) -> float:
+    try:
+        value = float(settings.get(key, default))
+    except (TypeError, ValueError):
+        raise ConfigError(f"[plugins.tmux] {key} must be a number, not {settings.get(key)!r}",
+                          f"fix {key} in bridge.toml") from None
+    if value < 0:
+        raise ConfigError(f"[plugins.tmux] {key} must not be negative", f"fix {key} in bridge.toml")
+    return value
+
+
+def _choice(settings: Mapping[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
+    value = str(settings.get(key, default))
+    if value not in choices:
+        raise ConfigError(f"[plugins.tmux] {key} = {value!r} is not one of {', '.join(choices)}",
+                          f"fix {key} in bridge.toml")
+    return value
+
+
+@dataclass(frozen=True)
+class TmuxSettings:
+    """``[plugins.tmux]`` keys that shape delivery (README lists them)."""
+
+    socket: str | None = None
+    confirm_timeout: float = 5.0
+    enter_delay: float = 0.0
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_lines: int = DEFAULT_MAX_LINES
+    multiline: str = "paste"  # paste | line
+    shell_safe: str = "auto"  # auto | always | never
+
+    @classmethod
+    def load(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> "TmuxSettings":
+        return cls(
+            socket=socket_from(settings, env),
+            confirm_timeout=_float(settings, "confirm_timeout", cls.confirm_timeout),
+            enter_delay=_float(settings, "enter_delay", cls.enter_delay),
+            max_bytes=int(_float(settings, "max_inline_bytes", cls.max_bytes)),
+            max_lines=int(_float(settings, "max_inline_lines", cls.max_lines)),
+            multiline=_choice(settings, "multiline", cls.multiline, ("paste", "line")),
+            shell_safe=_choice(settings, "shell_safe", cls.shell_safe, ("auto", "always", "never")),
+        )
+
+
+class TmuxBackend:
+    """Delivery backend ``tmux`` (see the module docstring)."""
+
+    inline = False  # waits on a terminal; the gateway runs it off its AMQP thread
+
+    def __init__(self, settings: TmuxSettings, tmux: Tmux | None = None) -> None:
+        self.settings = settings
+        self.tmux = tmux or Tmux(settings.socket)
+
+    @classmethod
+    def from_context(cls, context: "BackendContext") -> "TmuxBackend":
+        return cls(TmuxSettings.load(context.config.plugin_settings("tmux")))
+
+    # --- DeliveryBackend ------------------------------------------------------------
+
+    def check_address(self, address: str | None) -> None:
+        """The address must name an existing pane on the configured server."""
+        if not address or not TARGET_RE.match(address):
+            raise ConfigError(f"tmux target {address!r} is not a pane",
+                              "use --deliver tmux:%N (inside the pane: tmux:$TMUX_PANE) "
+                              "or tmux:session:window.pane")
+        try:
+            self.tmux.pane(address)
+        except PaneGone as exc:
+            raise NotFound(f"no tmux pane {address} ({exc.message})",
+                           "list panes with `tmux list-panes -a -F '#{pane_id}'`, or set "
+                           "[plugins.tmux] socket / BRIDGE_TMUX_SOCKET to the right server") from None
+
+    def deliver(self, entity: "Entity", envelope: "Envelope") -> None:
+        """Type the framed message into the pane; return once its marker is visible."""
+        target = entity.address
+        if not target:
+            raise DeliveryError(f"entity {entity.label} has no tmux pane in --deliver {entity.deliver!r}",
+                                "re-register it with --deliver tmux:%N", retryable=False)
+        info = self._live_pane(target)
+        frame = self.frame(envelope, info)
+        try:
+            self._type(info, frame, envelope.msg_id)
+            self._confirm(info.pane_id, frame)
+        except PaneGone as exc:
+            raise self._gone(target, exc) from None
+        except TmuxError as exc:
+            raise DeliveryError(f"tmux could not deliver to {target}: {exc.message}", exc.hint) from None
+
+    def status(self, entity: "Entity") -> str:
+        """``gone`` (no pane, or its program exited), ``idle`` (a shell is in the foreground:
+        nothing is running there) or ``running``."""
+        if not entity.address:
+            return "gone"
+        try:
+            info = self.tmux.pane(entity.address)
+        except PaneGone:
+            return "gone"
+        except BridgeError:
+            return "unknown"
+        return pane_status(info)
+
+    # --- steps ----------------------------------------------------------------------
+
+    def frame(self, envelope: "Envelope", info: PaneInfo) -> Frame:
+        """Render ``envelope`` for this pane (shell panes get ``#`` comment lines)."""
+        shell = self.settings.shell_safe == "always" or (
+            self.settings.shell_safe == "auto" and info.shell_in_foreground)
+        return render(envelope, max_bytes=self.settings.max_bytes, max_lines=self.settings.max_lines,
+                      line_prefix=SHELL_PREFIX if shell else "")
+
+    def _live_pane(self, target: str) -> PaneInfo:
+        try:
+            info = self.tmux.pane(target)
+        except PaneGone as exc:
+            raise self._gone(target, exc) from None
+        except TmuxError as exc:
+            raise DeliveryError(f"tmux could not look up {target}: {exc.message}", exc.hint) from None
+        if info.dead:
+            raise DeliveryError(f"the program in tmux pane {target} has exited (pane is dead)",
+                                "restart the agent there and re-register it", retryable=False)
+        return info
+
+    def _type(self, info: PaneInfo, frame: Frame, msg_id: str) -> None:
+        pane = info.pane_id
+        args: list[str] = []
+        if info.in_mode:  # keys would drive copy mode instead of reaching the program
+            args += ["send-keys", "-t", pane, "-X", "cancel", SEP]
+        payload: bytes | None = None
+        if self.settings.multiline == "line":
+            args += ["send-keys", "-t", pane, "-l", "--", frame.one_line()]
+        else:
+            buffer = f"bridge-{os.getpid()}-{next(_counter)}"
+            args += ["send-keys", "-t", pane, "-l", "--", frame.header]
+            if len(frame.lines) > 1:
+                payload = ("\n" + frame.body).encode("utf-8")
+                args += [SEP, "load-buffer", "-b", buffer, "-",
+                         SEP, "paste-buffer", "-p", "-d", "-b", buffer, "-t", pane]
+        if self.settings.enter_delay > 0:
+            self.tmux.run(*args, input=payload)
+            time.sleep(self.settings.enter_delay)
+            self.tmux.run("send-keys", "-t", pane, "Enter")
+        else:
+            self.tmux.run(*args, SEP, "send-keys", "-t", pane, "Enter", input=payload)
+
+    def _confirm(self, pane_id: str, frame: Frame) -> None:
+        deadline = time.monotonic() + self.settings.confirm_timeout
+        history = len(frame.lines) + 20
+        delay = 0.002
+        while True:
+            if frame.marker in self.tmux.capture(pane_id, history):
+                return
+            if time.monotonic() >= deadline:
+                raise DeliveryError(
+                    f"message {frame.msg_id} was typed into tmux pane {pane_id} but its header "
+                    f"{frame.marker} did not appear within {self.settings.confirm_timeout:g}s",
+                    "the program there may not echo input; check the pane", retryable=True)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def _gone(self, target: str, exc: TmuxError) -> DeliveryError:
+        return DeliveryError(f"tmux pane {target} is gone: {exc.message}",
+                             "the agent's pane was closed; restart it and re-register the entity",
+                             retryable=False)
+
+
+def pane_status(info: PaneInfo) -> str:
+    """Map a pane to one of bridge's status words."""
+    if info.dead:
+        return "gone"
+    return "idle" if info.shell_in_foreground else "running"

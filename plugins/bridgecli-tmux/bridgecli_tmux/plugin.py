@@ -1,0 +1,32 @@
+"""Entry point ``tmux``: registers the ``tmux`` delivery backend and launcher.
+
+Nothing is imported until a factory runs, so ``bridge --help`` never pays for this plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from bridgecli import hookimpl
+
+
+def _backend(context: Any) -> Any:
+    from bridgecli_tmux.backend import TmuxBackend
+
+    return TmuxBackend.from_context(context)
+
+
+def _launcher(config: Any) -> Any:
+    from bridgecli_tmux.launcher import TmuxLauncher
+
+    return TmuxLauncher.from_config(config)
+
+
+@hookimpl
+def register_delivery_backends(register: Callable[..., None]) -> None:
+    register("tmux", _backend)
+
+
+@hookimpl
+def register_launchers(register: Callable[..., None]) -> None:
+    register("tmux", _launcher)

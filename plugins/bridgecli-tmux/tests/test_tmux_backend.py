@@ -1,0 +1,175 @@
+"""The tmux delivery backend against a real tmux server with a real shell."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bridgecli.envelope import Envelope
+from bridgecli.errors import BridgeError, DeliveryError
+from bridgecli.interfaces import Entity
+from bridgecli_tmux.client import Tmux, tmux_available
+from conftest import wait_for
+
+pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+
+SENDER = "0b5e0000-aaaa-4bbb-8ccc-dddddddddddd"
+
+
+def entity(pane: str) -> Entity:
+    return Entity(gid=str(uuid.uuid4()), label="w", role="agent", deliver=f"tmux:{pane}",
+                  host="test", created=time.time())
+
+
+def message(content: str, kind: str = "SEND") -> Envelope:
+    return Envelope(kind=kind, sender=SENDER, recipient=SENDER, content=content,
+                    sender_label="lead", sender_host="host-a")
+
+
+def screen(tmux: Tmux, pane: str) -> str:
+    return tmux.capture(pane, 300)
+
+
+def test_inject_into_a_shell_pane_and_read_back(make_backend, new_pane, tmux_server) -> None:
+    backend = make_backend()
+    pane = new_pane()
+    env = message("hello\nworld; echo INJECTED")
+    backend.deliver(entity(pane), env)
+    wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in screen(tmux_server, pane), what="end line")
+    text = screen(tmux_server, pane)
+    assert f"# [bridge {env.msg_id[:8]}] SEND from lead (gid {SENDER}) on host-a" in text
+    assert f'# answer with: bridge reply {env.msg_id} "..."' in text
+    assert "# │ hello" in text and "# │ world; echo INJECTED" in text
+    # every line was a shell comment: nothing ran, nothing failed
+    time.sleep(0.2)
+    text = screen(tmux_server, pane)
+    assert "\nINJECTED" not in text and "command not found" not in text
+
+
+def test_multiline_into_a_program_that_is_not_a_shell(make_backend, new_pane, tmux_server) -> None:
+    backend = make_backend()
+    pane = new_pane("cat", ready=None)
+    env = message("line one\nline two\n\tindented", kind="ASK")
+    backend.deliver(entity(pane), env)
+    wait_for(lambda: "[end bridge" in screen(tmux_server, pane), what="end line")
+    lines = [line for line in screen(tmux_server, pane).splitlines() if line.strip()]
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"[bridge {env.msg_id[:8]}] ASK"))
+    # cat echoes each line twice (tty echo + its own output); the first copy is the frame
+    assert lines[start + 1] == f'answer with: bridge answer {env.msg_id} "..."'
+    assert "│ line one" in lines and "│ line two" in lines
+    assert backend.status(entity(pane)) == "running"
+
+
+def test_long_content_is_cut_with_bridge_show(make_backend, new_pane, tmux_server) -> None:
+    backend = make_backend(max_inline_bytes=300)
+    pane = new_pane()
+    env = message("x" * 1000)
+    backend.deliver(entity(pane), env)
+    wait_for(lambda: "[end bridge" in screen(tmux_server, pane), what="end line")
+    assert f"700 more bytes — read all of it with: bridge show {env.msg_id}" in screen(tmux_server, pane)
+
+
+HOSTILE = [
+    "\x1b[201~\ntouch {marker}\n",
+    "\x1b[201~\rtouch {marker}\r",
+    "harmless\x03touch {marker}\r",
+    "\x1b]52;c;dG91Y2gK\x07\x1b[201~\x1b[200~\rtouch {marker}\r",
+    "\x9b201~\rtouch {marker}\r\x1bP+q\x1b\\",
+]
+
+
+@pytest.mark.parametrize("shell_safe", ["auto", "never"])
+def test_hostile_payloads_stay_inert(make_backend, new_pane, tmux_server, short_tmp, shell_safe) -> None:
+    """Even with shell_safe = never (no # comments), sanitising alone keeps the payload inside
+    the paste: the marker command never runs, and the pane shows the escape as text."""
+    backend = make_backend(shell_safe=shell_safe)
+    pane = new_pane()
+    for number, template in enumerate(HOSTILE):
+        marker = short_tmp / f"PWNED{number}"
+        env = message(template.format(marker=marker))
+        backend.deliver(entity(pane), env)
+        wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in screen(tmux_server, pane), what="end line")
+    tmux_server.run("send-keys", "-t", pane, "-l", f"touch {short_tmp}/SYNC")
+    tmux_server.run("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: (short_tmp / "SYNC").exists(), what="the shell to run a command typed after")
+    assert not list(short_tmp.glob("PWNED*"))
+    assert "␛[201~" in screen(tmux_server, pane)
+
+
+def test_the_hostile_test_can_fail(make_backend, new_pane, tmux_server, short_tmp, monkeypatch) -> None:
+    """Control: with sanitising switched off, the same delivery does run the marker command,
+    so the test above would notice a regression."""
+    import bridgecli.framing as framing
+
+    monkeypatch.setattr(framing, "sanitize", lambda text: text)
+    backend = make_backend(shell_safe="never")
+    pane = new_pane()
+    marker = short_tmp / "PWNED"
+    env = message(f"\x1b[201~\rtouch {marker}\r")
+    backend.deliver(entity(pane), env)
+    wait_for(marker.exists, what="the unsanitised payload to run")
+
+
+def test_missing_pane_is_a_permanent_failure(make_backend, tmux_server) -> None:
+    backend = make_backend()
+    with pytest.raises(DeliveryError) as info:
+        backend.deliver(entity("%999"), message("hi"))
+    assert info.value.retryable is False
+    assert "tmux pane %999 is gone" in str(info.value)
+    assert backend.status(entity("%999")) == "gone"
+
+
+def test_pane_killed_mid_delivery(make_backend, new_pane, tmux_server) -> None:
+    backend = make_backend(confirm_timeout=10)
+    pane = new_pane("stty -echo; exec sleep 600", ready=None)  # never shows what is typed
+    killer = threading.Timer(0.5, lambda: tmux_server.run("kill-pane", "-t", pane))
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(DeliveryError) as info:
+        backend.deliver(entity(pane), message("x" * 5000))
+    killer.join()
+    assert info.value.retryable is False and "gone" in str(info.value)
+    assert time.monotonic() - started < 5
+
+
+def test_unconfirmed_delivery_is_retryable(make_backend, new_pane) -> None:
+    backend = make_backend(confirm_timeout=0.3)
+    pane = new_pane("stty -echo; exec sleep 600", ready=None)
+    with pytest.raises(DeliveryError) as info:
+        backend.deliver(entity(pane), message("hi"))
+    assert info.value.retryable is True and "did not appear within 0.3s" in str(info.value)
+
+
+def test_check_address_and_status(make_backend, new_pane, tmux_server) -> None:
+    backend = make_backend()
+    pane = new_pane()
+    backend.check_address(pane)
+    for bad in (None, "", "-t", "a b", "%1;kill-server"):
+        with pytest.raises(BridgeError):
+            backend.check_address(bad)
+    with pytest.raises(BridgeError, match="no tmux pane %4242"):
+        backend.check_address("%4242")
+    assert backend.status(entity(pane)) == "idle"  # a shell in the foreground
+    tmux_server.run("send-keys", "-t", pane, "-l", "exec sleep 600")
+    tmux_server.run("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: backend.status(entity(pane)) == "running", what="sleep in the foreground")
+
+
+def test_bad_settings_are_config_errors(make_backend) -> None:
+    with pytest.raises(BridgeError, match="multiline"):
+        make_backend(multiline="sideways")
+    with pytest.raises(BridgeError, match="confirm_timeout"):
+        make_backend(confirm_timeout="soon")
+
+
+def test_single_line_mode(make_backend, new_pane, tmux_server) -> None:
+    backend = make_backend(multiline="line")
+    pane = new_pane()
+    env = message("a\nb")
+    backend.deliver(entity(pane), env)
+    assert f"# [bridge {env.msg_id[:8]}]" in screen(tmux_server, pane)
+    assert "⏎  # │ a  ⏎  # │ b" in screen(tmux_server, pane)
