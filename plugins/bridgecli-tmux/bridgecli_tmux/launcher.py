@@ -99,7 +99,7 @@ class TmuxLauncher:
                                   "check the profile's command by running it by hand") from None
             screen = tmux.capture(pane, 200)
             if info.dead:
-                tail = "\n".join(screen.rstrip().splitlines()[-5:])
+                tail = "\n".join([line for line in screen.splitlines() if line.strip()][-6:])
                 raise BridgeError(f"the agent's command exited in tmux pane {pane}; last lines:\n{tail}",
                                   "fix the profile's command (the pane is kept for inspection)")
             if regex is None or regex.search(screen):
