@@ -8,6 +8,7 @@ version of this module; keep them in step.
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -152,8 +153,8 @@ def from_wire(data: Any, *, max_content_bytes: int | None = None) -> Envelope:
     _check(data, "content", str)
     if data["kind"] not in KINDS:
         raise InvalidEnvelope("bad_field", f"kind {data['kind']!r} is not one of {', '.join(KINDS)}")
-    if not isinstance(data["ts"], (int, float)) or isinstance(data["ts"], bool):
-        raise InvalidEnvelope("bad_field", "ts must be a number (seconds since the epoch)")
+    if not _finite_timestamp(data["ts"]):
+        raise InvalidEnvelope("bad_field", "ts must be a finite number (seconds since the epoch)")
     for key in ("inReplyTo",):
         if data.get(key) is not None:
             _check(data, key, str, uuid=True)
@@ -176,6 +177,17 @@ def from_wire(data: Any, *, max_content_bytes: int | None = None) -> Envelope:
         sender_label=data.get("fromLabel"),
         sender_host=data.get("fromHost"),
     )
+
+
+def _finite_timestamp(value: Any) -> bool:
+    """True for a JSON number usable as a timestamp: not a bool, not NaN/Infinity (Python's
+    json accepts those) and not an integer too large for a float."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value)) and 0 <= value < 1e11
+    except OverflowError:
+        return False
 
 
 def _check(data: Mapping[str, Any], key: str, kind: type, *, uuid: bool = False, max_len: int | None = None) -> None:
