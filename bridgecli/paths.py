@@ -58,8 +58,14 @@ def runtime_dir() -> Path:
     """Per-boot runtime files: the gateway's local socket and pid file.
 
     Without ``XDG_RUNTIME_DIR`` platformdirs falls back to ``/tmp/runtime-<uid>`` and warns;
-    the fallback is fine for us (we create it 0700), so the warning is silenced.
+    the fallback is fine for us (we create it 0700), so the warning is silenced. An
+    ``XDG_RUNTIME_DIR`` that is not mode 0700 is still honoured (platformdirs would silently
+    fall back, which would make two isolated instances share one socket): our own ``bridge``
+    subdirectory is created 0700, which is what protects the socket.
     """
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / APP
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return Path(_dirs().user_runtime_dir)

@@ -1,0 +1,87 @@
+"""Opening pika connections from configuration, and mapping pika's errors to ours.
+
+Every AMQP client in bridge (gateway, one-shot commands, doctor) connects through
+:func:`connect` so that heartbeats, timeouts, TLS and multi-node URIs are handled once.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import TYPE_CHECKING
+
+import pika
+import pika.exceptions
+
+from bridgecli.errors import BrokerUnavailable
+
+if TYPE_CHECKING:
+    from bridgecli.config import Config
+
+#: pika exceptions that mean "the connection is gone; reconnect"
+CONNECTION_ERRORS = (
+    pika.exceptions.AMQPConnectionError,
+    pika.exceptions.ConnectionClosed,
+    pika.exceptions.StreamLostError,
+    pika.exceptions.ChannelWrongStateError,
+    ConnectionError,
+    OSError,
+)
+
+
+def redact(uri: str) -> str:
+    """A URI with its password hidden, for logs and status output."""
+    if "@" not in uri or "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def parameters(config: "Config", uris: list[str] | None = None, *, heartbeat: int | None = None,
+               connect_timeout: float = 5.0, name: str = "bridge") -> list[pika.URLParameters]:
+    """pika parameters for each configured broker URI (tried in order by pika)."""
+    from bridgecli.amqp.uri import resolve_broker_uri
+
+    result = []
+    for uri in uris or resolve_broker_uri(config):
+        params = pika.URLParameters(uri)
+        params.heartbeat = heartbeat if heartbeat is not None else config.values["broker.heartbeat"]
+        params.blocked_connection_timeout = 60
+        params.socket_timeout = connect_timeout
+        params.stack_timeout = connect_timeout * 2
+        params.connection_attempts = 1
+        params.client_properties = {"connection_name": name, "product": "bridgecli"}
+        if uri.startswith("amqps://"):
+            params.ssl_options = pika.SSLOptions(_tls_context(config), params.host)
+        result.append(params)
+    return result
+
+
+def _tls_context(config: "Config") -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=config.values.get("broker.tls_ca"))
+    cert, key = config.values.get("broker.tls_cert"), config.values.get("broker.tls_key")
+    if cert:
+        context.load_cert_chain(cert, key)
+    return context
+
+
+def connect(config: "Config", *, name: str = "bridge", heartbeat: int | None = None,
+            connect_timeout: float = 5.0, uris: list[str] | None = None) -> pika.BlockingConnection:
+    """Open a blocking connection to the first reachable configured broker."""
+    params = parameters(config, uris, heartbeat=heartbeat, connect_timeout=connect_timeout, name=name)
+    try:
+        return pika.BlockingConnection(params)
+    except pika.exceptions.ProbableAuthenticationError:
+        raise BrokerUnavailable(
+            f"the broker at {params[0].host}:{params[0].port} refused the credentials",
+            "check the user and password in broker.uri / BRIDGE_BROKER_URI") from None
+    except pika.exceptions.ProbableAccessDeniedError:
+        raise BrokerUnavailable("the broker refused access to the virtual host",
+                                "check the vhost in broker.uri and the user's permissions") from None
+    except (pika.exceptions.AMQPConnectionError, OSError) as exc:
+        hosts = ", ".join(f"{p.host}:{p.port}" for p in params)
+        raise BrokerUnavailable(
+            f"cannot reach the AMQP broker at {hosts} ({type(exc).__name__})",
+            "start one with `bridge broker start` or fix broker.uri / BRIDGE_BROKER_URI",
+        ) from None

@@ -1,0 +1,150 @@
+"""The broker topology of the seed (§3, §4) as plain data, plus one idempotent ``declare()``.
+
+Names are the seed's: exchanges ``bridge.msg`` (topic), ``bridge.roster`` (topic),
+``bridge.control`` (direct), ``bridge.dlx`` (fanout) and ``bridge.delay``; queues
+``agent.<gid>.inbox``, ``control.<host>``, ``roster.<host>`` and ``bridge.dlq``.
+
+``bridge.delay`` is an ``x-delayed-message`` exchange when the broker has that plugin. Stock
+RabbitMQ does not, so the fallback builds the same thing from parts every broker has: a
+*headers* exchange that routes on the same ``x-delay`` header the plugin reads, into one
+TTL queue per delay value (``bridge.delay.<ms>``) that dead-letters into ``bridge.msg`` with
+the message's original routing key. Publishers do not care which one is in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MSG = "bridge.msg"
+ROSTER = "bridge.roster"
+CONTROL = "bridge.control"
+DLX = "bridge.dlx"
+DELAY = "bridge.delay"
+DLQ = "bridge.dlq"
+
+#: headers put on dead-lettered messages by the gateway
+REASON_HEADER = "x-bridge-reason"
+DETAIL_HEADER = "x-bridge-detail"
+QUEUE_HEADER = "x-bridge-queue"
+ATTEMPTS_HEADER = "x-bridge-attempts"
+DELAY_HEADER = "x-delay"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    name: str
+    type: str
+    durable: bool = True
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Binding:
+    exchange: str
+    routing_key: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    durable: bool = True
+    exclusive: bool = False
+    auto_delete: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+    bindings: tuple[Binding, ...] = ()
+
+
+SHARED_EXCHANGES = (
+    Exchange(MSG, "topic"),
+    Exchange(ROSTER, "topic"),
+    Exchange(CONTROL, "direct"),
+    Exchange(DLX, "fanout"),
+)
+
+DEAD_LETTER_QUEUE = Queue(DLQ, bindings=(Binding(DLX),))
+
+DELAYED_PLUGIN_EXCHANGE = Exchange(DELAY, "x-delayed-message", arguments={"x-delayed-type": "topic"})
+DELAY_FALLBACK_EXCHANGE = Exchange(DELAY, "headers")
+
+
+def inbox_name(gid: str) -> str:
+    return f"agent.{gid}.inbox"
+
+
+def inbox_queue(gid: str, queue_type: str = "classic", max_attempts: int = 5) -> Queue:
+    """``agent.<gid>.inbox``: durable, dead-lettering to ``bridge.dlx``, bound by gid.
+
+    Quorum inboxes also get the broker's own ``x-delivery-limit`` (the gateway counts
+    attempts itself as well, which is what makes classic queues dead-letter too).
+    """
+    args: dict[str, Any] = {"x-dead-letter-exchange": DLX, "x-queue-type": queue_type}
+    if queue_type == "quorum":
+        args["x-delivery-limit"] = max_attempts
+    return Queue(inbox_name(gid), arguments=args, bindings=(Binding(MSG, gid),))
+
+
+def control_queue(host: str) -> Queue:
+    """``control.<host>``: durable, bound to ``bridge.control`` with the host id."""
+    return Queue(f"control.{host}", bindings=(Binding(CONTROL, host),))
+
+
+def roster_queue(host: str) -> Queue:
+    """``roster.<host>``: transient (exclusive, auto-delete) — presence is soft state."""
+    return Queue(f"roster.{host}", durable=False, exclusive=True, auto_delete=True,
+                 bindings=(Binding(ROSTER, "roster.#"),))
+
+
+def delay_queue(delay_ms: int) -> Queue:
+    """One TTL tier of the fallback ``bridge.delay``: holds messages ``delay_ms`` and then
+    dead-letters them into ``bridge.msg`` under their original routing key. The tier deletes
+    itself when unused for a minute past its delay."""
+    return Queue(
+        f"{DELAY}.{delay_ms}",
+        arguments={
+            "x-message-ttl": delay_ms,
+            "x-dead-letter-exchange": MSG,
+            "x-expires": delay_ms + 60_000,
+        },
+        bindings=(Binding(DELAY, "", {"x-match": "all", DELAY_HEADER: delay_ms}),),
+    )
+
+
+def describe(obj: Exchange | Queue) -> str:
+    kind = "exchange" if isinstance(obj, Exchange) else "queue"
+    args = getattr(obj, "arguments", {})
+    return f"{kind} {obj.name}" + (f" with arguments {args}" if args else "")
+
+
+def declare(channel: Any, *objects: Exchange | Queue) -> None:
+    """Declare exchanges, queues and their bindings (idempotent).
+
+    A name that already exists with other arguments makes the broker close the channel with
+    406; that becomes a :class:`bridgecli.errors.Conflict` naming the object, the arguments
+    we want, and the broker's own words about which argument differs.
+    """
+    import pika.exceptions
+
+    from bridgecli.errors import Conflict
+
+    for obj in objects:
+        try:
+            if isinstance(obj, Exchange):
+                channel.exchange_declare(obj.name, exchange_type=obj.type, durable=obj.durable,
+                                         arguments=obj.arguments or None)
+            else:
+                channel.queue_declare(obj.name, durable=obj.durable, exclusive=obj.exclusive,
+                                      auto_delete=obj.auto_delete, arguments=obj.arguments or None)
+                for b in obj.bindings:
+                    channel.queue_bind(obj.name, b.exchange, routing_key=b.routing_key,
+                                       arguments=b.arguments or None)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code == 406:
+                raise Conflict(
+                    f"{describe(obj)} already exists on the broker with other arguments "
+                    f"(broker: {exc.reply_text})",
+                    "delete the old object (e.g. `rabbitmqctl delete_queue NAME`) or change the "
+                    "setting back (messaging.inbox_queue_type)",
+                ) from None
+            raise

@@ -1,0 +1,32 @@
+"""``bridge gateway``: run this host's gateway in the foreground."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--log-format", type=click.Choice(["human", "json"]), default=None,
+              help="Log lines for humans or JSON (config gateway.log_format, env BRIDGE_GATEWAY_LOG_FORMAT).")
+@click.pass_obj
+def gateway(app, log_format: str | None) -> None:
+    """Run this host's gateway (blocking consumer loop).
+
+    The gateway is the only AMQP client of its host: it consumes the inboxes of the
+    entities registered here, delivers through their backends (acking only once delivered),
+    publishes for local senders, and serves the local socket that makes one-shot commands
+    fast. Run it in tmux or under a service manager; Ctrl-C / SIGTERM stop it cleanly.
+    """
+    from bridgecli.gateway import log as glog
+    from bridgecli.gateway.daemon import Gateway
+
+    config = app.config
+    glog.setup(log_format or config.values["gateway.log_format"])
+    gw = Gateway(config)
+    try:
+        from bridgecli.gateway.presence import install as install_presence
+    except ImportError:
+        install_presence = None
+    if install_presence is not None:
+        install_presence(gw)
+    gw.run()

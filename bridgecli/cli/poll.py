@@ -1,0 +1,93 @@
+"""``bridge poll`` and ``bridge show``: reading messages held on this host."""
+
+from __future__ import annotations
+
+import datetime
+
+import click
+
+from bridgecli.cli import output
+from bridgecli.durations import DURATION
+
+
+def _human(message: dict) -> None:
+    when = datetime.datetime.fromtimestamp(message["ts"]).strftime("%H:%M:%S")
+    who = message.get("fromLabel") or message["from"][:8]
+    host = f"@{message['fromHost']}" if message.get("fromHost") else ""
+    header = f"[{when}] {message['kind']} {message['msgId']} from {who}{host}"
+    if message.get("inReplyTo"):
+        header += f" (re {message['inReplyTo']})"
+    output.line(header)
+    output.line(message["content"])
+    output.line("")
+
+
+@click.command()
+@click.option("--as", "gid", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
+              help="Whose messages (default: env BRIDGE_GID).")
+@click.option("--wait", "-w", type=DURATION, default=0.0, metavar="DUR",
+              help="If nothing is held, wait up to DUR for a message.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True)
+@output.json_option
+def poll(gid: str | None, wait: float, limit: int, as_json: bool) -> None:
+    """Drain messages held for an entity.
+
+    Prints (and removes from the hold) the messages waiting for a hold-backend entity —
+    replies that arrived after a send's --wait gave up (seed U3) included.
+    """
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect()
+    if client is not None:
+        with client:
+            result = client.call("poll", gid=gid, wait=wait, limit=limit, timeout=None)
+    else:
+        from bridgecli import config as cfg
+        from bridgecli import messaging
+        from bridgecli.gateway.entities import open_registry
+        from bridgecli.gateway.operations import message_dict
+        from bridgecli.gateway.store import open_store
+
+        if wait:
+            output.warn("no local gateway: returning what is held now, without waiting")
+        identity = messaging.sender_identity(open_registry(), gid)
+        store = open_store(cfg.load())
+        result = {"gid": identity.gid,
+                  "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit)]}
+    if as_json:
+        output.data(result)
+        return
+    for message in result["messages"]:
+        _human(message)
+    if not result["messages"]:
+        output.note("no messages")
+
+
+@click.command()
+@click.argument("msg_id", metavar="MSGID")
+@output.json_option
+def show(msg_id: str, as_json: bool) -> None:
+    """Show one message in full by its id.
+
+    Works for any message received on this host (held, drained or delivered), so an agent
+    whose pane showed a cut-down message can read all of it. A unique id prefix is enough.
+    """
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect()
+    if client is not None:
+        with client:
+            message = client.call("show", msg_id=msg_id)["message"]
+    else:
+        from bridgecli import config as cfg
+        from bridgecli import messaging
+        from bridgecli.gateway.operations import message_dict
+        from bridgecli.gateway.store import open_store
+
+        store = open_store(cfg.load())
+        original = messaging.original_message(store, msg_id)
+        message = message_dict(store.get(original.msg_id) or original)
+    if as_json:
+        output.data(message)
+    else:
+        _human(message)

@@ -1,0 +1,115 @@
+"""``bridge register`` / ``unregister`` / ``entities``: the entities hosted here."""
+
+from __future__ import annotations
+
+import click
+
+from bridgecli.cli import output
+
+
+@click.command()
+@click.option("--label", "-l", required=True, help="Human name, unique on this host (e.g. reviewer).")
+@click.option("--role", "-r", type=click.Choice(["agent", "main", "orchestrator"]), default="agent",
+              show_default=True, help="agent = typed into; main/orchestrator = pulls (MCP).")
+@click.option("--deliver", "-d", required=True, metavar="BACKEND[:ADDRESS]",
+              help="How messages reach it: hold, exec:COMMAND, tmux:%3, herdr:w1:p2 …")
+@output.json_option
+@click.pass_obj
+def register(app, label: str, role: str, deliver: str, as_json: bool) -> None:
+    """Register an entity on this host; prints its gid.
+
+    Mints a global id (UUID), stores the entity durably on this host and declares its inbox
+    agent.<gid>.inbox. A running gateway starts serving it at once. Export the gid as
+    BRIDGE_GID in the entity's environment so its `bridge send/reply` know who is speaking.
+    """
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect()
+    if client is not None:
+        with client:
+            entity = client.call("register", label=label, role=role, deliver=deliver)["entity"]
+    else:
+        entity = _register_direct(app.config, label, role, deliver)
+    if as_json:
+        output.data(entity)
+    else:
+        output.line(entity["gid"])
+
+
+def _register_direct(config, label: str, role: str, deliver: str) -> dict:
+    from bridgecli import direct, plugins
+    from bridgecli.errors import BrokerUnavailable
+    from bridgecli.gateway import registration
+    from bridgecli.gateway.entities import open_registry
+    from bridgecli.gateway.operations import entity_dict
+
+    registry = open_registry()
+    entity = registration.register(registry, plugins.get(), config, label=label, role=role, deliver=deliver)
+    try:
+        direct.declare_inbox(config, entity)
+    except BrokerUnavailable as exc:
+        output.warn(f"registered, but the inbox is not declared yet ({exc.message}); "
+                    "the gateway declares it when it starts")
+    except Exception:
+        registry.remove(entity.gid)
+        raise
+    return entity_dict(entity)
+
+
+@click.command()
+@click.argument("target")
+@output.json_option
+@click.pass_obj
+def unregister(app, target: str, as_json: bool) -> None:
+    """Remove an entity from this host.
+
+    TARGET is a gid, a gid prefix or a label of an entity registered here. Messages still
+    in its inbox are moved to bridge.dlq (reason recipient_unregistered), never dropped.
+    """
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect()
+    if client is not None:
+        with client:
+            result = client.call("unregister", target=target)
+    else:
+        from bridgecli import direct
+        from bridgecli.errors import BrokerUnavailable
+        from bridgecli.gateway.entities import open_registry
+        from bridgecli.gateway.operations import entity_dict
+
+        registry = open_registry()
+        entity = registry.resolve(target)
+        try:
+            moved = direct.remove_inbox(app.config, entity)
+        except BrokerUnavailable as exc:
+            raise BrokerUnavailable(f"cannot unregister {entity.label}: {exc.message}",
+                                    "its inbox may hold messages; start the broker and retry") from None
+        registry.remove(entity.gid)
+        result = {"entity": entity_dict(entity), "dead_lettered": moved}
+    if as_json:
+        output.data(result)
+    else:
+        moved = result.get("dead_lettered") or 0
+        output.note(f"unregistered {result['entity']['label']} ({result['entity']['gid']})"
+                    + (f"; {moved} waiting message(s) moved to bridge.dlq" if moved else ""))
+
+
+@click.command()
+@output.json_option
+def entities(as_json: bool) -> None:
+    """List the entities registered on this host."""
+    from bridgecli.gateway.entities import open_registry, short
+    from bridgecli.gateway.operations import entity_dict
+    from bridgecli.gateway.store import Store, default_path
+
+    rows = [entity_dict(e) for e in open_registry().all()]
+    if default_path().exists():
+        store = Store(default_path())
+        for row in rows:
+            row["held"] = store.held_count(row["gid"])
+    if as_json:
+        output.data({"entities": rows})
+        return
+    output.table(["LABEL", "GID", "ROLE", "DELIVER", "HELD"],
+                 [(r["label"], short(r["gid"]), r["role"], r["deliver"], r.get("held", 0)) for r in rows])

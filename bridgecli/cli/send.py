@@ -1,0 +1,163 @@
+"""``bridge send`` / ``ask`` / ``reply`` / ``answer``: the commands scripts and agents call.
+
+Through a running local gateway these go over its Unix socket and never import pika (the
+fast path); without one they publish directly to the broker.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from bridgecli.cli import output
+from bridgecli.durations import DURATION
+
+_from = click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
+                     help="Who is sending (default: env BRIDGE_GID).")
+_wait = click.option("--wait", "-w", type=DURATION, default=None, metavar="DUR",
+                     help="Block until the reply arrives (e.g. 30s, 10m) and print it; needs the local gateway.")
+_turn = click.option("--turn", default=None, metavar="ID", help="Turn id to correlate a mid-turn exchange.")
+
+
+def _read_content(message: str) -> str:
+    if message == "-":
+        return sys.stdin.read()
+    return message
+
+
+def _deliver(app, *, command: str, contents: list[str], sender: str | None, target: str | None = None,
+             msg_id: str | None = None, delay: float | None = None, force: bool = False,
+             turn: str | None = None, wait: float | None = None, bulk: bool = False) -> dict[str, Any]:
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect()
+    params: dict[str, Any] = {"command": command, "sender": sender, "target": target, "msg_id": msg_id,
+                              "delay": delay, "force": force, "turn": turn}
+    if client is not None:
+        with client:
+            if bulk:
+                return client.call("send", contents=contents, timeout=None, **params)
+            return client.call("send", content=contents[0], wait=wait,
+                               timeout=None if wait else 60, **params)
+    if wait:
+        from bridgecli.errors import GatewayUnavailable
+
+        raise GatewayUnavailable("--wait needs the local gateway (it collects the reply from your inbox)",
+                                 "start `bridge gateway`, or send without --wait and `bridge poll` later")
+    from bridgecli import direct
+    from bridgecli.gateway.entities import open_registry
+    from bridgecli.gateway.store import open_store
+
+    envelopes = direct.send(app.config, open_registry(), open_store(app.config), command=command,
+                            contents=contents, sender=sender, target=target, msg_id=msg_id, delay=delay,
+                            force=force, turn=turn)
+    if bulk:
+        return {"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None}
+    return {"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}
+
+
+def _print(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        output.data(result)
+        return
+    if "reply" in result:
+        output.line(result["reply"]["content"])
+        output.note(f"reply {result['reply']['msgId']} from {result['reply'].get('fromLabel') or result['reply']['from']}")
+    elif "msgIds" in result:
+        for msg_id in result["msgIds"]:
+            output.line(msg_id)
+    else:
+        output.line(result["msgId"])
+
+
+@click.command()
+@click.argument("target")
+@click.argument("message")
+@_from
+@_wait
+@click.option("--delay", type=DURATION, default=None, metavar="DUR",
+              help="Deliver after DUR (through bridge.delay).")
+@click.option("--lines", is_flag=True,
+              help="With MESSAGE '-': send each non-empty stdin line as its own message (bulk mode).")
+@click.option("--force", is_flag=True, help="Send to a gid even if no gateway announces it in the roster.")
+@_turn
+@output.json_option
+@click.pass_obj
+def send(app, target: str, message: str, sender: str | None, wait: float | None, delay: float | None,
+         lines: bool, force: bool, turn: str | None, as_json: bool) -> None:
+    """Send a message to an entity (gid or label).
+
+    MESSAGE '-' reads it from stdin; with --lines every stdin line becomes one message
+    (fast bulk sending from scripts). Prints the message id. With --wait, blocks until the
+    REPLY arrives and prints it; on timeout it exits 8 and the late reply is held for a
+    later `bridge poll`.
+    """
+    if lines:
+        if message != "-":
+            raise click.UsageError("--lines reads stdin: pass '-' as MESSAGE")
+        if wait:
+            raise click.UsageError("--lines cannot be combined with --wait")
+        contents = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        result = _deliver(app, command="send", contents=contents, sender=sender, target=target,
+                          delay=delay, force=force, turn=turn, bulk=True)
+    else:
+        result = _deliver(app, command="send", contents=[_read_content(message)], sender=sender, target=target,
+                          delay=delay, force=force, turn=turn, wait=wait)
+    _print(result, as_json)
+
+
+@click.command()
+@click.argument("target")
+@click.argument("question")
+@_from
+@_wait
+@click.option("--force", is_flag=True, help="Send to a gid even if no gateway announces it in the roster.")
+@_turn
+@output.json_option
+@click.pass_obj
+def ask(app, target: str, question: str, sender: str | None, wait: float | None, force: bool,
+        turn: str | None, as_json: bool) -> None:
+    """Ask an entity a question (ASK); --wait for the ANSWER.
+
+    The mid-turn ask (seed U2): a worker pauses its turn, asks, and resumes on the answer.
+    QUESTION '-' reads stdin.
+    """
+    result = _deliver(app, command="ask", contents=[_read_content(question)], sender=sender, target=target,
+                      force=force, turn=turn, wait=wait)
+    _print(result, as_json)
+
+
+@click.command()
+@click.argument("msg_id", metavar="MSGID")
+@click.argument("message")
+@_from
+@_wait
+@output.json_option
+@click.pass_obj
+def reply(app, msg_id: str, message: str, sender: str | None, wait: float | None, as_json: bool) -> None:
+    """Reply to a message by its id.
+
+    Sends a REPLY to whoever sent MSGID (a message received on this host). MESSAGE '-'
+    reads stdin.
+    """
+    result = _deliver(app, command="reply", contents=[_read_content(message)], sender=sender, msg_id=msg_id,
+                      wait=wait)
+    _print(result, as_json)
+
+
+@click.command()
+@click.argument("msg_id", metavar="MSGID")
+@click.argument("message")
+@_from
+@output.json_option
+@click.pass_obj
+def answer(app, msg_id: str, message: str, sender: str | None, as_json: bool) -> None:
+    """Answer an ASK by its message id.
+
+    Sends an ANSWER to whoever asked MSGID, so the asker's `bridge ask --wait` resumes.
+    MESSAGE '-' reads stdin.
+    """
+    result = _deliver(app, command="answer", contents=[_read_content(message)], sender=sender, msg_id=msg_id)
+    _print(result, as_json)

@@ -1,0 +1,40 @@
+"""``bridge status``: what the local gateway is doing."""
+
+from __future__ import annotations
+
+import click
+
+from bridgecli.cli import output
+
+
+@click.command()
+@output.json_option
+def status(as_json: bool) -> None:
+    """Show the local gateway's connection, entities and queues.
+
+    Broker connection and server, each local entity with its ready (in the broker) and
+    held (on this host) counts, the dedup store size and the bridge.dlq depth.
+    """
+    from bridgecli.gateway.client import GatewayClient
+    from bridgecli.gateway.entities import short
+
+    with GatewayClient.require() as client:
+        result = client.call("status", timeout=10)
+    result.pop("ok", None)
+    if as_json:
+        output.data(result)
+        return
+    broker = result["broker"]
+    state = "connected" if broker["connected"] else "DISCONNECTED (reconnecting)"
+    server = broker.get("server") or {}
+    output.line(f"host       {result['host']} (gateway {result['version']}, pid {result['pid']}, "
+                f"up {result['uptime']:.0f}s)")
+    output.line(f"broker     {state} {', '.join(broker['uris'])} "
+                f"{server.get('product', '')} {server.get('version', '')} delay={broker.get('delay')}")
+    output.line(f"dedup      {result['dedup_size']} ids    dlq {result['dlq_depth'] if result['dlq_depth'] is not None else '?'}")
+    for name, value in (result.get("extra") or {}).items():
+        output.line(f"{name:<10} {value}")
+    output.line("")
+    output.table(["LABEL", "GID", "ROLE", "DELIVER", "READY", "HELD"],
+                 [(e["label"], short(e["gid"]), e["role"], e["deliver"],
+                   "?" if e.get("ready") is None else e["ready"], e["held"]) for e in result["entities"]])

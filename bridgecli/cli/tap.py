@@ -1,0 +1,59 @@
+"""``bridge tap``: the seed's audit/monitor consumer on ``bridge.msg``."""
+
+from __future__ import annotations
+
+import click
+
+from bridgecli.cli import output
+
+
+@click.command()
+@click.option("--count", "-n", type=click.IntRange(1), default=None, help="Stop after N messages.")
+@output.json_option
+@click.pass_obj
+def tap(app, count: int | None, as_json: bool) -> None:
+    """Print live traffic on bridge.msg.
+
+    Binds a transient, exclusive queue with '#' on bridge.msg and prints every message
+    routed through it (it never takes messages from anyone's inbox). Ctrl-C stops.
+    """
+    import json
+
+    from bridgecli.amqp import topology
+    from bridgecli.amqp.connection import connect
+    from bridgecli.envelope import InvalidEnvelope, parse
+
+    connection = connect(app.config, name="bridge-tap")
+    channel = connection.channel()
+    topology.declare(channel, *topology.SHARED_EXCHANGES)
+    name = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
+    channel.queue_bind(name, topology.MSG, routing_key="#")
+    output.note(f"tapping bridge.msg (queue {name}); Ctrl-C to stop")
+    seen = 0
+    try:
+        for method, props, body in channel.consume(name, auto_ack=True):
+            try:
+                env = parse(body)
+                row = {"msgId": env.msg_id, "kind": env.kind, "from": env.sender, "fromLabel": env.sender_label,
+                       "to": env.recipient, "inReplyTo": env.in_reply_to, "ts": env.ts, "content": env.content}
+            except InvalidEnvelope as exc:
+                row = {"invalid": exc.reason, "routing_key": method.routing_key,
+                       "body": body[:200].decode("utf-8", errors="replace")}
+            if as_json:
+                output.line(json.dumps(row, ensure_ascii=False))
+            elif "invalid" in row:
+                output.line(f"INVALID ({row['invalid']}) -> {row['routing_key']}: {row['body']!r}")
+            else:
+                who = row["fromLabel"] or row["from"][:8]
+                text = row["content"].replace("\n", " ")[:100]
+                output.line(f"{row['kind']:6} {who} -> {row['to'][:8]} {row['msgId'][:8]}: {text}")
+            seen += 1
+            if count is not None and seen >= count:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        try:
+            connection.close()
+        except Exception:
+            pass

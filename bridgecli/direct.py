@@ -1,0 +1,112 @@
+"""The one-shot commands' path when no local gateway is running: talk to the broker directly.
+
+Slower than the gateway's socket (this imports pika and opens a connection per command)
+but it needs nothing running on the host, which is what scripts on a fresh machine want.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridgecli import messaging
+from bridgecli.amqp import topology
+from bridgecli.config import Config
+from bridgecli.envelope import Envelope
+from bridgecli.errors import BrokerUnavailable
+from bridgecli.gateway.entities import Entity, Registry
+from bridgecli.gateway.store import Store
+
+
+def _open(config: Config, name: str):
+    from bridgecli.amqp.connection import connect
+
+    return connect(config, name=name, heartbeat=0)
+
+
+def declare_inbox(config: Config, entity: Entity) -> None:
+    """Declare the entity's inbox now, so messages sent before its gateway starts are kept."""
+    connection = _open(config, "bridge-register")
+    try:
+        channel = connection.channel()
+        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE,
+                         topology.inbox_queue(entity.gid, config.values["messaging.inbox_queue_type"],
+                                              config.values["messaging.max_attempts"]))
+    finally:
+        connection.close()
+
+
+def remove_inbox(config: Config, entity: Entity) -> int:
+    """Dead-letter what is left in the inbox (nothing is lost) and delete it."""
+    from bridgecli.amqp.publisher import Publisher
+    from bridgecli.gateway.daemon import drain_to_dlq
+
+    connection = _open(config, "bridge-unregister")
+    try:
+        channel = connection.channel()
+        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE)
+        publisher = Publisher(connection.channel())
+        moved = drain_to_dlq(channel, publisher, topology.inbox_name(entity.gid), "recipient_unregistered",
+                             f"entity {entity.label} was unregistered")
+        if channel.is_open:
+            channel.queue_delete(topology.inbox_name(entity.gid))
+        return moved
+    finally:
+        connection.close()
+
+
+def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = None) -> None:
+    """Publish with confirms + mandatory on a short-lived connection."""
+    from bridgecli.amqp.publisher import Publisher
+
+    connection = _open(config, "bridge-send")
+    try:
+        channel = connection.channel()
+        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE)
+        if delay_ms:
+            _declare_delay(connection, channel, delay_ms)
+        publisher = Publisher(channel, user_id=connection._impl.params.credentials.username)
+        for envelope in envelopes:
+            publisher.publish(envelope, delay_ms=delay_ms)
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def _declare_delay(connection: Any, channel: Any, delay_ms: int) -> None:
+    import pika.exceptions
+
+    probe = connection.channel()
+    try:
+        probe.exchange_declare(topology.DELAY, passive=True)
+    except pika.exceptions.ChannelClosedByBroker:
+        topology.declare(channel, topology.DELAY_FALLBACK_EXCHANGE)
+    else:
+        probe.close()
+    try:
+        side = connection.channel()
+        topology.declare(side, topology.delay_queue(delay_ms))
+        side.close()
+    except pika.exceptions.ChannelClosedByBroker:
+        pass  # plugin exchange in place: the header is enough
+
+
+def send(config: Config, registry: Registry, store: Store, *, command: str, contents: list[str],
+         sender: str | None, target: str | None = None, msg_id: str | None = None,
+         delay: float | None = None, force: bool = False, turn: str | None = None) -> list[Envelope]:
+    identity = messaging.sender_identity(registry, sender)
+    in_reply_to = None
+    if command in ("reply", "answer"):
+        original = messaging.original_message(store, msg_id or "")
+        recipient, in_reply_to, turn = original.sender, original.msg_id, turn or original.turn
+    else:
+        from bridgecli.resolve import resolve_target
+
+        recipient = resolve_target(target or "", registry=registry, roster=None, force=force)
+    envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content,
+                                   host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"],
+                                   in_reply_to=in_reply_to, turn=turn) for content in contents]
+    publish(config, envelopes, int(delay * 1000) if delay else None)
+    return envelopes
+
+
+__all__ = ["send", "publish", "declare_inbox", "remove_inbox", "BrokerUnavailable"]

@@ -1,0 +1,631 @@
+"""The gateway daemon: the only AMQP client of its host (seed §2, §5, §6, §8).
+
+Threading model (pika's ``BlockingConnection`` is not thread-safe):
+
+* the **I/O thread** (the one calling :meth:`Gateway.run`) owns the connection. It runs the
+  consumers, publishes, acks, and the periodic tasks. Nothing else touches pika.
+* one **worker thread per entity** whose backend may block (tmux, herdr, exec). Workers
+  deliver one message at a time (per-recipient FIFO) and hand the ack back to the I/O thread
+  with ``add_callback_threadsafe`` — so a slow delivery never stalls heartbeats.
+* **local API threads** (one per client connection) submit AMQP work to the I/O thread
+  through :meth:`Gateway.on_io` and wait for its result.
+
+Ack discipline: a delivery is acked only after its backend confirmed it *and* the dedup
+record is written; a message that cannot be decoded or validated is dead-lettered (with the
+reason in a header) and only then acked; after ``messaging.max_attempts`` failed deliveries
+the message is dead-lettered too. Acks from a channel that has since been replaced are
+dropped: the broker redelivers those messages and the dedup store absorbs the repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import signal
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pika
+import pika.exceptions
+import tenacity
+
+from bridgecli import __version__
+from bridgecli import envelope as env_mod
+from bridgecli.amqp import connection as amqp_conn
+from bridgecli.amqp import topology
+from bridgecli.amqp.publisher import Publisher
+from bridgecli.config import Config
+from bridgecli.envelope import Envelope, InvalidEnvelope
+from bridgecli.errors import BridgeError, BrokerUnavailable, DeliveryError
+from bridgecli.gateway import log as glog
+from bridgecli.gateway.entities import Registry, open_registry
+from bridgecli.gateway.store import DELIVERED, Store, open_store
+from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
+
+logger = logging.getLogger("bridgecli.gateway")
+
+
+@dataclass
+class _Delivery:
+    generation: int
+    tag: int
+    envelope: Envelope
+    properties: Any
+    body: bytes
+    queue: str
+
+
+@dataclass
+class _Consumer:
+    entity: Entity
+    tag: str | None = None
+    worker: "EntityWorker | None" = None
+    ready: int = 0
+
+
+class EntityWorker(threading.Thread):
+    """Delivers one entity's messages in order through a blocking backend."""
+
+    def __init__(self, gateway: "Gateway", entity: Entity, backend: DeliveryBackend) -> None:
+        super().__init__(name=f"deliver-{entity.label}", daemon=True)
+        self.gateway = gateway
+        self.entity = entity
+        self.backend = backend
+        self.items: "queue.Queue[_Delivery | None]" = queue.Queue()
+        self.busy = False
+
+    def run(self) -> None:
+        while True:
+            item = self.items.get()
+            if item is None:
+                return
+            self.busy = True
+            try:
+                self.gateway._deliver_with_retries(self.entity, self.backend, item)
+            finally:
+                self.busy = False
+
+    def stop(self) -> None:
+        self.items.put(None)
+
+
+@dataclass
+class Waiter:
+    """A blocked ``send --wait`` / ``poll --wait`` in a local API thread."""
+
+    recipient: str
+    in_reply_to: str | None
+    event: threading.Event = field(default_factory=threading.Event)
+
+
+class Gateway:
+    """One host's gateway. ``run()`` blocks until :meth:`stop` (or SIGINT/SIGTERM)."""
+
+    def __init__(self, config: Config, *, plugins: Any = None, registry: Registry | None = None,
+                 store: Store | None = None) -> None:
+        from bridgecli import plugins as plugin_mod
+
+        self.config = config
+        self.host = config.host_id
+        self.plugins = plugins or plugin_mod.get()
+        self.registry = registry or open_registry()
+        self.store = store or open_store(config)
+        self.max_attempts: int = config.values["messaging.max_attempts"]
+        self.prefetch: int = config.values["messaging.prefetch"]
+        self.queue_type: str = config.values["messaging.inbox_queue_type"]
+        self.max_content: int = config.values["messaging.max_content_bytes"]
+        self.connection: pika.BlockingConnection | None = None
+        self.channel: Any = None
+        self.publisher: Publisher | None = None
+        self.generation = 0
+        self.consumers: dict[str, _Consumer] = {}
+        self.backends: dict[str, DeliveryBackend] = {}
+        self.waiters: list[Waiter] = []
+        self.waiters_lock = threading.Lock()
+        self.should_stop = threading.Event()
+        self.connected = threading.Event()
+        self.server_info: dict[str, Any] = {}
+        self.started = time.time()
+        self.delay_mode = "unknown"
+        self.periodic: list[tuple[float, Callable[[], None]]] = []  # (interval, fn)
+        self._last_run: dict[int, float] = {}
+        self.on_entity_added: list[Callable[[Entity], None]] = []
+        self.on_entity_removed: list[Callable[[Entity, str], None]] = []
+        self.on_connect_hooks: list[Callable[[], None]] = []
+        self.on_stop_hooks: list[Callable[[], None]] = []
+        self.api = None
+        self._delay_tiers: set[int] = set()
+        self.status_extras: dict[str, Callable[[], Any]] = {}
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until stopped: connect with capped, jittered backoff; declare; consume;
+        on a broker blip re-declare and re-attach everything."""
+        from bridgecli.gateway.localapi import LocalApi
+
+        self._install_signal_handlers()
+        self.api = LocalApi(self)
+        self.api.start()
+        glog.event(logger, "gateway started", host=self.host, version=__version__,
+                   socket=str(self.api.path))
+        try:
+            while not self.should_stop.is_set():
+                try:
+                    self._connect_with_backoff()
+                except tenacity.RetryError:
+                    break
+                if self.should_stop.is_set():
+                    break
+                try:
+                    self.consume()
+                except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPError,) as exc:
+                    glog.event(logger, "broker connection lost", logging.WARNING,
+                               error=f"{type(exc).__name__}: {exc}")
+                    self._on_connection_lost()
+        finally:
+            self._shutdown()
+
+    def stop(self) -> None:
+        """Ask the loop to finish (thread-safe; signal handlers call this)."""
+        self.should_stop.set()
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.stop())
+
+    def _connect_with_backoff(self) -> None:
+        def log_retry(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            glog.event(logger, "broker unreachable, retrying", logging.WARNING,
+                       attempt=state.attempt_number, wait=f"{state.next_action.sleep:.1f}s" if state.next_action else "",
+                       error=str(exc))
+
+        retrying = tenacity.Retrying(
+            wait=tenacity.wait_random_exponential(multiplier=0.5, max=30),
+            retry=tenacity.retry_if_exception_type(
+                amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)),
+            stop=tenacity.stop_when_event_set(self.should_stop),
+            sleep=lambda seconds: self.should_stop.wait(seconds),
+            before_sleep=log_retry,
+        )
+        retrying(self._connect)
+
+    def _connect(self) -> None:
+        connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}")
+        try:
+            self.server_info = {k: (v.decode() if isinstance(v, bytes) else v)
+                                for k, v in (connection._impl.server_properties or {}).items()
+                                if k in ("product", "version", "cluster_name")}
+        except Exception:
+            self.server_info = {}
+        self.delay_mode = self._probe_delay(connection)
+        channel = connection.channel()
+        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE)
+        if self.delay_mode == "plugin":
+            topology.declare(channel, topology.DELAYED_PLUGIN_EXCHANGE)
+            channel.exchange_bind(topology.MSG, topology.DELAY, routing_key="#")
+        else:
+            topology.declare(channel, topology.DELAY_FALLBACK_EXCHANGE)
+        channel.basic_qos(prefetch_count=self.prefetch)
+        pub_channel = connection.channel()
+        username = connection._impl.params.credentials.username
+        self.connection, self.channel = connection, channel
+        self.publisher = Publisher(pub_channel, user_id=username)
+        self.generation += 1
+        self.consumers = {}
+        for entity in self.registry.all():
+            self._attach(entity)
+        for hook in self.on_connect_hooks:
+            hook()
+        self.connected.set()
+        glog.event(logger, "connected to broker", server=self.server_info.get("product"),
+                   version=self.server_info.get("version"), entities=len(self.consumers),
+                   delay=self.delay_mode)
+
+    def _probe_delay(self, connection: pika.BlockingConnection) -> str:
+        """Does the broker have the delayed-message plugin? RabbitMQ answers an unknown
+        exchange type by closing the whole connection (503), so the probe runs on a
+        throwaway connection of its own. The answer is kept for the gateway's lifetime."""
+        if self.delay_mode != "unknown":
+            return self.delay_mode
+        probe_conn = amqp_conn.connect(self.config, name=f"bridge-probe-{self.host}", heartbeat=0)
+        try:
+            probe = probe_conn.channel()
+            probe.exchange_declare("bridge.delay-probe", exchange_type="x-delayed-message",
+                                   arguments={"x-delayed-type": "direct"}, auto_delete=True)
+            probe.exchange_delete("bridge.delay-probe")
+            return "plugin"
+        except (pika.exceptions.ChannelClosedByBroker, pika.exceptions.ConnectionClosedByBroker):
+            return "ttl-queues"
+        finally:
+            if probe_conn.is_open:
+                probe_conn.close()
+
+    def _on_connection_lost(self) -> None:
+        self.connected.clear()
+        self.generation += 1
+        for consumer in self.consumers.values():
+            if consumer.worker is not None:
+                _drain_queue(consumer.worker.items)
+        try:
+            if self.connection is not None and self.connection.is_open:
+                self.connection.close()
+        except Exception:
+            pass
+        self.connection = self.channel = self.publisher = None
+        self.should_stop.wait(0.2)
+
+    def _shutdown(self) -> None:
+        glog.event(logger, "gateway stopping")
+        for hook in self.on_stop_hooks:
+            try:
+                hook()
+            except Exception as exc:
+                glog.event(logger, "stop hook failed", logging.WARNING, error=str(exc))
+        if self.api is not None:
+            self.api.stop()
+        workers = [c.worker for c in self.consumers.values() if c.worker is not None]
+        for worker in workers:
+            worker.stop()
+        deadline = time.monotonic() + 10
+        while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
+            self._pump(0.05)
+        self._pump(0)
+        if self.connection is not None:
+            try:
+                self.connection.close()
+            except Exception:
+                pass
+        self.store.close()
+        glog.event(logger, "gateway stopped")
+
+    def _pump(self, seconds: float) -> None:
+        if self.connection is not None and self.connection.is_open:
+            try:
+                self.connection.process_data_events(time_limit=seconds)
+                return
+            except Exception:
+                pass
+        time.sleep(seconds)
+
+    # --- consuming ----------------------------------------------------------------------
+
+    def consume(self, limit: float | None = None) -> None:
+        """Run the I/O loop (steppable: ``limit`` seconds, or until stopped)."""
+        end = None if limit is None else time.monotonic() + limit
+        while not self.should_stop.is_set() and (end is None or time.monotonic() < end):
+            assert self.connection is not None
+            self.connection.process_data_events(time_limit=0.2)
+            self._run_periodic()
+
+    def add_periodic(self, interval: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the I/O thread every ``interval`` seconds (roster heartbeats …)."""
+        self.periodic.append((interval, fn))
+
+    def _run_periodic(self) -> None:
+        now = time.monotonic()
+        for index, (interval, fn) in enumerate(self.periodic):
+            if now - self._last_run.get(index, 0.0) >= interval:
+                self._last_run[index] = now
+                try:
+                    fn()
+                except amqp_conn.CONNECTION_ERRORS:
+                    raise
+                except Exception as exc:
+                    glog.event(logger, "periodic task failed", logging.WARNING, task=getattr(fn, "__name__", "?"),
+                               error=f"{type(exc).__name__}: {exc}")
+
+    def backend_for(self, entity: Entity) -> DeliveryBackend:
+        if entity.backend not in self.backends:
+            factory = self.plugins.provider("backends", entity.backend)
+            self.backends[entity.backend] = factory(BackendContext(
+                config=self.config, state_dir=self.store.path.parent, host_id=self.host))
+        return self.backends[entity.backend]
+
+    def _attach(self, entity: Entity) -> None:
+        """Declare the entity's inbox and start its manual-ack consumer."""
+        assert self.channel is not None
+        topology.declare(self.channel, topology.inbox_queue(entity.gid, self.queue_type, self.max_attempts))
+        consumer = self.consumers.get(entity.gid) or _Consumer(entity)
+        try:
+            backend = self.backend_for(entity)
+        except BridgeError as exc:
+            glog.event(logger, "entity has no usable backend; not consuming", logging.ERROR,
+                       entity=entity.label, error=str(exc))
+            return
+        if not getattr(backend, "inline", False) and consumer.worker is None:
+            consumer.worker = EntityWorker(self, entity, backend)
+            consumer.worker.start()
+        generation = self.generation
+        consumer.tag = self.channel.basic_consume(
+            topology.inbox_name(entity.gid),
+            lambda ch, method, props, body: self._on_message(entity, generation, method, props, body))
+        self.consumers[entity.gid] = consumer
+
+    def attach_entity(self, entity: Entity) -> None:
+        """Start serving a newly registered entity (I/O thread)."""
+        if entity.gid in self.consumers:
+            return
+        if self.channel is not None:
+            self._attach(entity)
+        glog.event(logger, "entity registered", entity=entity.label, gid=entity.gid, deliver=entity.deliver)
+        for hook in self.on_entity_added:
+            hook(entity)
+
+    def detach_entity(self, entity: Entity, reason: str = "unregistered") -> int:
+        """Stop serving an entity; dead-letter whatever is still in its inbox, then delete
+        the inbox. Returns how many messages were dead-lettered (I/O thread)."""
+        consumer = self.consumers.pop(entity.gid, None)
+        if consumer is not None:
+            if consumer.tag and self.channel is not None:
+                self.channel.basic_cancel(consumer.tag)
+            if consumer.worker is not None:
+                consumer.worker.stop()
+        moved = 0
+        if self.connection is not None:
+            side = self.connection.channel()  # a 404 here must not close the consumer channel
+            try:
+                moved = drain_to_dlq(side, self.publisher, topology.inbox_name(entity.gid),
+                                     "recipient_unregistered", f"entity {entity.label} was unregistered")
+                if side.is_open:
+                    side.queue_delete(topology.inbox_name(entity.gid))
+            finally:
+                if side.is_open:
+                    side.close()
+        for hook in self.on_entity_removed:
+            hook(entity, reason)
+        glog.event(logger, "entity unregistered", entity=entity.label, gid=entity.gid, dead_lettered=moved)
+        return moved
+
+    def _on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
+        queue_name = topology.inbox_name(entity.gid)
+        try:
+            envelope = env_mod.parse(body, max_content_bytes=max(self.max_content, 1))
+        except InvalidEnvelope as exc:
+            self._dead_letter(method, props, body, queue_name, exc.reason, exc.detail)
+            return
+        if envelope.recipient != entity.gid:
+            self._dead_letter(method, props, body, queue_name, "recipient_mismatch",
+                              f"body is addressed to {envelope.recipient}, queue belongs to {entity.gid}")
+            return
+        if props is not None and getattr(props, "user_id", None):
+            envelope = Envelope(**{**envelope.__dict__, "user_id": props.user_id})
+        if self.store.seen(envelope.msg_id):
+            glog.event(logger, "duplicate dropped", entity=entity.label, msg=envelope.msg_id)
+            self.channel.basic_ack(method.delivery_tag)
+            return
+        item = _Delivery(generation, method.delivery_tag, envelope, props, body, queue_name)
+        consumer = self.consumers.get(entity.gid)
+        if consumer is not None and consumer.worker is not None:
+            consumer.worker.items.put(item)
+            return
+        backend = self.backend_for(entity)
+        try:
+            self._deliver_once(entity, backend, envelope)
+        except DeliveryError as exc:
+            attempts = self.store.add_attempt(envelope.msg_id, str(exc))
+            if not exc.retryable or attempts >= self.max_attempts:
+                self._dead_letter(method, props, body, queue_name, "delivery_failed", str(exc), attempts)
+            else:
+                self.channel.basic_nack(method.delivery_tag, requeue=True)
+            return
+        self.channel.basic_ack(method.delivery_tag)
+
+    # --- delivering ---------------------------------------------------------------------
+
+    def _deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
+        """Hand one message to the backend and write its dedup record."""
+        try:
+            backend.deliver(entity, envelope)
+        except DeliveryError:
+            raise
+        except BridgeError as exc:
+            raise DeliveryError(str(exc)) from exc
+        except Exception as exc:  # a plugin bug must not kill the gateway
+            raise DeliveryError(f"backend {entity.backend} raised {type(exc).__name__}: {exc}") from exc
+        if not getattr(backend, "records_itself", False):
+            self.store.record(envelope, DELIVERED)
+        glog.event(logger, "delivered", entity=entity.label, kind=envelope.kind, msg=envelope.msg_id,
+                   sender=envelope.sender_label or envelope.sender[:8])
+        self._notify(envelope)
+
+    def _deliver_with_retries(self, entity: Entity, backend: DeliveryBackend, item: _Delivery) -> None:
+        """Worker thread: deliver with capped exponential backoff; dead-letter after N."""
+        wait = tenacity.wait_exponential(multiplier=0.5, max=30)
+        while True:
+            if item.generation != self.generation or self.should_stop.is_set() and not self.connected.is_set():
+                return  # the broker will redeliver it to the next channel
+            if self.store.seen(item.envelope.msg_id):
+                self._ack_threadsafe(item)
+                return
+            try:
+                self._deliver_once(entity, backend, item.envelope)
+            except DeliveryError as exc:
+                attempts = self.store.add_attempt(item.envelope.msg_id, str(exc))
+                glog.event(logger, "delivery failed", logging.WARNING, entity=entity.label,
+                           msg=item.envelope.msg_id, attempt=attempts, error=str(exc))
+                if not exc.retryable or attempts >= self.max_attempts:
+                    self._threadsafe(lambda: self._dead_letter_item(item, "delivery_failed", str(exc), attempts))
+                    return
+                delay = wait(_Attempt(attempts))
+                if self.should_stop.wait(delay):
+                    return
+                continue
+            self._ack_threadsafe(item)
+            return
+
+    def _threadsafe(self, fn: Callable[[], None]) -> None:
+        connection = self.connection
+        if connection is None:
+            return
+        try:
+            connection.add_callback_threadsafe(fn)
+        except Exception:
+            pass  # connection gone: the broker redelivers
+
+    def _ack_threadsafe(self, item: _Delivery) -> None:
+        def ack() -> None:
+            if item.generation == self.generation and self.channel is not None:
+                self.channel.basic_ack(item.tag)
+
+        self._threadsafe(ack)
+
+    def _dead_letter_item(self, item: _Delivery, reason: str, detail: str, attempts: int) -> None:
+        if item.generation != self.generation:
+            return
+        self._dead_letter(_Tag(item.tag), item.properties, item.body, item.queue, reason, detail, attempts)
+
+    def _dead_letter(self, method: Any, props: Any, body: bytes, queue_name: str, reason: str,
+                     detail: str, attempts: int | None = None) -> None:
+        """Publish to ``bridge.dlx`` with the reason in headers, then ack the original —
+        the message is never dropped silently and never blocks the queue."""
+        assert self.publisher is not None and self.channel is not None
+        headers = dict(getattr(props, "headers", None) or {})
+        headers.update({topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail[:1000],
+                        topology.QUEUE_HEADER: queue_name})
+        if attempts is not None:
+            headers[topology.ATTEMPTS_HEADER] = attempts
+        properties = pika.BasicProperties(
+            message_id=getattr(props, "message_id", None), correlation_id=getattr(props, "correlation_id", None),
+            type=getattr(props, "type", None), timestamp=getattr(props, "timestamp", None),
+            app_id=getattr(props, "app_id", None), content_type=getattr(props, "content_type", None),
+            delivery_mode=2, headers=headers)
+        routing_key = queue_name.split(".")[1] if queue_name.startswith("agent.") else queue_name
+        self.publisher.publish_raw(topology.DLX, routing_key, body, properties, mandatory=False,
+                                   what="dead letter")
+        self.channel.basic_ack(method.delivery_tag)
+        glog.event(logger, "dead-lettered", logging.WARNING, queue=queue_name, reason=reason, detail=detail[:200])
+
+    # --- publishing ---------------------------------------------------------------------
+
+    def publish(self, envelope: Envelope, delay_ms: int | None = None) -> None:
+        """Publish on the I/O thread (confirmed + mandatory)."""
+        assert self.publisher is not None
+        if delay_ms and self.delay_mode != "plugin" and delay_ms not in self._delay_tiers:
+            side = self.connection.channel()
+            try:
+                topology.declare(side, topology.delay_queue(delay_ms))
+            finally:
+                if side.is_open:
+                    side.close()
+            self._delay_tiers.add(delay_ms)
+        self.publisher.publish(envelope, delay_ms=delay_ms)
+        glog.event(logger, "sent", kind=envelope.kind, msg=envelope.msg_id, to=envelope.recipient,
+                   delay_ms=delay_ms or 0)
+
+    def resolve_target(self, target: str, force: bool = False) -> str:
+        """A gid for ``target`` (gid, or label): local entities first, then the roster."""
+        from bridgecli.resolve import resolve_target
+
+        return resolve_target(target, registry=self.registry, roster=getattr(self, "roster", None), force=force)
+
+    # --- waiting for held messages ------------------------------------------------------
+
+    def _notify(self, envelope: Envelope) -> None:
+        with self.waiters_lock:
+            for waiter in self.waiters:
+                if waiter.recipient == envelope.recipient and (
+                        waiter.in_reply_to is None or waiter.in_reply_to == envelope.in_reply_to):
+                    waiter.event.set()
+
+    def add_waiter(self, recipient: str, in_reply_to: str | None = None) -> Waiter:
+        waiter = Waiter(recipient, in_reply_to)
+        with self.waiters_lock:
+            self.waiters.append(waiter)
+        return waiter
+
+    def remove_waiter(self, waiter: Waiter) -> None:
+        with self.waiters_lock:
+            if waiter in self.waiters:
+                self.waiters.remove(waiter)
+
+    # --- running work on the I/O thread -------------------------------------------------
+
+    def on_io(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+        """Run ``fn`` on the I/O thread and return its result (from a non-I/O thread)."""
+        if not self.connected.wait(timeout=min(timeout, 5.0)):
+            raise BrokerUnavailable("the gateway is not connected to the broker right now",
+                                    "see the gateway's log; it reconnects by itself")
+        future: Future = Future()
+
+        def call() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+        connection = self.connection
+        if connection is None:
+            raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment")
+        connection.add_callback_threadsafe(call)
+        try:
+            return future.result(timeout=timeout)
+        except TimeoutError:
+            future.cancel()
+            raise BrokerUnavailable("the gateway's broker connection is stalled", "retry in a moment") from None
+        except amqp_conn.CONNECTION_ERRORS as exc:
+            raise BrokerUnavailable(f"lost the broker connection ({type(exc).__name__})",
+                                    "retry in a moment") from None
+
+    def queue_depths(self) -> dict[str, int]:
+        """Ready counts of each local inbox and of the DLQ (I/O thread)."""
+        depths: dict[str, int] = {}
+        assert self.connection is not None
+        probe = self.connection.channel()
+        try:
+            for gid in self.consumers:
+                name = topology.inbox_name(gid)
+                depths[name] = probe.queue_declare(name, passive=True).method.message_count
+            depths[topology.DLQ] = probe.queue_declare(topology.DLQ, passive=True).method.message_count
+        finally:
+            if probe.is_open:
+                probe.close()
+        return depths
+
+
+@dataclass
+class _Tag:
+    delivery_tag: int
+
+
+@dataclass
+class _Attempt:
+    attempt_number: int
+
+
+def _drain_queue(items: "queue.Queue") -> None:
+    try:
+        while True:
+            items.get_nowait()
+    except queue.Empty:
+        pass
+
+
+def drain_to_dlq(channel: Any, publisher: Publisher | None, queue_name: str, reason: str, detail: str) -> int:
+    """Move every message of ``queue_name`` to ``bridge.dlx`` with ``reason`` (nothing lost)."""
+    moved = 0
+    try:
+        channel.queue_declare(queue_name, passive=True)
+    except pika.exceptions.ChannelClosedByBroker:
+        return 0
+    while True:
+        method, props, body = channel.basic_get(queue_name, auto_ack=False)
+        if method is None:
+            return moved
+        headers = dict(props.headers or {})
+        headers.update({topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail,
+                        topology.QUEUE_HEADER: queue_name})
+        props.headers = headers
+        if publisher is not None:
+            publisher.publish_raw(topology.DLX, method.routing_key, body, props, mandatory=False)
+        else:
+            channel.basic_publish(topology.DLX, method.routing_key, body, props)
+        channel.basic_ack(method.delivery_tag)
+        moved += 1

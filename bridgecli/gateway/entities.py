@@ -1,0 +1,146 @@
+"""The registry of entities hosted on this machine (seed §2): gid, label, role, delivery.
+
+Stored durably in SQLite under the user data dir, so ``bridge register`` works with or
+without a running gateway and a restarted gateway finds every entity again. The gateway
+re-reads it when told (local API ``register``/``unregister``) — no restart needed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+from bridgecli.errors import Ambiguous, BridgeError, ConfigError, Conflict, NotFound
+from bridgecli.interfaces import Entity
+
+ROLES = ("agent", "main", "orchestrator")
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entities (
+    gid TEXT PRIMARY KEY,
+    label TEXT NOT NULL,
+    role TEXT NOT NULL,
+    deliver TEXT NOT NULL,
+    host TEXT NOT NULL,
+    created REAL NOT NULL,
+    launcher TEXT,
+    launch_data TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+
+def validate_label(label: str) -> str:
+    if not LABEL_RE.match(label):
+        raise ConfigError(f"bad label {label!r}",
+                          "use 1-64 characters from letters, digits and _ . @ - (start with a letter or digit)")
+    return label
+
+
+def validate_role(role: str) -> str:
+    if role not in ROLES:
+        raise ConfigError(f"bad role {role!r}", "use one of " + ", ".join(ROLES))
+    return role
+
+
+def short(gid: str) -> str:
+    """The first 8 characters of a gid, as tables show it."""
+    return gid[:8]
+
+
+class Registry:
+    """CRUD over the entity table; safe to use from several processes at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @staticmethod
+    def _entity(row: sqlite3.Row) -> Entity:
+        return Entity(gid=row["gid"], label=row["label"], role=row["role"], deliver=row["deliver"],
+                      host=row["host"], created=row["created"], launcher=row["launcher"],
+                      launch_data=json.loads(row["launch_data"] or "{}"))
+
+    def add(self, *, label: str, role: str, deliver: str, host: str, gid: str | None = None,
+            launcher: str | None = None, launch_data: dict | None = None) -> Entity:
+        """Mint a gid (unless given) and store the entity. A label already used on this host
+        is refused: labels are how people address entities, so one host keeps them unique."""
+        validate_label(label)
+        validate_role(role)
+        gid = gid or str(uuid.uuid4())
+        with self._connect() as db:
+            clash = db.execute("SELECT gid FROM entities WHERE label = ?", (label,)).fetchone()
+            if clash:
+                raise Conflict(f"label {label!r} is already registered on this host (gid {clash['gid']})",
+                               f"pick another label or `bridge unregister {label}` first")
+            db.execute(
+                "INSERT INTO entities (gid, label, role, deliver, host, created, launcher, launch_data)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                (gid, label, role, deliver, host, time.time(), launcher, json.dumps(launch_data or {})))
+        entity = self.get(gid)
+        assert entity is not None
+        return entity
+
+    def remove(self, gid: str) -> bool:
+        with self._connect() as db:
+            return db.execute("DELETE FROM entities WHERE gid = ?", (gid,)).rowcount == 1
+
+    def get(self, gid: str) -> Entity | None:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM entities WHERE gid = ?", (gid.lower(),)).fetchone()
+        return self._entity(row) if row else None
+
+    def all(self) -> list[Entity]:
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM entities ORDER BY created").fetchall()
+        return [self._entity(row) for row in rows]
+
+    def resolve(self, target: str) -> Entity:
+        """A local entity by gid, unique gid prefix (≥ 8 chars) or label."""
+        target = target.strip()
+        entity = self.get(target)
+        if entity:
+            return entity
+        matches = [e for e in self.all() if e.label == target]
+        if not matches and len(target) >= 8:
+            matches = [e for e in self.all() if e.gid.startswith(target.lower())]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            listing = ", ".join(f"{e.label} ({short(e.gid)})" for e in matches)
+            raise Ambiguous(f"{target!r} matches several entities on this host: {listing}",
+                            "use the full gid")
+        raise NotFound(f"no entity {target!r} is registered on this host",
+                       "see `bridge entities`, or register it with `bridge register`")
+
+
+def default_path() -> Path:
+    from bridgecli import paths
+
+    return paths.data_dir() / "entities.db"
+
+
+def open_registry() -> Registry:
+    return Registry(default_path())
+
+
+def check_deliver(spec: str) -> tuple[str, str | None]:
+    """Split ``BACKEND[:ADDRESS]`` and check the backend exists and accepts the address."""
+    backend, _, address = spec.partition(":")
+    if not backend:
+        raise ConfigError(f"bad --deliver {spec!r}", "use BACKEND[:ADDRESS], e.g. hold or tmux:%3")
+    return backend, (address or None)
+
+
+__all__ = ["Registry", "Entity", "ROLES", "open_registry", "check_deliver", "short", "BridgeError"]

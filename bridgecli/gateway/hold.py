@@ -1,0 +1,38 @@
+"""The ``hold`` backend: keep messages on the host until the entity pulls them.
+
+Delivering = writing the message into the host's store as *held*, in the same transaction
+as its dedup record; the gateway acks the broker right after. Holding therefore survives a
+gateway restart and can last far longer than RabbitMQ's ``consumer_timeout`` (which would
+close a channel that kept a delivery unacked). ``bridge poll`` / the MCP server drain it.
+"""
+
+from __future__ import annotations
+
+from bridgecli.envelope import Envelope
+from bridgecli.errors import ConfigError, DeliveryError
+from bridgecli.gateway.store import HELD, Store, default_path
+from bridgecli.interfaces import BackendContext, Entity
+
+
+class HoldBackend:
+    """Consume-and-hold (seed invariant 3): the final hop is a pull."""
+
+    inline = True  # one local SQLite commit: safe on the AMQP thread
+    records_itself = True  # deliver() writes the dedup record itself (same transaction)
+
+    def __init__(self, context: BackendContext, store: Store | None = None) -> None:
+        self.store = store or Store(default_path(), context.config.values["messaging.dedup_window"])
+
+    def check_address(self, address: str | None) -> None:
+        if address:
+            raise ConfigError(f"the hold backend takes no address (got {address!r})", "use --deliver hold")
+
+    def deliver(self, entity: Entity, envelope: Envelope) -> None:
+        try:
+            self.store.record(envelope, HELD)
+        except Exception as exc:  # sqlite full/locked: retryable
+            raise DeliveryError(f"cannot hold message {envelope.msg_id}: {exc}",
+                                "check free space in the state dir") from exc
+
+    def status(self, entity: Entity) -> str:
+        return "idle"

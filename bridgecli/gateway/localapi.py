@@ -1,0 +1,130 @@
+"""The gateway's local socket API: the fast path of one-shot commands on this host.
+
+A Unix socket (mode 0600, in the 0700 user runtime dir) speaking newline-delimited JSON —
+the protocol is described in :mod:`bridgecli.gateway.client`. Each client connection gets
+a thread; anything that touches AMQP is handed to the gateway's I/O thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import socketserver
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from bridgecli import paths
+from bridgecli.errors import BridgeError, Conflict, Rejected
+from bridgecli.gateway import log as glog
+from bridgecli.gateway import operations
+from bridgecli.gateway.client import error_to_wire
+
+if TYPE_CHECKING:
+    from bridgecli.gateway.daemon import Gateway
+
+logger = logging.getLogger("bridgecli.gateway")
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class LocalApi:
+    """Binds the socket and dispatches requests to :data:`OPS`."""
+
+    def __init__(self, gateway: "Gateway", path: Path | None = None) -> None:
+        self.gateway = gateway
+        self.path = path or paths.gateway_socket()
+        self.server: _Server | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        paths.ensure_private_dir(self.path.parent)
+        if self.path.exists():
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(self.path))
+            except OSError:
+                self.path.unlink()  # stale socket of a dead gateway
+            else:
+                raise Conflict(f"a gateway is already running on {self.path}",
+                               "stop it first, or give this one other XDG_RUNTIME_DIR / BRIDGE_GATEWAY_SOCKET")
+            finally:
+                probe.close()
+        api = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                api._serve_connection(self.rfile, self.wfile)
+
+        old_umask = os.umask(0o177)
+        try:
+            self.server = _Server(str(self.path), Handler)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="local-api", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def _serve_connection(self, rfile: Any, wfile: Any) -> None:
+        while True:
+            line = rfile.readline(MAX_REQUEST_BYTES + 1)
+            if not line:
+                return
+            response = self.handle_line(line)
+            try:
+                wfile.write(json.dumps(response, ensure_ascii=False, default=str).encode() + b"\n")
+                wfile.flush()
+            except OSError:
+                return
+
+    def handle_line(self, line: bytes) -> dict[str, Any]:
+        """One request line → one response dict; never raises."""
+        if len(line) > MAX_REQUEST_BYTES:
+            return _error(Rejected("request too large", f"keep requests under {MAX_REQUEST_BYTES} bytes"))
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+                raise ValueError("not an object with an 'op'")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _error(Rejected(f"bad request: {exc}", "send one JSON object per line with an 'op' field"))
+        op = request.pop("op")
+        handler: Callable[..., dict[str, Any]] | None = operations.OPS.get(op)
+        if handler is None:
+            return _error(Rejected(f"unknown operation {op!r}",
+                                   "the CLI and the gateway may be different versions; restart the gateway"))
+        started = time.monotonic()
+        try:
+            result = handler(self.gateway, **request)
+        except BridgeError as exc:
+            return _error(exc)
+        except TypeError as exc:
+            return _error(Rejected(f"bad parameters for {op}: {exc}", "check the request fields"))
+        except Exception as exc:
+            glog.event(logger, "local API operation failed", logging.ERROR, op=op,
+                       error=f"{type(exc).__name__}: {exc}")
+            return _error(BridgeError(f"gateway failed on {op}: {type(exc).__name__}: {exc}",
+                                      "see the gateway's log"))
+        if op not in ("status", "poll"):
+            glog.event(logger, "api", op=op, ms=round((time.monotonic() - started) * 1000, 1))
+        return {"ok": True, **result}
+
+
+def _error(exc: BridgeError) -> dict[str, Any]:
+    return {"ok": False, "error": error_to_wire(exc)}

@@ -1,0 +1,208 @@
+"""What the local API can do: each operation is a function ``op(gateway, **params) -> dict``.
+
+The same operations back the one-shot commands whether they reach the gateway over its
+socket or not: the CLI's direct path calls :mod:`bridgecli.direct`, which shares the
+composing/validation code in :mod:`bridgecli.messaging`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from bridgecli import messaging
+from bridgecli.amqp.connection import redact
+from bridgecli.errors import Timeout
+from bridgecli.gateway import registration
+from bridgecli.gateway.entities import short
+
+if TYPE_CHECKING:
+    from bridgecli.gateway.daemon import Gateway
+
+MAX_WAIT = 24 * 3600.0
+
+
+def entity_dict(entity: Any, gateway: "Gateway | None" = None) -> dict[str, Any]:
+    data = {"gid": entity.gid, "label": entity.label, "role": entity.role, "deliver": entity.deliver,
+            "host": entity.host, "created": entity.created}
+    if entity.launcher:
+        data["launcher"] = entity.launcher
+    return data
+
+
+def message_dict(stored_or_envelope: Any) -> dict[str, Any]:
+    envelope = getattr(stored_or_envelope, "envelope", stored_or_envelope)
+    data = {"msgId": envelope.msg_id, "kind": envelope.kind, "from": envelope.sender,
+            "fromLabel": envelope.sender_label, "fromHost": envelope.sender_host,
+            "to": envelope.recipient, "inReplyTo": envelope.in_reply_to, "turn": envelope.turn,
+            "ts": envelope.ts, "content": envelope.content}
+    if envelope.user_id:
+        data["user"] = envelope.user_id
+    state = getattr(stored_or_envelope, "state", None)
+    if state:
+        data["state"] = state
+    return data
+
+
+def op_status(gw: "Gateway") -> dict[str, Any]:
+    from bridgecli.amqp.uri import resolve_broker_uri
+
+    depths: dict[str, int] = {}
+    if gw.connected.is_set():
+        try:
+            depths = gw.on_io(gw.queue_depths, timeout=5)
+        except Exception:
+            depths = {}
+    entities = []
+    for entity in gw.registry.all():
+        row = entity_dict(entity)
+        row["held"] = gw.store.held_count(entity.gid)
+        row["ready"] = depths.get(f"agent.{entity.gid}.inbox")
+        row["consuming"] = entity.gid in gw.consumers
+        entities.append(row)
+    try:
+        uris = [redact(u) for u in resolve_broker_uri(gw.config)]
+    except Exception:
+        uris = []
+    return {"host": gw.host, "version": _version(), "pid": _pid(), "uptime": round(time.time() - gw.started, 1),
+            "broker": {"connected": gw.connected.is_set(), "uris": uris, "server": gw.server_info,
+                       "delay": gw.delay_mode},
+            "entities": entities, "dedup_size": gw.store.size(), "dlq_depth": depths.get("bridge.dlq"),
+            "extra": {name: fn() for name, fn in getattr(gw, "status_extras", {}).items()}}
+
+
+def _version() -> str:
+    from bridgecli import __version__
+
+    return __version__
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def op_register(gw: "Gateway", label: str, role: str, deliver: str, gid: str | None = None,
+                launcher: str | None = None, launch_data: dict | None = None) -> dict[str, Any]:
+    entity = registration.register(gw.registry, gw.plugins, gw.config, label=label, role=role,
+                                   deliver=deliver, gid=gid, launcher=launcher, launch_data=launch_data)
+    try:
+        gw.on_io(lambda: gw.attach_entity(entity))
+    except Exception:
+        gw.registry.remove(entity.gid)
+        raise
+    return {"entity": entity_dict(entity)}
+
+
+def op_unregister(gw: "Gateway", target: str) -> dict[str, Any]:
+    entity = gw.registry.resolve(target)
+    moved = gw.on_io(lambda: gw.detach_entity(entity))
+    gw.registry.remove(entity.gid)
+    return {"entity": entity_dict(entity), "dead_lettered": moved}
+
+
+def op_entities(gw: "Gateway") -> dict[str, Any]:
+    rows = []
+    for entity in gw.registry.all():
+        row = entity_dict(entity)
+        row["held"] = gw.store.held_count(entity.gid)
+        rows.append(row)
+    return {"entities": rows}
+
+
+def op_resolve(gw: "Gateway", target: str, force: bool = False) -> dict[str, Any]:
+    return {"gid": gw.resolve_target(target, force=force)}
+
+
+def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str | None = None,
+            target: str | None = None, msg_id: str | None = None, delay: float | None = None,
+            force: bool = False, turn: str | None = None, wait: float | None = None,
+            contents: list[str] | None = None) -> dict[str, Any]:
+    """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional --wait.
+
+    ``contents`` sends several messages in one request (bulk mode of ``bridge send -``)."""
+    identity = messaging.sender_identity(gw.registry, sender)
+    in_reply_to = None
+    if command in ("reply", "answer"):
+        original = messaging.original_message(gw.store, msg_id or "")
+        recipient, in_reply_to = original.sender, original.msg_id
+        turn = turn or original.turn
+    else:
+        recipient = gw.resolve_target(target or "", force=force)
+    if contents is not None:
+        envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, text,
+                                       host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
+                                       turn=turn) for text in contents]
+        delay_ms = int(delay * 1000) if delay else None
+
+        def publish_all() -> None:
+            for item in envelopes:
+                gw.publish(item, delay_ms=delay_ms)
+
+        gw.on_io(publish_all, timeout=max(30.0, len(envelopes) * 0.05))
+        return {"msgIds": [e.msg_id for e in envelopes], "to": recipient, "kind": envelopes[0].kind if envelopes else None}
+    envelope = messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content or "",
+                                 host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
+                                 turn=turn)
+    waiter = gw.add_waiter(identity.gid, envelope.msg_id) if wait else None
+    try:
+        delay_ms = int(delay * 1000) if delay else None
+        gw.on_io(lambda: gw.publish(envelope, delay_ms=delay_ms))
+        result: dict[str, Any] = {"msgId": envelope.msg_id, "to": recipient, "kind": envelope.kind}
+        if waiter is not None:
+            result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait or 0))
+        return result
+    finally:
+        if waiter is not None:
+            gw.remove_waiter(waiter)
+
+
+def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + min(timeout, MAX_WAIT)
+    while True:
+        found = gw.store.take_reply(gid, msg_id)
+        if found is not None:
+            return message_dict(found)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Timeout(f"no reply to {msg_id} within {timeout:g}s",
+                          f"the reply will be held for you: collect it later with `bridge poll`")
+        waiter.event.wait(min(remaining, 1.0))
+        waiter.event.clear()
+
+
+def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int = 100) -> dict[str, Any]:
+    identity = messaging.sender_identity(gw.registry, gid)
+    deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
+    waiter = gw.add_waiter(identity.gid) if wait else None
+    try:
+        while True:
+            messages = gw.store.drain(identity.gid, limit=int(limit))
+            if messages or waiter is None or time.monotonic() >= deadline:
+                return {"gid": identity.gid, "messages": [message_dict(m) for m in messages]}
+            waiter.event.wait(min(deadline - time.monotonic(), 1.0))
+            waiter.event.clear()
+    finally:
+        if waiter is not None:
+            gw.remove_waiter(waiter)
+
+
+def op_show(gw: "Gateway", msg_id: str) -> dict[str, Any]:
+    original = messaging.original_message(gw.store, msg_id)
+    stored = gw.store.get(original.msg_id)
+    return {"message": message_dict(stored or original)}
+
+
+OPS: dict[str, Callable[..., dict[str, Any]]] = {
+    "status": op_status,
+    "register": op_register,
+    "unregister": op_unregister,
+    "entities": op_entities,
+    "resolve": op_resolve,
+    "send": op_send,
+    "poll": op_poll,
+    "show": op_show,
+}
+
+__all__ = ["OPS", "entity_dict", "message_dict", "short"]

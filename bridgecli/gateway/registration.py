@@ -1,0 +1,29 @@
+"""Registering an entity: validate its delivery spec against the installed backends, then
+store it. Shared by the gateway's local API and the CLI's direct path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridgecli.config import Config
+from bridgecli.gateway.entities import Registry, check_deliver, validate_label, validate_role
+from bridgecli.interfaces import BackendContext, Entity
+
+
+def check_backend(plugins: Any, config: Config, deliver: str) -> None:
+    """Raise a clear error if ``BACKEND[:ADDRESS]`` names no installed backend or a bad address."""
+    from bridgecli.gateway.store import default_path
+
+    backend_name, address = check_deliver(deliver)
+    factory = plugins.provider("backends", backend_name)
+    backend = factory(BackendContext(config=config, state_dir=default_path().parent, host_id=config.host_id))
+    backend.check_address(address)
+
+
+def register(registry: Registry, plugins: Any, config: Config, *, label: str, role: str, deliver: str,
+             gid: str | None = None, launcher: str | None = None, launch_data: dict | None = None) -> Entity:
+    validate_label(label)
+    validate_role(role)
+    check_backend(plugins, config, deliver)
+    return registry.add(label=label, role=role, deliver=deliver, host=config.host_id, gid=gid,
+                        launcher=launcher, launch_data=launch_data)

@@ -1,0 +1,228 @@
+"""The gateway's durable state on this host: received messages (dedup + hold) and attempts.
+
+One SQLite file in the user state dir. Why SQLite: the dedup record and the hold must be
+written in the *same* transaction, so that a gateway killed at any instant either has the
+message (and acks it on redelivery as a duplicate) or does not (and takes it again) —
+exactly-once at the hold. WAL mode with ``synchronous=NORMAL`` survives a process crash
+(kill -9) at every commit; after a power loss the last commits may be lost, which only
+means a redelivered message is delivered twice (at-least-once still holds).
+
+The dedup window is bounded: rows that are no longer held are pruned oldest-first beyond
+``messaging.dedup_window`` ids.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from bridgecli import envelope as env_mod
+from bridgecli.envelope import Envelope
+
+HELD, DELIVERED, DRAINED = "held", "delivered", "drained"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    msg_id TEXT PRIMARY KEY,
+    recipient TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    in_reply_to TEXT,
+    body TEXT NOT NULL,
+    user_id TEXT,
+    state TEXT NOT NULL,
+    received REAL NOT NULL,
+    drained REAL
+);
+CREATE INDEX IF NOT EXISTS messages_held ON messages (recipient, state, received);
+CREATE INDEX IF NOT EXISTS messages_reply ON messages (in_reply_to);
+CREATE TABLE IF NOT EXISTS attempts (
+    msg_id TEXT PRIMARY KEY,
+    count INTEGER NOT NULL,
+    last_error TEXT,
+    updated REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    envelope: Envelope
+    state: str
+    received: float
+
+
+def _row_to_message(row: sqlite3.Row) -> StoredMessage:
+    envelope = env_mod.from_wire(json.loads(row["body"]))
+    if row["user_id"]:
+        envelope = Envelope(**{**envelope.__dict__, "user_id": row["user_id"]})
+    return StoredMessage(envelope=envelope, state=row["state"], received=row["received"])
+
+
+class Store:
+    """Thread-safe access to the state database (one SQLite connection per thread)."""
+
+    def __init__(self, path: Path, dedup_window: int = 100_000) -> None:
+        self.path = path
+        self.dedup_window = dedup_window
+        self._local = threading.local()
+        self._inserts = 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db().executescript(_SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def _tx(self) -> "_Tx":
+        return Store._Tx(self._db())
+
+    # --- receiving ----------------------------------------------------------------------
+
+    def seen(self, msg_id: str) -> bool:
+        """True when ``msg_id`` was already taken (held, delivered or drained): a duplicate."""
+        row = self._db().execute("SELECT 1 FROM messages WHERE msg_id = ?", (msg_id,)).fetchone()
+        return row is not None
+
+    def record(self, envelope: Envelope, state: str) -> bool:
+        """Record a received message as ``held`` or ``delivered``. Returns False (and changes
+        nothing) when it was already recorded — the dedup check and the write are one step."""
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
+                " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)",
+                (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind,
+                 envelope.in_reply_to, json.dumps(envelope.to_wire(), ensure_ascii=False),
+                 envelope.user_id, state, time.time()),
+            )
+            db.execute("DELETE FROM attempts WHERE msg_id = ?", (envelope.msg_id,))
+            inserted = cur.rowcount == 1
+        if inserted:
+            self._inserts += 1
+            if self._inserts % 1000 == 0:
+                self.prune()
+        return inserted
+
+    def prune(self) -> int:
+        """Forget the oldest non-held ids beyond the dedup window."""
+        with self._tx() as db:
+            cur = db.execute(
+                "DELETE FROM messages WHERE state != 'held' AND msg_id IN ("
+                " SELECT msg_id FROM messages WHERE state != 'held' ORDER BY received DESC"
+                " LIMIT -1 OFFSET ?)", (self.dedup_window,))
+            return cur.rowcount
+
+    # --- attempts -----------------------------------------------------------------------
+
+    def add_attempt(self, msg_id: str, error: str) -> int:
+        """Count one failed delivery attempt; returns the total so far (survives restarts)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO attempts (msg_id, count, last_error, updated) VALUES (?, 1, ?, ?)"
+                " ON CONFLICT(msg_id) DO UPDATE SET count = count + 1, last_error = excluded.last_error,"
+                " updated = excluded.updated", (msg_id, error[:500], time.time()))
+            return db.execute("SELECT count FROM attempts WHERE msg_id = ?", (msg_id,)).fetchone()[0]
+
+    def clear_attempts(self, msg_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM attempts WHERE msg_id = ?", (msg_id,))
+
+    # --- holding and draining -----------------------------------------------------------
+
+    def drain(self, recipient: str, limit: int = 100, in_reply_to: str | None = None) -> list[StoredMessage]:
+        """Take held messages for ``recipient`` (oldest first) and mark them drained."""
+        query = "SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
+        args: list[object] = [recipient]
+        if in_reply_to is not None:
+            query += " AND in_reply_to = ?"
+            args.append(in_reply_to)
+        query += " ORDER BY received LIMIT ?"
+        args.append(limit)
+        with self._tx() as db:
+            rows = db.execute(query, args).fetchall()
+            now = time.time()
+            db.executemany("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?",
+                           [(now, row["msg_id"]) for row in rows])
+        return [_row_to_message(row) for row in rows]
+
+    def take_reply(self, recipient: str, in_reply_to: str) -> StoredMessage | None:
+        """The answer to ``in_reply_to`` received for ``recipient``: drained if it was held,
+        returned as is if its backend already delivered it."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM messages WHERE recipient = ? AND in_reply_to = ?"
+                             " AND state != 'drained' ORDER BY received LIMIT 1",
+                             (recipient, in_reply_to)).fetchone()
+            if row is None:
+                return None
+            if row["state"] == HELD:
+                db.execute("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?",
+                           (time.time(), row["msg_id"]))
+        return _row_to_message(row)
+
+    def held_count(self, recipient: str | None = None) -> int:
+        if recipient is None:
+            return self._db().execute("SELECT COUNT(*) FROM messages WHERE state = 'held'").fetchone()[0]
+        return self._db().execute(
+            "SELECT COUNT(*) FROM messages WHERE state = 'held' AND recipient = ?", (recipient,)).fetchone()[0]
+
+    def oldest_held(self, recipient: str) -> float | None:
+        row = self._db().execute(
+            "SELECT MIN(received) FROM messages WHERE state = 'held' AND recipient = ?", (recipient,)).fetchone()
+        return row[0]
+
+    def get(self, msg_id: str) -> StoredMessage | None:
+        row = self._db().execute("SELECT * FROM messages WHERE msg_id = ?", (msg_id.lower(),)).fetchone()
+        return _row_to_message(row) if row else None
+
+    def find_prefix(self, prefix: str) -> list[StoredMessage]:
+        """Messages whose id starts with ``prefix`` (for short ids typed by humans)."""
+        rows = self._db().execute("SELECT * FROM messages WHERE msg_id LIKE ? LIMIT 5",
+                                  (prefix.lower() + "%",)).fetchall()
+        return [_row_to_message(row) for row in rows]
+
+    def size(self) -> int:
+        return self._db().execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+
+    def held(self, recipient: str) -> Iterator[StoredMessage]:
+        for row in self._db().execute(
+                "SELECT * FROM messages WHERE recipient = ? AND state = 'held' ORDER BY received", (recipient,)):
+            yield _row_to_message(row)
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+def default_path() -> Path:
+    from bridgecli import paths
+
+    return paths.state_dir() / "gateway.db"
+
+
+def open_store(config) -> Store:
+    """The host's store, at its default path, with the configured dedup window."""
+    return Store(default_path(), dedup_window=config.values["messaging.dedup_window"])

@@ -1,0 +1,79 @@
+"""Composing messages: who sends, to whom, and what — shared by the CLI and the gateway.
+
+The CLI's direct path and the gateway's local API both turn a request ("send this to
+that label") into an :class:`~bridgecli.envelope.Envelope` here, so validation, identity
+and error messages are the same whichever path carried the request.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from bridgecli import envelope as env_mod
+from bridgecli.envelope import Envelope, InvalidEnvelope
+from bridgecli.errors import ConfigError, NotFound, Rejected
+from bridgecli.gateway.entities import Registry
+from bridgecli.gateway.store import Store
+
+KIND_FOR_COMMAND = {"send": "SEND", "ask": "ASK", "reply": "REPLY", "answer": "ANSWER"}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The sending entity: its gid and (when registered here) label."""
+
+    gid: str
+    label: str | None
+
+
+def sender_identity(registry: Registry, given: str | None) -> Identity:
+    """Who is sending: ``--from`` (gid or local label), else ``BRIDGE_GID``."""
+    raw = given or os.environ.get("BRIDGE_GID")
+    if not raw:
+        raise ConfigError(
+            "no sender identity: BRIDGE_GID is not set and --from was not given",
+            "register yourself (`bridge register --label me --role main --deliver hold`) and "
+            "export BRIDGE_GID=<gid>, or pass --from LABEL")
+    if env_mod.is_uuid(raw.lower()):
+        entity = registry.get(raw.lower())
+        return Identity(raw.lower(), entity.label if entity else None)
+    entity = registry.resolve(raw)
+    return Identity(entity.gid, entity.label)
+
+
+def compose(kind: str, sender: Identity, recipient: str, content: str, *, host: str,
+            max_content_bytes: int, in_reply_to: str | None = None, turn: str | None = None) -> Envelope:
+    """Build and validate an outgoing envelope; an oversize content is a clear error."""
+    try:
+        env_mod.check_content_size(content, max_content_bytes)
+    except InvalidEnvelope as exc:
+        raise Rejected(f"message too large: {exc.detail}",
+                       "send a shorter message or raise messaging.max_content_bytes") from None
+    envelope = Envelope(kind=kind, sender=sender.gid, recipient=recipient, content=content,
+                        in_reply_to=in_reply_to, turn=turn, sender_label=sender.label, sender_host=host)
+    env_mod.from_wire(envelope.to_wire())  # the receiver will validate it; fail here first
+    return envelope
+
+
+def original_message(store: Store, msg_id: str) -> Envelope:
+    """The received message ``msg_id`` refers to (for reply/answer/show); full id or prefix."""
+    found = store.get(msg_id)
+    if found is None and len(msg_id) >= 6:
+        matches = store.find_prefix(msg_id)
+        if len(matches) == 1:
+            found = matches[0]
+    if found is None:
+        raise NotFound(f"no message {msg_id!r} was received on this host",
+                       "check the id (`bridge poll`, `bridge show`); replies must be sent from the "
+                       "host that received the message")
+    return found.envelope
+
+
+def answer_kind(original: Envelope, command: str) -> str:
+    """``reply`` answers with REPLY, ``answer`` with ANSWER (for an ASK, mid-turn — U2)."""
+    return KIND_FOR_COMMAND[command]
+
+
+ResolveFn = Callable[[str], str]
