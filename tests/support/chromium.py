@@ -83,9 +83,10 @@ def chromium_available() -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def chromium_factory() -> Iterator[Callable[..., object]]:
-    """``start(**kwargs) -> Chromium`` (bridgecli_cdp.chromium); all are stopped at the end."""
+    """``start(**kwargs) -> Chromium`` (bridgecli_cdp.chromium); all are stopped when the test
+    ends, and the test fails if any of their processes survived."""
     if not chromium_available():
         pytest.skip("Chromium is not installed (apt-get install chromium)")
     from bridgecli_cdp.chromium import Chromium
@@ -98,17 +99,13 @@ def chromium_factory() -> Iterator[Callable[..., object]]:
         return browser
 
     yield start
+    from bridgecli_cdp.chromium import _group_alive
+
     pids = [b.proc.pid for b in started if b.proc is not None]
     for browser in started:
         browser.stop()
-    import os
-
-    for pid in pids:  # no strays: the process groups must be gone
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            continue
-        pytest.fail(f"Chromium process group {pid} survived teardown")
+    strays = [pid for pid in pids if _group_alive(pid)]
+    assert not strays, f"Chromium process groups {strays} survived teardown"
 
 
 def extension_copy(config: dict[str, object]) -> Path:
@@ -121,3 +118,113 @@ def extension_copy(config: dict[str, object]) -> Path:
     shutil.copytree(src, dest)
     (dest / "config.json").write_text(json.dumps(config))
     return dest
+
+
+# --- executors and brokers under test ----------------------------------------------------------
+
+EXTENSION_FLAGS = ("--disable-features=DisableLoadExtensionCommandLineSwitch",)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
+    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except Exception as exc:  # e.g. re_electing while a broker restarts
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
+
+
+def targets(bridge) -> list[dict]:
+    """The broker's executor list (``targets`` action)."""
+    return bridge.send("targets", timeout=10)["targets"]
+
+
+def wait_for_target(bridge, label: str, timeout: float = 20.0) -> dict:
+    """Wait until an executor labelled ``label`` is connected; return its entry."""
+    def find() -> dict | None:
+        return next((t for t in targets(bridge) if t["label"] == label), None)
+
+    return wait_for(find, timeout, f"executor {label!r} to connect")  # type: ignore[return-value]
+
+
+def start_extension_browser(chromium_factory, port: int, token: str, label: str, **config):
+    """A headless Chromium with a provisioned copy of the shipped extension loaded."""
+    ext = extension_copy({"port": port, "token": token, "label": label, **config})
+    browser = chromium_factory(extra_args=[f"--load-extension={ext}",
+                                           f"--disable-extensions-except={ext}", *EXTENSION_FLAGS])
+    browser.extension_dir = ext
+    return browser
+
+
+class CdpExecutorThread:
+    """The CDP executor of bridgecli-cdp serving ``endpoint`` in a thread (what
+    ``bridge browser attach`` runs), stopped and joined by :meth:`stop`."""
+
+    def __init__(self, endpoint: str, port: int, token: str, label: str,
+                 executor_id: str | None = None, default: bool = False) -> None:
+        from bridgecli.interfaces import ExecutorOptions
+        from bridgecli_cdp.target import CdpTarget
+
+        self.states: list[tuple[str, dict]] = []
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label=label,
+                                  executor_id=executor_id,
+                                  settings={"on_status": lambda s, i: self.states.append((s, i)),
+                                            "default": default})
+
+        def run() -> None:
+            try:
+                CdpTarget().attach(options, endpoint=endpoint, stop=self._stop)
+            except BaseException as exc:  # surfaced by stop()
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name=f"cdp-executor-{label}", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(15)
+        assert not self.thread.is_alive(), "the CDP executor did not stop"
+
+
+@pytest.fixture
+def cdp_executors() -> Iterator[Callable[..., CdpExecutorThread]]:
+    """``start(endpoint, port, token, label, ...)``; every executor is stopped at the end."""
+    started: list[CdpExecutorThread] = []
+
+    def start(*args: object, **kwargs: object) -> CdpExecutorThread:
+        executor = CdpExecutorThread(*args, **kwargs)  # type: ignore[arg-type]
+        started.append(executor)
+        return executor
+
+    yield start
+    for executor in started:
+        executor.stop()
+
+
+@pytest.fixture
+def host_bridge(bridge_home) -> Iterator[Callable[..., object]]:
+    """``start(port=None, token="t0k", label="agent") -> BrowserBridge`` hosting a broker on a
+    free port (the real broker of bridgecli.browser); all are closed at the end."""
+    from bridgecli.browser.connect import BrowserBridge
+
+    opened: list[BrowserBridge] = []
+
+    def start(port: int | None = None, token: str = "test-token", label: str = "agent",
+              **kwargs: object) -> BrowserBridge:
+        bridge = BrowserBridge(port or free_port(), token, label=label, **kwargs).start()  # type: ignore[arg-type]
+        opened.append(bridge)
+        return bridge
+
+    yield start
+    for bridge in opened:
+        bridge.close()

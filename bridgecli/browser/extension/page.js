@@ -47,7 +47,8 @@ function __bridgePage(op, args) {
       if (el.isContentEditable) {
         if (clear) el.textContent = "";
         el.textContent += text;
-      } else if ("value" in el) {
+      } else if (el instanceof HTMLTextAreaElement || (el instanceof HTMLInputElement &&
+                 !/^(button|submit|reset|checkbox|radio|file|image|range|color)$/.test(el.type))) {
         // The native setter, so frameworks that track the value (React) see the change.
         const proto = Object.getPrototypeOf(el);
         const setter = Object.getOwnPropertyDescriptor(proto, "value")?.set;

@@ -91,23 +91,24 @@ class Chromium:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        """Kill the whole process tree and remove the profile (idempotent)."""
+        """Kill the whole process tree and remove the profile (idempotent).
+
+        SIGTERM to the group first (Chromium flushes its profile), SIGKILL to whatever is
+        left after 5 s, and wait until the group is empty, so no renderer outlives us.
+        """
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
+        if proc is not None:
+            _signal_group(proc.pid, signal.SIGTERM)
             try:
-                os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
-        elif proc is not None:
-            try:  # the leader exited; its children may not have
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            deadline = time.monotonic() + 5
+            while _group_alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _group_alive(proc.pid):
+                _signal_group(proc.pid, signal.SIGKILL)
         if self.profile is not None:
             shutil.rmtree(self.profile, ignore_errors=True)
             self.profile = None
@@ -117,3 +118,24 @@ class Chromium:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies do not count)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

@@ -1,0 +1,112 @@
+"""The CDP executor end to end: real headless Chromium, the real broker, a page on loopback."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from bridgecli.browser.frames import CommandError
+from tests.support.chromium import wait_for, wait_for_target
+
+
+@pytest.fixture
+def cdp_setup(host_bridge, chromium_factory, cdp_executors):
+    bridge = host_bridge()
+    browser = chromium_factory()
+    executor = cdp_executors(browser.endpoint, bridge.port, "test-token", "cdp-a")
+    wait_for_target(bridge, "cdp-a")
+    return bridge, browser, executor
+
+
+def test_agent_drives_a_page_through_the_cdp_executor(cdp_setup, page_server):
+    bridge, _, _ = cdp_setup
+    opened = bridge.send("open", "research", {"url": page_server + "/form.html"})
+    assert opened["url"] == page_server + "/form.html" and opened["title"] == "Form page"
+
+    bridge.send("type", "research", {"selector": "#name", "text": "Ada"})
+    bridge.send("click", "research", {"selector": "#go"})
+    assert bridge.send("text", "research", {"selector": "#out"})["text"] == "Hello, Ada"
+    snapshot = bridge.send("snapshot", "research")["snapshot"]
+    assert 'button "Greet" [#go]' in snapshot and 'value="Ada"' in snapshot
+    png = base64.b64decode(bridge.send("screenshot", "research")["png"])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+
+    moved = bridge.send("navigate", "research", {"url": page_server + "/slow.html"})
+    assert moved["title"] == "Slow page"  # the load wait covered a 0.5 s response
+    assert "slow done" in bridge.send("text", "research")["text"]
+
+    tabs = bridge.send("tabs", "research")["groups"]
+    assert [g["group"] for g in tabs] == ["research"]
+    assert [t["tab"] for t in tabs[0]["tabs"]] == [opened["tab"]]
+    assert [t["groups"] for t in bridge.send("targets")["targets"]] == [["research"]]
+
+    bridge.send("close", "research")
+    with pytest.raises(CommandError) as err:
+        bridge.send("text", "research")
+    assert err.value.code == "unknown_group"
+
+
+def test_failures_are_one_line_errors_and_the_executor_keeps_serving(cdp_setup, page_server):
+    bridge, _, _ = cdp_setup
+    bridge.send("open", "g", {"url": page_server + "/form.html"})
+    with pytest.raises(CommandError, match=r"no element matches #missing — check the selector"):
+        bridge.send("click", "g", {"selector": "#missing"})
+    with pytest.raises(CommandError, match=r"tab nope is not in group 'g'"):
+        bridge.send("text", "g", {"tab": "nope"})
+    with pytest.raises(CommandError, match=r"is not a text field"):
+        bridge.send("type", "g", {"selector": "#go", "text": "x"})
+    assert bridge.send("text", "g", {"selector": "h1"})["text"] == "Greeter"
+    with pytest.raises(CommandError, match=r"navigation to http://127\.0\.0\.1:1/ failed: net::"):
+        bridge.send("navigate", "g", {"url": "http://127.0.0.1:1/"})
+    assert bridge.send("navigate", "g", {"url": page_server + "/other.html"})["title"] == "Other page"
+
+
+def test_two_tabs_in_one_group_and_tab_addressing(cdp_setup, page_server):
+    bridge, _, _ = cdp_setup
+    first = bridge.send("open", "g", {"url": page_server + "/form.html"})["tab"]
+    second = bridge.send("open", "g", {"url": page_server + "/other.html"})["tab"]
+    assert bridge.send("text", "g", {"selector": "#para"})["text"] == "the other page"  # active = newest
+    assert bridge.send("text", "g", {"selector": "h1", "tab": first})["text"] == "Greeter"
+    bridge.send("close", "g", {"tab": second})
+    tabs = bridge.send("tabs", "g")["groups"][0]["tabs"]
+    assert [t["tab"] for t in tabs] == [first]
+
+
+def test_user_closing_the_last_tab_makes_the_broker_forget_the_group(cdp_setup, page_server):
+    bridge, browser, _ = cdp_setup
+    tab = bridge.send("open", "g", {"url": page_server + "/other.html"})["tab"]
+    import urllib.request
+
+    urllib.request.urlopen(f"{browser.endpoint}/json/close/{tab}").read()  # the "user" closes it
+    wait_for(lambda: bridge.send("targets")["targets"][0]["groups"] == [], 10, "group_closed")
+
+
+def test_restarted_executor_keeps_its_id_and_groups(host_bridge, chromium_factory, cdp_executors,
+                                                    page_server):
+    bridge = host_bridge()
+    browser = chromium_factory()
+    first = cdp_executors(browser.endpoint, bridge.port, "test-token", "keeper")
+    before = wait_for_target(bridge, "keeper")
+    tab = bridge.send("open", "kept", {"url": page_server + "/form.html"})["tab"]
+    first.stop()
+    wait_for(lambda: not bridge.send("targets")["targets"], 10, "executor to leave")
+
+    cdp_executors(browser.endpoint, bridge.port, "test-token", "keeper")
+    after = wait_for_target(bridge, "keeper")
+    assert after["id"] == before["id"]  # stable per label on this host
+    wait_for(lambda: after["groups"] == ["kept"] or
+             bridge.send("targets")["targets"][0]["groups"] == ["kept"], 10, "rebuilt group")
+    assert bridge.send("text", "kept", {"selector": "h1"})["text"] == "Greeter"
+    assert bridge.send("tabs", "kept")["groups"][0]["tabs"][0]["tab"] == tab
+
+
+def test_wrong_token_is_reported_and_retried(host_bridge, chromium_factory, cdp_executors):
+    bridge = host_bridge()
+    browser = chromium_factory()
+    executor = cdp_executors(browser.endpoint, bridge.port, "wrong-token", "bad")
+    wait_for(lambda: any(s == "refused" for s, _ in executor.states), 10, "refusal")
+    message = next(i["error"] for s, i in executor.states if s == "refused")
+    assert message == ("the browser broker refused the token — run `bridge token show` and "
+                       "pass the current token")
+    assert bridge.send("targets")["targets"] == []
