@@ -188,6 +188,24 @@ def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int
             gw.remove_waiter(waiter)
 
 
+def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0) -> dict[str, Any]:
+    """How many messages are held for an entity, without draining them; with ``wait``,
+    block until at least one is (the MCP server uses this to push notifications)."""
+    identity = messaging.sender_identity(gw.registry, gid)
+    deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
+    waiter = gw.add_waiter(identity.gid) if wait else None
+    try:
+        while True:
+            count = gw.store.held_count(identity.gid)
+            if count or waiter is None or time.monotonic() >= deadline:
+                return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid)}
+            waiter.event.wait(min(deadline - time.monotonic(), 1.0))
+            waiter.event.clear()
+    finally:
+        if waiter is not None:
+            gw.remove_waiter(waiter)
+
+
 def op_show(gw: "Gateway", msg_id: str) -> dict[str, Any]:
     original = messaging.original_message(gw.store, msg_id)
     stored = gw.store.get(original.msg_id)
@@ -203,6 +221,7 @@ OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "send": op_send,
     "poll": op_poll,
     "show": op_show,
+    "held": op_held,
 }
 
 __all__ = ["OPS", "entity_dict", "message_dict", "short"]
