@@ -38,13 +38,13 @@ def extension_id(folder: Path | None = None) -> str:
     return "".join(chr(ord("a") + int(c, 16)) for c in digest)
 
 
-def _options(ctx: click.Context, label: str, executor_id: str | None, port: int | None,
+def _options(ctx: click.Context, label: str, executor_id: str | None,
              token: str | None, make_default: bool, as_json: bool, kind: str):
     from bridgecli.browser import token_file
     from bridgecli.interfaces import ExecutorOptions
 
     config = ctx.obj.config
-    port = port or config.get("browser.port")
+    port = config.get("browser.port")  # `bridge browser --port` overrides it
     token = token or config.get("browser.token") or token_file.guest_token(None)
     if not token:
         raise BrowserError(f"no browser-bridge token ({token_file.path()} does not exist)",
@@ -96,8 +96,6 @@ _common = [
     click.option("--label", required=True, help="Name agents use to pick this browser (--target)."),
     click.option("--id", "executor_id", metavar="ID", default=None,
                  help="Executor id. Default: minted once per label on this host, then reused."),
-    click.option("--port", type=int, default=None,
-                 help="Broker port (overrides config browser.port / env BRIDGE_BROWSER_PORT)."),
     click.option("--token", default=None, metavar="TOKEN",
                  help="Broker token (default: browser.token / OCB_TOKEN, else the token file)."),
     click.option("--default", "make_default", is_flag=True,
@@ -120,7 +118,7 @@ def _apply(options):
 @click.option("--headless", is_flag=True, help="Run the browser without a window.")
 @_apply(_common)
 @click.pass_context
-def launch(ctx: click.Context, headless: bool, label: str, executor_id: str | None, port: int | None,
+def launch(ctx: click.Context, headless: bool, label: str, executor_id: str | None,
            token: str | None, make_default: bool, kind: str, as_json: bool) -> None:
     """Start a browser and serve it as an executor until Ctrl-C.
 
@@ -128,7 +126,7 @@ def launch(ctx: click.Context, headless: bool, label: str, executor_id: str | No
     broker (`bridge browser serve`) and reconnects by itself when a new broker is elected.
     With --json, one JSON object {kind, label, id, broker, devtools} is printed once connected.
     """
-    options = _options(ctx, label, executor_id, port, token, make_default, as_json, kind)
+    options = _options(ctx, label, executor_id, token, make_default, as_json, kind)
     target = _target(ctx, kind)
     _run_until_signal(lambda stop: target.launch(options, headless=headless, stop=stop))
 
@@ -138,14 +136,14 @@ def launch(ctx: click.Context, headless: bool, label: str, executor_id: str | No
               help="DevTools endpoint of the running browser, e.g. http://127.0.0.1:9222.")
 @_apply(_common)
 @click.pass_context
-def attach(ctx: click.Context, endpoint: str, label: str, executor_id: str | None, port: int | None,
+def attach(ctx: click.Context, endpoint: str, label: str, executor_id: str | None,
            token: str | None, make_default: bool, kind: str, as_json: bool) -> None:
     """Serve an already running browser as an executor until Ctrl-C.
 
     Start Chromium with --remote-debugging-port=PORT (and a non-default --user-data-dir),
     then pass --cdp http://127.0.0.1:PORT. The browser keeps running when this stops.
     """
-    options = _options(ctx, label, executor_id, port, token, make_default, as_json, kind)
+    options = _options(ctx, label, executor_id, token, make_default, as_json, kind)
     target = _target(ctx, kind)
     _run_until_signal(lambda stop: target.attach(options, endpoint=endpoint, stop=stop))
 

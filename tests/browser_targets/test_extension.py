@@ -1,0 +1,120 @@
+"""The shipped MV3 extension, loaded unpacked into real headless Chromium, as an executor."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.request
+
+import pytest
+
+from bridgecli.browser.frames import CommandError
+from bridgecli.cli.browser_exec import extension_id
+from tests.support.chromium import start_extension_browser, wait_for, wait_for_target
+
+
+def devtools_targets(browser) -> list[dict]:
+    with urllib.request.urlopen(browser.endpoint + "/json/list") as reply:
+        return json.load(reply)
+
+
+def test_extension_connects_takes_a_group_and_drives_a_page(host_bridge, chromium_factory,
+                                                            page_server):
+    bridge = host_bridge()
+    browser = start_extension_browser(chromium_factory, bridge.port, "test-token", "work-chrome")
+    target = wait_for_target(bridge, "work-chrome")
+    assert target["browser"] == "chrome" and target["id"].startswith("ext-")
+    # the manifest key pins the id, so the broker sees the same Origin on every install
+    workers = [t["url"] for t in devtools_targets(browser) if t["type"] == "service_worker"]
+    assert f"chrome-extension://{extension_id()}/background.js" in workers
+
+    opened = bridge.send("open", "research", {"url": page_server + "/form.html"})
+    assert opened["title"] == "Form page" and isinstance(opened["tab"], int)
+    bridge.send("type", "research", {"selector": "#name", "text": "Grace"})
+    bridge.send("click", "research", {"selector": "#go"})
+    assert bridge.send("text", "research", {"selector": "#out"})["text"] == "Hello, Grace"
+    assert 'button "Greet" [#go]' in bridge.send("snapshot", "research")["snapshot"]
+    png = base64.b64decode(bridge.send("screenshot", "research")["png"])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+
+    assert bridge.send("navigate", "research", {"url": page_server + "/slow.html"})["title"] == "Slow page"
+    groups = bridge.send("tabs", "research")["groups"]
+    assert groups == [{"group": "research", "tabs": [
+        {"tab": opened["tab"], "url": page_server + "/slow.html", "title": "Slow page", "active": True}]}]
+
+    with pytest.raises(CommandError, match=r"no element matches #nope — check the selector"):
+        bridge.send("click", "research", {"selector": "#nope"})
+    with pytest.raises(CommandError, match=r"navigation to http://127\.0\.0\.1:1/ failed: net::ERR_"):
+        bridge.send("navigate", "research", {"url": "http://127.0.0.1:1/"})
+
+    bridge.send("close", "research")
+    wait_for(lambda: wait_for_target(bridge, "work-chrome")["groups"] == [], 5, "group gone")
+    assert not [t for t in devtools_targets(browser) if t["url"].startswith(page_server)]
+
+
+def test_extension_groups_tabs_in_a_real_chrome_tab_group(host_bridge, chromium_factory, page_server):
+    """Two tabs opened in one group share one Chrome tab group titled with the group name
+    (read back through the service worker with CDP, as an independent oracle)."""
+    from bridgecli_cdp.cdp import Cdp, browser_ws_url
+
+    bridge = host_bridge()
+    browser = start_extension_browser(chromium_factory, bridge.port, "test-token", "ext")
+    wait_for_target(bridge, "ext")
+    one = bridge.send("open", "team", {"url": page_server + "/form.html"})["tab"]
+    two = bridge.send("open", "team", {"url": page_server + "/other.html"})["tab"]
+    cdp = Cdp(browser_ws_url(browser.endpoint))
+    try:
+        worker = next(t for t in cdp.call("Target.getTargets")["targetInfos"]
+                      if t["type"] == "service_worker")
+        session = cdp.call("Target.attachToTarget", {"targetId": worker["targetId"],
+                                                     "flatten": True})["sessionId"]
+        probe = ("(async () => { const tabs = await chrome.tabs.query({});"
+                 " const groups = await chrome.tabGroups.query({});"
+                 " return JSON.stringify({tabs: tabs.map(t => [t.id, t.groupId]),"
+                 " groups: groups.map(g => [g.id, g.title])}); })()")
+        reply = cdp.call("Runtime.evaluate", {"expression": probe, "awaitPromise": True,
+                                              "returnByValue": True}, session=session)
+    finally:
+        cdp.close()
+    state = json.loads(reply["result"]["value"])
+    group_of = dict(map(tuple, state["tabs"]))
+    assert group_of[one] == group_of[two] != -1
+    assert [title for gid, title in state["groups"] if gid == group_of[one]] == ["team"]
+
+
+def test_options_page_sets_token_and_label_by_hand(host_bridge, chromium_factory):
+    """The human path: only the port is provisioned; the token and label are typed into the
+    options page, and the executor id shown there is the one the broker sees."""
+    from bridgecli_cdp.cdp import Cdp, browser_ws_url
+
+    bridge = host_bridge()
+    from tests.support.chromium import EXTENSION_FLAGS, extension_copy
+
+    ext = extension_copy({"port": bridge.port})
+    browser = chromium_factory(extra_args=[f"--load-extension={ext}",
+                                           f"--disable-extensions-except={ext}", *EXTENSION_FLAGS])
+    cdp = Cdp(browser_ws_url(browser.endpoint))
+    try:
+        target_id = cdp.call("Target.createTarget", {
+            "url": f"chrome-extension://{extension_id()}/options.html"})["targetId"]
+        session = cdp.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})["sessionId"]
+
+        def evaluate(expression: str):
+            reply = cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                  "awaitPromise": True}, session=session)
+            return reply["result"].get("value")
+
+        wait_for(lambda: "needs-token" in (evaluate("document.getElementById('status').textContent") or ""),
+                 10, "the options page to say a token is needed")
+        executor_id = wait_for(lambda: evaluate("document.getElementById('executor-id').textContent"),
+                               5, "executor id")
+        assert evaluate("document.getElementById('port').disabled") is True  # provisioned
+        evaluate("document.getElementById('token').value = 'test-token';"
+                 "document.getElementById('label').value = 'by-hand';"
+                 "document.getElementById('save').click(); true")
+        target = wait_for_target(bridge, "by-hand")
+        assert target["id"] == executor_id
+        wait_for(lambda: "connected" in evaluate("document.getElementById('status').textContent"),
+                 10, "the options page to show the connection")
+    finally:
+        cdp.close()

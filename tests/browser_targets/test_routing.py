@@ -1,0 +1,83 @@
+"""Two executors of different kinds behind one broker: --target routing, the ambiguous-label
+error, and owner exclusivity between two agents."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridgecli.browser.connect import BrowserBridge
+from bridgecli.browser.frames import CommandError
+from tests.support.chromium import start_extension_browser, wait_for_target
+
+
+@pytest.fixture
+def two_browsers(host_bridge, chromium_factory, cdp_executors):
+    bridge = host_bridge()
+    start_extension_browser(chromium_factory, bridge.port, "test-token", "work-chrome")
+    cdp_browser = chromium_factory()
+    cdp_executors(cdp_browser.endpoint, bridge.port, "test-token", "ci-chromium")
+    ext = wait_for_target(bridge, "work-chrome")
+    cdp = wait_for_target(bridge, "ci-chromium")
+    return bridge, ext, cdp, cdp_browser
+
+
+def test_target_routes_new_groups_to_the_named_browser(two_browsers, page_server):
+    bridge, ext, cdp, _ = two_browsers
+    on_ext = bridge.send("open", "docs", {"url": page_server + "/form.html"}, target="work-chrome")
+    on_cdp = bridge.send("open", "ci", {"url": page_server + "/other.html"}, target=cdp["id"])
+    assert isinstance(on_ext["tab"], int) and isinstance(on_cdp["tab"], str)  # chrome vs CDP ids
+
+    groups = {t["label"]: t["groups"] for t in bridge.send("targets")["targets"]}
+    assert groups == {"work-chrome": ["docs"], "ci-chromium": ["ci"]}
+    # later commands follow the group, not a target
+    assert bridge.send("text", "docs", {"selector": "h1"})["text"] == "Greeter"
+    assert bridge.send("text", "ci", {"selector": "#para"})["text"] == "the other page"
+    listing = {g["group"]: g["label"] for g in bridge.send("tabs")["groups"]}
+    assert listing == {"docs": "work-chrome", "ci": "ci-chromium"}
+
+
+def test_ambiguous_and_unknown_targets_are_errors_naming_the_candidates(two_browsers, chromium_factory,
+                                                                       cdp_executors):
+    bridge, ext, cdp, cdp_browser = two_browsers
+    cdp_executors(cdp_browser.endpoint, bridge.port, "test-token", "work-chrome")  # same label
+    wait_for_target(bridge, "work-chrome")
+    import time
+
+    deadline = time.monotonic() + 10
+    while len(bridge.send("targets")["targets"]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with pytest.raises(CommandError) as err:
+        bridge.send("open", "x", {"url": "about:blank"}, target="work-chrome")
+    assert err.value.code == "ambiguous_target"
+    assert ext["id"] in str(err.value)  # the candidates are listed, so the user can pick an id
+    bridge.send("open", "x", {"url": "about:blank"}, target=ext["id"])  # an id always resolves
+
+    with pytest.raises(CommandError) as err:
+        bridge.send("open", "y", {"url": "about:blank"}, target="no-such-browser")
+    assert err.value.code == "unknown_target"
+
+
+def test_groups_are_owner_exclusive_between_agents(two_browsers, page_server):
+    bridge, *_ = two_browsers
+    bridge.send("open", "mine", {"url": page_server + "/form.html"}, target="work-chrome")
+    other = BrowserBridge(bridge.port, "test-token", label="agent-2", allow_host=False,
+                          failover=False).start()
+    try:
+        with pytest.raises(CommandError) as err:
+            other.send("click", "mine", {"selector": "#go"})
+        assert err.value.code == "not_owner"
+        assert str(err.value).startswith('group "mine" is owned by another client')
+        # the owner is unaffected, and the page never saw the other agent's click
+        assert bridge.send("text", "mine", {"selector": "#out"})["text"] == "nobody yet"
+
+        other.send("open", "theirs", {"url": page_server + "/other.html"}, target="ci-chromium")
+        with pytest.raises(CommandError) as err:
+            bridge.send("close", "theirs")
+        assert err.value.code == "not_owner"
+
+        bridge.send("release", "mine")  # orphaned: the next agent to use it adopts it
+        assert other.send("text", "mine", {"selector": "h1"})["text"] == "Greeter"
+        with pytest.raises(CommandError):
+            bridge.send("text", "mine")
+    finally:
+        other.close()
