@@ -1,0 +1,87 @@
+"""Start-up cost of one-shot `bridge` commands against a bare interpreter start.
+
+Prints, from one run, the median wall time of ``bridge --version``, ``bridge --help`` and
+``bridge send --help`` next to ``python -c pass`` (the venv's real interpreter, never a pyenv
+shim) and their ratio. Goal: ``--version`` <= 4x the bare interpreter. Also reports whether
+pika or a WebSocket library was imported on those paths (it must not be).
+
+Run: ``.venv/bin/python bench/cli_startup.py [--runs N]``. Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VENV_BIN = Path(sys.executable).parent
+PYTHON = str(VENV_BIN / "python")
+BRIDGE = str(VENV_BIN / "bridge")
+CASES = [("bridge --version", ["--version"]), ("bridge --help", ["--help"]),
+         ("bridge send --help", ["send", "--help"])]
+HEAVY = ("pika", "websockets", "websocket", "mcp")
+
+
+def _env() -> dict[str, str]:
+    root = Path(tempfile.mkdtemp(prefix="bcs", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "XDG_"))}
+    for name in ("CONFIG", "DATA", "STATE", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(root / name.lower())
+    env["XDG_RUNTIME_DIR"] = str(root / "run")
+    return env
+
+
+def median_ms(cmd: list[str], env: dict[str, str], runs: int, warmup: int = 3) -> float:
+    """Median wall time of ``cmd`` in milliseconds (stdout/stderr discarded)."""
+    samples = []
+    for i in range(warmup + runs):
+        began = time.perf_counter()
+        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if i >= warmup:
+            samples.append((time.perf_counter() - began) * 1000)
+    return statistics.median(samples)
+
+
+def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
+    """Which heavy modules are in sys.modules after running ``bridge ARGV`` in-process."""
+    probe = ("import sys\nfrom bridgecli.cli import main\n"
+             f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+             f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    proc = subprocess.run([PYTHON, "-c", probe], env=env, capture_output=True, text=True)
+    return [m for m in proc.stderr.strip().splitlines()[-1:][0].split(",") if m] if proc.stderr.strip() else []
+
+
+def main(runs: int = 20) -> list[dict]:
+    """Rows for bench/run_all.py: one per command, baseline = `python -c pass`."""
+    env = _env()
+    base = median_ms([PYTHON, "-c", "pass"], env, runs)
+    rows = []
+    for label, argv in CASES:
+        ms = median_ms([BRIDGE, *argv], env, runs)
+        heavy = heavy_imports(argv, env)
+        rows.append({"benchmark": "cli_startup", "metric": label, "value": round(ms, 1),
+                     "unit": "ms", "baseline": f"python -c pass {base:.1f} ms",
+                     "ratio": round(ms / base, 2),
+                     "note": "imports " + ", ".join(heavy) if heavy else "no pika/websocket import"})
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'command':<22} {'median':>9} {'ratio':>7}  baseline / note")
+    for r in rows:
+        print(f"{r['metric']:<22} {r['value']:>6.1f} ms {r['ratio']:>6.2f}x  {r['baseline']}; {r['note']}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    rows = main(parser.parse_args().runs)
+    print_table(rows)
+    version = rows[0]
+    print(f"\ngoal bridge --version <= 4x bare interpreter: "
+          f"{'met' if version['ratio'] <= 4 else 'MISSED'} ({version['ratio']}x)")
