@@ -1,0 +1,142 @@
+"""Simulated hosts on one machine: isolated XDG dirs + BRIDGE_HOST_ID + BRIDGE_BROKER_URI,
+with a real ``bridge gateway`` subprocess each.
+
+``host_factory("a")`` gives a :class:`Host`; ``host.bridge("send", ...)`` runs the real CLI
+as that host; ``host.start_gateway()`` starts its gateway and waits until it is connected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from tests.support.env import BRIDGE_BIN, make_home
+
+
+class Host:
+    """One simulated host."""
+
+    def __init__(self, name: str, root: Path, broker_uri: str, extra_env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.home = make_home(root)
+        self.env = dict(self.home.env)
+        self.env.update({"BRIDGE_HOST_ID": name, "BRIDGE_BROKER_URI": broker_uri})
+        self.env.update(extra_env or {})
+        self.gateway: subprocess.Popen | None = None
+        self.log_path = root / "gateway.log"
+        self._log = None
+
+    @property
+    def root(self) -> Path:
+        return self.home.root
+
+    @property
+    def socket(self) -> Path:
+        return Path(self.env["XDG_RUNTIME_DIR"]) / "bridge" / "gateway.sock"
+
+    def write_config(self, text: str) -> None:
+        self.home.config_file.parent.mkdir(parents=True, exist_ok=True)
+        self.home.config_file.write_text(text)
+
+    def bridge(self, *args: str, input: str | None = None, timeout: float = 60, check: bool = False,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``bridge ARGS`` as this host."""
+        proc = subprocess.run([BRIDGE_BIN, *args], env={**self.env, **(env or {})}, capture_output=True,
+                              text=True, timeout=timeout, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"bridge {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc
+
+    def bridge_json(self, *args: str, **kwargs) -> dict:
+        proc = self.bridge(*args, "--json", check=True, **kwargs)
+        return json.loads(proc.stdout)
+
+    def register(self, label: str, deliver: str = "hold", role: str = "agent") -> str:
+        proc = self.bridge("register", "--label", label, "--role", role, "--deliver", deliver, check=True)
+        return proc.stdout.strip()
+
+    def start_gateway(self, timeout: float = 30) -> None:
+        """Start ``bridge gateway`` and wait until its status says it is connected."""
+        assert self.gateway is None or self.gateway.poll() is not None, "gateway already running"
+        self._log = open(self.log_path, "ab")
+        self.gateway = subprocess.Popen([BRIDGE_BIN, "gateway"], env=self.env, stdout=self._log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+        self.wait_connected(timeout)
+
+    def wait_connected(self, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.gateway is not None and self.gateway.poll() is not None:
+                raise AssertionError(f"gateway of {self.name} exited {self.gateway.returncode}:\n{self.log()}")
+            proc = self.bridge("status", "--json", timeout=15)
+            if proc.returncode == 0:
+                status = json.loads(proc.stdout)
+                if status["broker"]["connected"]:
+                    return status
+            last = proc.stderr
+            time.sleep(0.2)
+        raise AssertionError(f"gateway of {self.name} not connected after {timeout}s: {last}\n{self.log()}")
+
+    def stop_gateway(self, timeout: float = 20) -> int | None:
+        """SIGTERM and wait (a clean stop)."""
+        if self.gateway is None or self.gateway.poll() is not None:
+            return None if self.gateway is None else self.gateway.returncode
+        self.gateway.send_signal(signal.SIGTERM)
+        try:
+            return self.gateway.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_gateway()
+            raise AssertionError(f"gateway of {self.name} did not stop on SIGTERM:\n{self.log()}")
+
+    def kill_gateway(self) -> None:
+        """kill -9, no chance to clean up."""
+        if self.gateway is not None and self.gateway.poll() is None:
+            os.killpg(self.gateway.pid, signal.SIGKILL)
+            self.gateway.wait(10)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except FileNotFoundError:
+            return ""
+
+    def close(self) -> None:
+        try:
+            self.stop_gateway()
+        except AssertionError:
+            pass
+        if self._log is not None:
+            self._log.close()
+
+
+@pytest.fixture
+def host_factory(rabbitmq) -> Iterator[Callable[..., Host]]:
+    """Make simulated hosts on the session broker: ``host_factory("a")``; gateways are
+    stopped and directories removed after the test."""
+    hosts: list[Host] = []
+
+    def make(name: str, broker_uri: str | None = None, extra_env: dict[str, str] | None = None) -> Host:
+        # a unique host id per test: control.<host> queues are durable on the shared broker
+        host_id = f"{name}-{uuid.uuid4().hex[:6]}"
+        root = Path(tempfile.mkdtemp(prefix=f"h{name[:6]}", dir="/tmp"))
+        host = Host(host_id, root, broker_uri or rabbitmq.uri, extra_env)
+        hosts.append(host)
+        return host
+
+    yield make
+    for host in hosts:
+        host.close()
+        shutil.rmtree(host.root, ignore_errors=True)
