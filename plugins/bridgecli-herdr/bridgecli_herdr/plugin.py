@@ -1,0 +1,32 @@
+"""Entry point ``herdr``: registers the ``herdr`` delivery backend and launcher.
+
+Nothing is imported until a factory runs, so ``bridge --help`` never pays for this plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from bridgecli import hookimpl
+
+
+def _backend(context: Any) -> Any:
+    from bridgecli_herdr.backend import HerdrBackend
+
+    return HerdrBackend.from_context(context)
+
+
+def _launcher(config: Any) -> Any:
+    from bridgecli_herdr.launcher import HerdrLauncher
+
+    return HerdrLauncher.from_config(config)
+
+
+@hookimpl
+def register_delivery_backends(register: Callable[..., None]) -> None:
+    register("herdr", _backend)
+
+
+@hookimpl
+def register_launchers(register: Callable[..., None]) -> None:
+    register("herdr", _launcher)

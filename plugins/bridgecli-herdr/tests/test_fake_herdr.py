@@ -1,0 +1,102 @@
+"""The fake answers as research/herdr.md documents herdr's socket API (raw socket, no client),
+so the plugin's other tests are tests against herdr's contract, not against our own client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+from fake_herdr import FakeHerdr
+
+
+def raw(fake: FakeHerdr, line: bytes) -> tuple[dict, bytes]:
+    """One connection: send ``line``, read until the server closes."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(str(fake.path))
+        sock.sendall(line)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    first, _, rest = data.partition(b"\n")
+    return json.loads(first), rest
+
+
+def call(fake: FakeHerdr, method: str, params: dict | None = None, rid: str = "cli:request") -> dict:
+    return raw(fake, json.dumps({"id": rid, "method": method, "params": params or {}}).encode() + b"\n")[0]
+
+
+def test_ping_echoes_id_and_answers_once(herdr: FakeHerdr) -> None:
+    answer, rest = raw(herdr, b'{"id":"api-client:status","method":"ping","params":{}}\n')
+    assert answer == {"id": "api-client:status", "result": {
+        "type": "pong", "version": "0.8.2", "protocol": 20,
+        "capabilities": {"live_handoff": True, "detached_server_daemon": False}}}
+    assert rest == b""  # exactly one line, then the server closed
+
+
+def test_garbage_and_unknown_methods_have_an_empty_id(herdr: FakeHerdr) -> None:
+    for line in (b"not json\n", b'{"id":"x","method":"pane.explode","params":{}}\n',
+                 b'{"id":"x","method":"pane.get","params":{}}\n', b"[1,2]\n"):
+        answer, _ = raw(herdr, line)
+        assert answer["id"] == "" and answer["error"]["code"] == "invalid_request"
+        assert answer["error"]["message"].startswith("invalid request: ")
+
+
+def test_pane_shapes_and_not_found(herdr: FakeHerdr) -> None:
+    pane = herdr.add_pane(agent="claude", name="reviewer")
+    listed = call(herdr, "pane.list")["result"]
+    assert listed["type"] == "pane_list"
+    info = listed["panes"][0]
+    assert {"pane_id", "terminal_id", "workspace_id", "tab_id", "focused", "agent_status", "revision"} <= info.keys()
+    assert "cwd" not in info  # absent optionals are omitted
+    agent = call(herdr, "agent.get", {"target": "reviewer"})["result"]["agent"]
+    assert agent["pane_id"] == pane.pane_id and agent["state_change_seq"] == 0 and "focused" not in agent
+    missing = call(herdr, "pane.get", {"pane_id": "w1:p99"}, rid="a")
+    assert missing == {"id": "a", "error": {"code": "pane_not_found", "message": "pane w1:p99 not found"}}
+
+
+def test_invalid_key_is_rejected_before_any_byte(herdr: FakeHerdr) -> None:
+    pane = herdr.add_pane()
+    answer = call(herdr, "pane.send_keys", {"pane_id": pane.pane_id, "keys": ["a", "pagedown"]})
+    assert answer["error"] == {"code": "invalid_key", "message": "unsupported key pagedown"}
+    assert herdr.pane_bytes(pane.pane_id) == b""
+    assert call(herdr, "pane.send_keys", {"pane_id": pane.pane_id, "keys": ["C-c", "Enter"]})["result"] == {"type": "ok"}
+    assert herdr.pane_bytes(pane.pane_id) == b"\x03\r"
+
+
+def test_send_input_wraps_in_bracketed_paste_only_when_enabled(herdr: FakeHerdr) -> None:
+    on, off = herdr.add_pane(), herdr.add_pane(bracketed_paste=False)
+    for pane in (on, off):
+        call(herdr, "pane.send_input", {"pane_id": pane.pane_id, "text": "# hi", "keys": ["Enter"]})
+    assert herdr.pane_bytes(on.pane_id) == b"\x1b[200~# hi\x1b[201~\r"
+    assert herdr.pane_bytes(off.pane_id) == b"# hi\r"
+    call(herdr, "pane.send_text", {"pane_id": on.pane_id, "text": "x\x1b[201~"})
+    assert herdr.pane_bytes(on.pane_id).endswith(b"x\x1b[201~")  # send_text is verbatim
+
+
+def test_split_ids_are_fresh_and_never_reused(herdr: FakeHerdr) -> None:
+    first = call(herdr, "pane.split", {"direction": "right"})["result"]["pane"]["pane_id"]
+    herdr.close_pane(first)
+    second = call(herdr, "pane.split", {"target_pane_id": None, "direction": "down"})["result"]["pane"]["pane_id"]
+    assert first != second and first.startswith("w1:p")
+    assert call(herdr, "pane.split", {"target_pane_id": first})["error"]["code"] == "pane_not_found"
+
+
+def test_waits_hold_the_connection_and_answer_once(herdr: FakeHerdr) -> None:
+    pane = herdr.add_pane(agent="codex", status="working")
+    threading.Timer(0.3, lambda: herdr.set_status(pane.pane_id, "idle")).start()
+    started = time.monotonic()
+    answer = call(herdr, "agent.wait", {"target": pane.pane_id, "until": ["idle"], "timeout_ms": 5000})
+    assert answer["result"]["type"] == "agent_info" and time.monotonic() - started >= 0.25
+    timed_out = call(herdr, "events.wait", {"match_event": {"event": "pane_agent_status_changed",
+                                                            "pane_id": pane.pane_id, "agent_status": "blocked"},
+                                            "timeout_ms": 200})
+    assert timed_out["error"] == {"code": "timeout", "message": "timed out waiting for event match"}
+    matched = call(herdr, "events.wait", {"match_event": {"event": "pane_agent_status_changed",
+                                                          "pane_id": pane.pane_id, "agent_status": "idle"}})
+    assert matched["result"]["event"]["data"]["agent_status"] == "idle"
+    out = call(herdr, "pane.wait_for_output", {"pane_id": pane.pane_id, "source": "recent",
+                                               "match": {"type": "regex", "value": "("}})
+    assert out["error"]["code"] == "invalid_regex"
