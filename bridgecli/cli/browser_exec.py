@@ -61,8 +61,9 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
                         f"to {info.get('url')}")
             if as_json and not announced.get("printed"):
                 announced["printed"] = True
-                output.data({"kind": kind, "label": info.get("label"), "id": info.get("id"),
-                             "broker": info.get("url"), "devtools": announced.get("devtools")})
+                # one compact line: the command keeps running, so readers take it line by line
+                output.line(json.dumps({"kind": kind, "label": info.get("label"), "id": info.get("id"),
+                                        "broker": info.get("url"), "devtools": announced.get("devtools")}))
         elif state == "refused":
             output.warn(str(info.get("error")))
         elif state == "disconnected":
@@ -124,7 +125,7 @@ def launch(ctx: click.Context, headless: bool, label: str, executor_id: str | No
 
     The browser gets a private temporary profile and is killed on exit. It connects to the
     broker (`bridge browser serve`) and reconnects by itself when a new broker is elected.
-    With --json, one JSON object {kind, label, id, broker, devtools} is printed once connected.
+    With --json, one JSON line {kind, label, id, broker, devtools} is printed once connected.
     """
     options = _options(ctx, label, executor_id, token, make_default, as_json, kind)
     target = _target(ctx, kind)

@@ -1,0 +1,79 @@
+"""`bridge browser launch|attach|extension-path` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import urllib.request
+
+import pytest
+
+from bridgecli.cli.browser_exec import extension_dir, extension_id
+from bridgecli.errors import ExitCode
+from tests.support.chromium import wait_for, wait_for_target
+from tests.support.env import BRIDGE_BIN
+
+
+def run(env: dict, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([BRIDGE_BIN, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_extension_path_prints_the_loadable_folder(bridge_home):
+    done = run(bridge_home.env, "browser", "extension-path")
+    assert done.returncode == 0 and done.stdout.strip() == str(extension_dir())
+    assert (extension_dir() / "manifest.json").exists()
+    data = json.loads(run(bridge_home.env, "browser", "extension-path", "--json").stdout)
+    assert data == {"path": str(extension_dir()), "id": extension_id()}
+
+
+def test_launch_serves_a_browser_until_sigterm_and_leaves_nothing_behind(host_bridge, bridge_home,
+                                                                         page_server):
+    bridge = host_bridge(token="test-token")  # hosting writes the token file launch reads
+    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch",
+                             "--headless", "--label", "cli-chromium", "--json"],
+                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        announced = json.loads(proc.stdout.readline())
+        assert announced["kind"] == "cdp" and announced["label"] == "cli-chromium"
+        target = wait_for_target(bridge, "cli-chromium")
+        assert target["id"] == announced["id"] and target["browser"] == "cdp"
+        bridge.send("open", "cli", {"url": page_server + "/other.html"})
+        assert bridge.send("text", "cli", {"selector": "#para"})["text"] == "the other page"
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        with pytest.raises(OSError):  # Chromium went with it
+            urllib.request.urlopen(announced["devtools"] + "/json/version", timeout=2)
+        wait_for(lambda: not bridge.send("targets")["targets"], 10, "the executor to leave")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_launch_without_any_token_fails_fast_naming_the_fix(bridge_home):
+    done = run(bridge_home.env, "browser", "launch", "--headless", "--label", "x")
+    assert done.returncode == ExitCode.BROWSER
+    assert "no browser-bridge token" in done.stderr
+    assert "start the broker first with `bridge browser serve`" in done.stderr
+
+
+def test_attach_to_nothing_is_a_clear_error(bridge_home):
+    env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="t")
+    done = run(env, "browser", "attach", "--cdp", "http://127.0.0.1:1", "--label", "x")
+    assert done.returncode == ExitCode.BROWSER
+    assert "no DevTools endpoint answers at http://127.0.0.1:1/json/version" in done.stderr
+    assert "--remote-debugging-port" in done.stderr
+
+
+def test_unknown_kind_lists_the_installed_ones(bridge_home):
+    env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="t")
+    done = run(env, "browser", "launch", "--kind", "firefox", "--label", "x")
+    assert done.returncode == ExitCode.NOT_FOUND
+    assert "unknown browser target 'firefox' (installed: cdp)" in done.stderr
