@@ -15,16 +15,21 @@ header, which is what the broker's Origin policy expects from local agents).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import threading
 from typing import Any, Callable
 
-from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential, wait_random
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from bridgecli.browser import frames as F
 from bridgecli.errors import BrowserError, PermissionProblem
+
+#: websockets >= 17 warns unless a direct (non-iterator) connection is asked for explicitly;
+#: older releases have no such parameter.
+_LEGACY = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
 
 #: Close codes after which reconnecting cannot help.
 FATAL_CLOSES = {F.CLOSE_BAD_TOKEN, F.CLOSE_BAD_HELLO, F.CLOSE_BAD_VERSION}
@@ -101,7 +106,8 @@ class AgentClient:
         """
         try:
             ws = connect(url, open_timeout=timeout, close_timeout=1, compression=None,
-                         max_size=F.MAX_FRAME_BYTES, proxy=None, user_agent_header=None)
+                         max_size=F.MAX_FRAME_BYTES, proxy=None, user_agent_header=None,
+                         **_LEGACY)
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             detail = f"HTTP {exc.response.status_code}" if isinstance(exc, InvalidStatus) else \
                 getattr(exc, "strerror", None) or type(exc).__name__
@@ -215,7 +221,9 @@ def connect_with_backoff(url: str, token: str, *, label: str | None = None,
                 return outcome
         return AgentClient.open(url, token, label=label, **kwargs)
 
-    retrying = Retrying(wait=wait_exponential_jitter(initial=initial, max=cap, jitter=initial),
+    # exponential from ``initial`` capped at ``cap``, plus up to ``initial`` of random jitter
+    # (spelled with APIs that exist in every tenacity >= 8.2)
+    retrying = Retrying(wait=wait_exponential(multiplier=initial, max=cap) + wait_random(0, initial),
                         stop=stop_after_delay(give_up_after),
                         retry=retry_if_exception(lambda exc: isinstance(exc, NotConnected)),
                         reraise=True)

@@ -98,6 +98,10 @@ class FakeExecutor:
                 opcode, data = ws.recv_data()
                 if opcode == websocket.ABNF.OPCODE_CLOSE:
                     self.close_codes.append(int.from_bytes(data[:2], "big") if len(data) >= 2 else None)
+                    try:
+                        ws.send_close()  # answer the close handshake, as a browser does
+                    except Exception:
+                        pass
                     return
                 frame = json.loads(data)
                 kind = frame.get("type")
@@ -117,6 +121,8 @@ class FakeExecutor:
                         self._send(self.answer(frame))
         except (websocket.WebSocketConnectionClosedException, ConnectionError, OSError):
             self.close_codes.append(None)
+        finally:
+            ws.shutdown()
 
     def _answer_later(self, frame: dict[str, Any], sleep: float) -> None:
         time.sleep(sleep)

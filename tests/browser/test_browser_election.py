@@ -1,0 +1,160 @@
+"""Election by bind and failover: exactly one host; a guest takes over when the host goes;
+executors reconnect and ownership is rebuilt from their ``tabs``; the window fails fast."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+
+import pytest
+
+from bridgecli.browser import frames as F
+from bridgecli.browser import token_file
+from bridgecli.browser.agent_client import NotConnected
+from bridgecli.browser.connect import GUEST, HOST, RE_ELECTING, BrowserBridge
+from tests.browser.conftest import TOKEN, eventually
+from tests.support.env import BRIDGE_BIN
+
+
+def test_racing_starts_elect_exactly_one_host(port, cache):
+    count = 8
+    barrier = threading.Barrier(count)
+    bridges: list[BrowserBridge] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        bridge = BrowserBridge(port, TOKEN)
+        barrier.wait()
+        try:
+            bridges.append(bridge.start())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    try:
+        assert not errors
+        modes = sorted(b.mode for b in bridges)
+        assert modes == [GUEST] * (count - 1) + [HOST]
+        assert all(b.send("targets") == {"targets": []} for b in bridges)
+    finally:
+        for bridge in bridges:
+            bridge.close()
+
+
+def test_guest_only_with_no_broker_fails_fast_naming_serve(port, cache):
+    token_file.write(port, TOKEN)
+    with pytest.raises(NotConnected, match="bridge browser serve"):
+        BrowserBridge(port, None, allow_host=False).start()
+    token_file.clear()
+    with pytest.raises(NotConnected, match="does not exist yet"):
+        BrowserBridge(port, None, allow_host=False).start()
+
+
+def test_guest_reads_the_hosts_token_from_bridge_json(port, cache):
+    with BrowserBridge(port, None) as host:  # generates and writes a token
+        with BrowserBridge(port, None) as guest:
+            assert guest.mode == GUEST and guest.send("targets") == {"targets": []}
+        assert host.mode == HOST
+
+
+def test_failover_rebuilds_ownership_and_the_window_fails_fast(port, cache, start_executor):
+    host = BrowserBridge(port, TOKEN, label="host").start()
+    guest = BrowserBridge(port, TOKEN, label="guest").start()
+    other = BrowserBridge(port, TOKEN, label="other").start()
+    try:
+        e1 = start_executor("e1", label="work")
+        e2 = start_executor("e2", label="home")
+        host.send("open", "host-group", {"url": "http://h"})
+        guest.send("open", "guest-group", {"url": "http://g"}, target="home")
+        with pytest.raises(F.CommandError, match='owned by another client'):
+            other.send("text", "guest-group")
+
+        gate = threading.Event()  # hold the guest's re-election to observe the window
+        real_attempt = guest._attempt
+        guest._attempt = lambda: (gate.wait(10), real_attempt())[1]
+        other.close()
+        host.close()
+        assert guest.wait_mode(RE_ELECTING) == RE_ELECTING
+        with pytest.raises(F.CommandError) as info:
+            guest.send("text", "guest-group")
+        assert info.value.code == F.E_RE_ELECTING and "bridge re-electing" in str(info.value)
+        gate.set()
+
+        assert guest.wait_mode(HOST) == HOST
+        e1.wait_readies(2)
+        e2.wait_readies(2)
+        groups = eventually(lambda: guest.broker.snapshot()["groups"] if len(
+            guest.broker.snapshot()["groups"]) == 2 else None)
+        assert groups == {"host-group": ("e1", None), "guest-group": ("e2", None)}  # orphaned
+        assert guest.send("text", "host-group")["text"] == "text of http://h"  # adopted
+        assert guest.send("text", "guest-group")["executor"] == "e2"
+        late = BrowserBridge(port, TOKEN, label="late").start()
+        assert late.mode == GUEST
+        with pytest.raises(F.CommandError, match='group "host-group" is owned by another client'):
+            late.send("text", "host-group")
+        late.close()
+        assert token_file.read()["pid"] == os.getpid() and token_file.read()["token"] == TOKEN
+    finally:
+        guest.close()
+        host.close()
+
+
+def test_in_flight_command_when_the_host_dies_reports_re_electing(port, cache, start_executor):
+    host = BrowserBridge(port, TOKEN).start()
+    guest = BrowserBridge(port, TOKEN).start()
+    try:
+        start_executor("e1")
+        guest.send("open", "g")
+        threading.Timer(0.2, host.close).start()
+        with pytest.raises(F.CommandError) as info:
+            guest.send("text", "g", {"sleep": 5}, timeout=30)
+        assert info.value.code == F.E_RE_ELECTING
+        assert guest.wait_mode(HOST) == HOST
+    finally:
+        guest.close()
+        host.close()
+
+
+def test_two_guests_one_becomes_host_the_other_rejoins(port, cache, start_executor):
+    host = BrowserBridge(port, TOKEN).start()
+    guests = [BrowserBridge(port, TOKEN).start() for _ in range(3)]
+    try:
+        start_executor("e1")
+        host.close()
+        modes = [g.wait_mode(HOST, GUEST, timeout=10) for g in guests]
+        eventually(lambda: sorted(g.mode for g in guests) == [GUEST, GUEST, HOST])
+        assert all(g.send("targets") is not None for g in guests), modes
+    finally:
+        for guest in guests:
+            guest.close()
+
+
+def test_failover_after_killing_a_host_process(bridge_home, port, start_executor):
+    env = dict(bridge_home.env, BRIDGE_BROWSER_PORT=str(port), BRIDGE_BROWSER_TOKEN=TOKEN)
+    proc = subprocess.Popen([BRIDGE_BIN, "browser", "serve"], env=env, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert "hosting the browser broker" in proc.stderr.readline()
+        guest = BrowserBridge(port, TOKEN, label="in-test").start()
+        assert guest.mode == GUEST
+        executor = start_executor("e1")
+        guest.send("open", "g", {"url": "http://before"})
+        os.kill(proc.pid, signal.SIGKILL)  # no goodbye: the socket just dies
+        proc.wait(10)
+        assert guest.wait_mode(HOST, timeout=10) == HOST
+        executor.wait_readies(2)
+        eventually(lambda: "g" in guest.broker.snapshot()["groups"])
+        assert guest.broker.snapshot()["groups"]["g"] == ("e1", None)
+        assert guest.send("text", "g")["text"] == "text of http://before"
+        guest.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+        proc.stderr.close()
