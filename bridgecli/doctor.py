@@ -151,8 +151,13 @@ def check_gateway() -> Check:
     if answer is None:
         return Check("gateway", WARN, f"not running (no answer on {sock})",
                      "start it with `bridge gateway` (e.g. in tmux)")
-    summary = ", ".join(f"{k}={answer[k]}" for k in ("host", "connected", "entities") if k in answer)
-    return Check("gateway", OK, f"answering on {sock}" + (f": {summary}" if summary else ""))
+    broker = answer.get("broker") or {}
+    parts = [f"host {answer.get('host', '?')}", f"pid {answer.get('pid', '?')}",
+             f"{len(answer.get('entities') or [])} entities"]
+    if broker.get("connected") is False:
+        return Check("gateway", WARN, f"answering on {sock} but not connected to the broker",
+                     "check the gateway's log and `bridge doctor`'s broker check")
+    return Check("gateway", OK, f"answering on {sock}: " + ", ".join(parts))
 
 
 def check_secret_files(cfg: Any) -> list[Check]:

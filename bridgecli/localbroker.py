@@ -16,6 +16,8 @@ handshake on a raw socket, so ``bridge broker`` stays a light command.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -26,7 +28,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, MissingDependency, Timeout
@@ -455,17 +457,34 @@ class StartResult:
 
 
 def start(timeout: float = 90.0) -> StartResult:
-    """Start the embedded node unless it already runs; record its URI and pid."""
-    current = read_state()
-    if current is not None:
-        return StartResult(current, already_running=True, seconds=0.0)
-    node = embedded_node()
-    began = time.monotonic()
-    node.start(timeout)
-    info = node.info()
-    _write_json(_ports_file(), {"amqp_port": info.amqp_port, "dist_port": info.dist_port})
-    _write_json(_state_file(), asdict(info))
-    return StartResult(info, already_running=False, seconds=time.monotonic() - began)
+    """Start the embedded node unless it already runs; record its URI and pid.
+
+    Serialised by a lock file, so two concurrent ``bridge broker start`` (e.g. two panes
+    running ``./dev run``) start one node and the second reports it as already running.
+    """
+    with _locked():
+        current = read_state()
+        if current is not None:
+            return StartResult(current, already_running=True, seconds=0.0)
+        node = embedded_node()
+        began = time.monotonic()
+        node.start(timeout)
+        info = node.info()
+        _write_json(_ports_file(), {"amqp_port": info.amqp_port, "dist_port": info.dist_port})
+        _write_json(_state_file(), asdict(info))
+        return StartResult(info, already_running=False, seconds=time.monotonic() - began)
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """Hold an exclusive lock on ``broker/lock`` (released when the process dies)."""
+    paths.ensure_private_dir(broker_dir())
+    with open(broker_dir() / "lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def stop(timeout: float = 30.0) -> NodeInfo | None:
@@ -473,11 +492,12 @@ def stop(timeout: float = 30.0) -> NodeInfo | None:
 
     Also stops epmd when this was the last Erlang node registered with it.
     """
-    info = read_state()
-    _state_file().unlink(missing_ok=True)
-    if info is None:
-        return None
-    stop_processes(info.pid, info.pgid, timeout)
+    with _locked():
+        info = read_state()
+        _state_file().unlink(missing_ok=True)
+        if info is None:
+            return None
+        stop_processes(info.pid, info.pgid, timeout)
     if pid_alive(info.pid):
         raise BridgeError(f"RabbitMQ node {info.nodename} (pid {info.pid}) did not stop",
                           f"kill it with `kill -9 {info.pid}`")

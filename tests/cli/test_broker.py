@@ -62,3 +62,21 @@ def test_start_without_rabbitmq_installed_says_how_to_install(bridge_home):
 def test_logs_before_any_start_is_not_found(bridge_home):
     result = run_bridge("broker", "logs", env=bridge_home.env)
     assert result.returncode == 6 and "bridge broker start" in result.stderr
+
+
+def test_concurrent_starts_run_one_node(bridge_home):
+    import subprocess
+
+    from tests.support.env import BRIDGE_BIN
+
+    env = bridge_home.env
+    procs = [subprocess.Popen([BRIDGE_BIN, "broker", "start", "--json"], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+        assert all(p.returncode == 0 for p in procs)
+        assert sorted(r["already_running"] for r in results) == [False, True]
+        assert results[0]["pid"] == results[1]["pid"]
+    finally:
+        run_bridge("broker", "stop", env=env)
+    assert not localbroker.pid_alive(results[0]["pid"])

@@ -86,3 +86,33 @@ def test_readable_secret_files_fail_with_chmod_fix(bridge_home, rabbitmq):
     os.chmod(cfg, 0o600)
     os.chmod(token, 0o600)
     assert run_bridge("doctor", env=env).returncode == 0
+
+
+def test_a_running_gateway_is_reported(bridge_home, rabbitmq):
+    import signal
+    import subprocess
+    import time
+
+    from bridgecli import paths
+    from tests.support.env import BRIDGE_BIN
+
+    env = {**bridge_home.env, "BRIDGE_BROKER_URI": rabbitmq.uri, "BRIDGE_HOST_ID": "doc-host"}
+    gateway = subprocess.Popen([BRIDGE_BIN, "gateway"], env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            checks = _checks(run_bridge("doctor", "--json", env=env).stdout)
+            if checks["gateway"]["status"] == "ok" or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert checks["gateway"]["status"] == "ok", checks["gateway"]
+        assert "host doc-host" in checks["gateway"]["detail"]
+        assert str(paths.runtime_dir()) in checks["gateway"]["detail"]
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        try:
+            gateway.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            gateway.kill()
+            gateway.wait()
