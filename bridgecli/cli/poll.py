@@ -17,6 +17,8 @@ def _human(message: dict) -> None:
     header = f"[{when}] {message['kind']} {message['msgId']} from {who}{host}"
     if message.get("inReplyTo"):
         header += f" (re {message['inReplyTo']})"
+    if message.get("user"):
+        header += f" [user {message['user']}]"  # authenticated by the broker, unlike fromHost
     output.line(header)
     output.line(message["content"])
     output.line("")

@@ -40,6 +40,7 @@ from bridgecli.amqp.publisher import Publisher
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import BridgeError, BrokerUnavailable, DeliveryError
+from bridgecli.gateway import identity
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.entities import Registry, open_registry
 from bridgecli.gateway.store import DELIVERED, Store, open_store
@@ -384,6 +385,17 @@ class Gateway:
         return moved
 
     def _on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
+        try:
+            self._handle_message(entity, generation, method, props, body)
+        except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError,
+                                              pika.exceptions.ChannelClosed):
+            raise
+        except Exception as exc:  # a bug or a plugin surprise: keep the message, keep serving
+            glog.event(logger, "message handling failed; requeued", logging.ERROR, entity=entity.label,
+                       error=f"{type(exc).__name__}: {exc}")
+            self.channel.basic_nack(method.delivery_tag, requeue=True)
+
+    def _handle_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         queue_name = topology.inbox_name(entity.gid)
         try:
             envelope = env_mod.parse(body, max_content_bytes=max(self.max_content, 1))
@@ -396,6 +408,10 @@ class Gateway:
             return
         if props is not None and getattr(props, "user_id", None):
             envelope = Envelope(**{**envelope.__dict__, "user_id": props.user_id})
+        mismatch = identity.verify(self.config.values, envelope, getattr(self, "roster", None))
+        if mismatch:
+            self._dead_letter(method, props, body, queue_name, "sender_mismatch", mismatch)
+            return
         if self.store.seen(envelope.msg_id):
             glog.event(logger, "duplicate dropped", entity=entity.label, msg=envelope.msg_id)
             self.channel.basic_ack(method.delivery_tag)
@@ -451,7 +467,8 @@ class Gateway:
                 glog.event(logger, "delivery failed", logging.WARNING, entity=entity.label,
                            msg=item.envelope.msg_id, attempt=attempts, error=str(exc))
                 if not exc.retryable or attempts >= self.max_attempts:
-                    self._threadsafe(lambda: self._dead_letter_item(item, "delivery_failed", str(exc), attempts))
+                    detail = str(exc)
+                    self._threadsafe(lambda: self._dead_letter_item(item, "delivery_failed", detail, attempts))
                     return
                 delay = wait(_Attempt(attempts))
                 if self.should_stop.wait(delay):
@@ -461,11 +478,22 @@ class Gateway:
             return
 
     def _threadsafe(self, fn: Callable[[], None]) -> None:
+        """Queue ``fn`` for the I/O thread. A failure inside it is logged, never fatal
+        (a lost connection still propagates, so the reconnect loop takes over)."""
         connection = self.connection
         if connection is None:
             return
+
+        def guarded() -> None:
+            try:
+                fn()
+            except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError,):
+                raise
+            except Exception as exc:
+                glog.event(logger, "I/O task failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+
         try:
-            connection.add_callback_threadsafe(fn)
+            connection.add_callback_threadsafe(guarded)
         except Exception:
             pass  # connection gone: the broker redelivers
 

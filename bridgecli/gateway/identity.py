@@ -1,0 +1,90 @@
+"""Sender identity: does a message's claimed origin match the broker-authenticated user?
+
+The envelope's ``fromHost`` (and ``from`` gid) are written by the sender and prove nothing.
+The AMQP ``user_id`` property does: RabbitMQ refuses a publish whose ``user_id`` differs from
+the connection's user, so on receipt ``user_id`` names who really published. This module is
+the pure decision; the gateway dead-letters a mismatch with reason ``sender_mismatch``.
+
+Mapping convention (``docs/deploy.md``): one RabbitMQ user per host, named by the template
+``security.host_user`` (default ``{host}``: the user *is* the host id, e.g. ``hosta``). A
+message claiming ``fromHost = X`` must arrive with ``user_id = template(X)``. Users listed in
+``security.trusted_users`` (ops tooling that re-publishes, e.g. a DLQ retry) may claim any
+host. With the roster at hand the sender gid's announced host must agree with ``fromHost``
+too, so a host cannot speak for another host's entity under its own name.
+
+``security.sender_check = off`` (the default) skips all of this: a single-machine setup
+where every gateway logs in as ``guest`` would otherwise dead-letter everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bridgecli.envelope import Envelope
+
+MODES = ("off", "host")
+
+
+@dataclass(frozen=True)
+class IdentityPolicy:
+    """How strictly to tie ``fromHost`` to the authenticated user."""
+
+    mode: str = "off"
+    host_user: str = "{host}"
+    trusted_users: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_config(cls, values: dict[str, Any]) -> "IdentityPolicy":
+        trusted = values.get("security.trusted_users") or ""
+        return cls(mode=values.get("security.sender_check") or "off",
+                   host_user=values.get("security.host_user") or "{host}",
+                   trusted_users=frozenset(u.strip() for u in trusted.split(",") if u.strip()))
+
+    def expected_user(self, host: str) -> str:
+        """The RabbitMQ user that host ``host`` must publish as."""
+        return self.host_user.replace("{host}", host)
+
+
+def check_sender(policy: IdentityPolicy, *, user_id: str | None, from_host: str | None,
+                 roster_host: str | None = None) -> str | None:
+    """None when the claimed origin is acceptable, else a one-line reason for the DLQ.
+
+    ``roster_host`` is where the roster says the sender gid lives (None: unknown, e.g. the
+    sender is not announced or no roster is running; then only ``fromHost`` is checked).
+    """
+    if policy.mode == "off":
+        return None
+    if not user_id:
+        # RabbitMQ only validates user_id when present: a publisher can omit it, which
+        # proves nothing, so under the check an anonymous claim is refused.
+        return f"no authenticated user_id on a message claiming fromHost={from_host!r}"
+    if user_id in policy.trusted_users:
+        return None
+    if not from_host:
+        return f"message from user {user_id!r} names no fromHost"
+    expected = policy.expected_user(from_host)
+    if user_id != expected:
+        return (f"fromHost {from_host!r} must be published by user {expected!r}, "
+                f"but was published by {user_id!r}")
+    if roster_host is not None and roster_host != from_host:
+        return (f"sender gid is announced on host {roster_host!r}, but the message claims "
+                f"fromHost {from_host!r} (user {user_id!r})")
+    return None
+
+
+def verify(values: dict[str, Any], envelope: Envelope, roster: Any = None) -> str | None:
+    """:func:`check_sender` for a received envelope, with the policy from config ``values``
+    and the sender's host looked up in ``roster`` (anything with ``get(gid) -> entry.host``)."""
+    policy = IdentityPolicy.from_config(values)
+    if policy.mode == "off":
+        return None
+    roster_host = None
+    if roster is not None:
+        try:
+            entry = roster.get(envelope.sender)
+        except Exception:  # the roster is advisory here; never fail a delivery on it
+            entry = None
+        roster_host = getattr(entry, "host", None) if entry is not None else None
+    return check_sender(policy, user_id=envelope.user_id, from_host=envelope.sender_host,
+                        roster_host=roster_host)
