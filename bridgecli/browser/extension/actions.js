@@ -109,6 +109,19 @@ async function joinGroup(group, tabId) {
   await registry.addTab(group, tabId, groupId);
 }
 
+async function capture(windowId) {
+  // Chrome allows two captureVisibleTab calls per second per extension; wait out the quota
+  // instead of failing (the outer timeout still bounds the action).
+  for (;;) {
+    try {
+      return await chrome.tabs.captureVisibleTab(windowId, { format: "png" });
+    } catch (e) {
+      if (!String(e && e.message).includes("MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND")) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
 const ACTIONS = {
   async open(group, params, seconds) {
     const url = params.url || "about:blank";
@@ -179,8 +192,7 @@ const ACTIONS = {
       await chrome.tabs.update(tabId, { active: true });
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const url = await withTimeout(chrome.tabs.captureVisibleTab(tab.windowId, { format: "png" }),
-      seconds, "screenshot");
+    const url = await withTimeout(capture(tab.windowId), seconds, "screenshot");
     return { tab: tabId, png: url.slice(url.indexOf(",") + 1) };
   },
 

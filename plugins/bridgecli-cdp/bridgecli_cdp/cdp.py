@@ -22,7 +22,7 @@ from bridgecli.errors import BrowserError
 Predicate = Callable[[str, dict[str, Any]], bool]
 
 
-def browser_ws_url(endpoint: str, timeout: float = 10.0) -> str:
+def browser_ws_url(endpoint: str, timeout: float = 3.0) -> str:
     """Resolve ``http://127.0.0.1:PORT`` (or an already ``ws://`` URL) to the browser socket URL."""
     if endpoint.startswith(("ws://", "wss://")):
         return endpoint

@@ -1,0 +1,213 @@
+"""Per-action latency of the browser bridge against raw CDP, in one run on one Chromium.
+
+Three ways to do the same action on the same page in the same headless Chromium:
+
+* **raw CDP** (the baseline): websocket-client on the page's own DevTools socket, sending the
+  one CDP call a hand-written script would (``Page.navigate`` + load event,
+  ``Runtime.evaluate`` of a one-line expression, ``Page.captureScreenshot``);
+* **bridge → cdp executor**: a guest agent over WebSocket → the broker → bridgecli-cdp's
+  executor → Chromium (the path of `bridge browser do` and of guest adapters);
+* **bridge → extension**: the same, but the executor is the shipped MV3 extension.
+
+Each row is the median over ``--runs`` iterations; ratio = bridge / raw CDP. The bridge paths
+do more per action on purpose (shared page helpers with error checks, a load wait that cannot
+miss its event, two WebSocket hops), so the ratio is the price of routing + safety.
+
+Run: ``.venv/bin/python bench/browser_actions.py [--runs N]``. Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import itertools
+import json
+import os
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PAGE = b"""<!doctype html><html><head><title>Bench</title></head><body><h1>Bench</h1>
+<input id="name"><button id="go" onclick="document.getElementById('out').textContent='Hi '+
+document.getElementById('name').value">Go</button><p id="out">-</p></body></html>"""
+
+ACTIONS = ("navigate", "type", "click", "text", "snapshot", "screenshot")
+
+
+class _Page(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(PAGE)))
+        self.end_headers()
+        self.wfile.write(PAGE)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class RawCdp:
+    """The baseline: one page socket, call() reads until its reply, events are kept."""
+
+    def __init__(self, ws_url: str) -> None:
+        import websocket
+
+        self.ws = websocket.create_connection(ws_url, suppress_origin=True, timeout=30)
+        self.ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []
+        self.call("Page.enable")
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        msg_id = next(self.ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == msg_id:
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_event(self, method: str) -> None:
+        while True:
+            for i, event in enumerate(self.events):
+                if event.get("method") == method:
+                    del self.events[: i + 1]
+                    return
+            self.events.append(json.loads(self.ws.recv()))
+
+    def evaluate(self, expression: str) -> Any:
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+
+    def do(self, action: str, url: str) -> None:
+        if action == "navigate":
+            self.events.clear()
+            self.call("Page.navigate", url=url)
+            self.wait_event("Page.loadEventFired")
+        elif action == "type":
+            self.evaluate("document.getElementById('name').value='Ada'")
+        elif action == "click":
+            self.evaluate("document.getElementById('go').click()")
+        elif action == "text":
+            self.evaluate("document.body.innerText")
+        elif action == "snapshot":
+            self.evaluate("document.body.innerText")  # no raw equivalent: the page text
+        elif action == "screenshot":
+            self.call("Page.captureScreenshot", format="png")
+
+
+def bridge_params(action: str, url: str) -> dict[str, Any]:
+    return {"navigate": {"url": url}, "type": {"selector": "#name", "text": "Ada"},
+            "click": {"selector": "#go"}, "text": {}, "snapshot": {}, "screenshot": {}}[action]
+
+
+def median_ms(fn: Callable[[], Any], runs: int) -> float:
+    fn()  # warm-up
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(predicate: Callable[[], Any], timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise RuntimeError("timed out waiting for the browser executors to connect")
+
+
+def main(runs: int = 20) -> list[dict[str, Any]]:
+    """Measure every action three ways; return rows in bench/run_all.py's format."""
+    root = Path(tempfile.mkdtemp(prefix="bench-browser-"))
+    for name in ("CONFIG", "DATA", "STATE", "CACHE"):
+        os.environ[f"XDG_{name}_HOME"] = str(root / name.lower())
+    from bridgecli.browser.connect import BrowserBridge
+    from bridgecli.cli.browser_exec import extension_dir
+    from bridgecli.interfaces import ExecutorOptions
+    from bridgecli_cdp.chromium import Chromium
+    from bridgecli_cdp.target import CdpTarget
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    server.handle_error = lambda *args: None  # Chromium aborting a favicon fetch is not news
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/page.html"
+    port, token = _free_port(), "bench-token"
+    host = BrowserBridge(port, token, label="bench-host").start()
+    ext = root / "extension"
+    shutil.copytree(extension_dir(), ext)
+    (ext / "config.json").write_text(json.dumps({"port": port, "token": token, "label": "ext"}))
+    browser = Chromium(extra_args=[f"--load-extension={ext}", f"--disable-extensions-except={ext}",
+                                   "--disable-features=DisableLoadExtensionCommandLineSwitch"]).start()
+    stop = threading.Event()
+    options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label="cdp", executor_id=None)
+    executor = threading.Thread(target=CdpTarget().attach, args=(options,),
+                                kwargs={"endpoint": browser.endpoint, "stop": stop}, daemon=True)
+    executor.start()
+    agent = None
+    try:
+        _wait(lambda: len(host.send("targets")["targets"]) == 2)
+        agent = BrowserBridge(port, token, label="bench-agent", allow_host=False, failover=False).start()
+        tabs = {group: agent.send("open", group, {"url": url}, target=target)["tab"]
+                for group, target in (("on-cdp", "cdp"), ("on-ext", "ext"))}
+        # The baseline drives the very tab the cdp executor runs, over its own page socket.
+        listing = json.load(urllib.request.urlopen(f"{browser.endpoint}/json/list"))
+        raw = RawCdp(next(t["webSocketDebuggerUrl"] for t in listing if t["id"] == tabs["on-cdp"]))
+
+        rows = []
+        for action in ACTIONS:
+            n = max(5, runs // 2) if action in ("navigate", "screenshot") else runs
+            if action == "screenshot":
+                raw.call("Page.bringToFront")  # a background tab waits for a frame to paint
+            base = median_ms(lambda: raw.do(action, url), n)
+            for group, label in (("on-cdp", "bridge → cdp executor"), ("on-ext", "bridge → extension")):
+                value = median_ms(lambda: agent.send(action, group, bridge_params(action, url)), n)
+                note = f"median of {n}"
+                if action == "screenshot" and group == "on-ext":
+                    note += "; Chrome allows 2 captureVisibleTab calls/s per extension"
+                rows.append({"benchmark": "browser_actions", "metric": f"{action} via {label}",
+                             "value": round(value, 2), "unit": "ms",
+                             "baseline": f"raw CDP {base:.2f} ms", "ratio": round(value / base, 2),
+                             "note": note})
+        raw.ws.close()
+        return rows
+    finally:
+        if agent is not None:
+            agent.close()
+        stop.set()
+        executor.join(10)
+        host.close()
+        browser.stop()
+        server.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    width = max(len(r["metric"]) for r in rows)
+    print(f"{'action':<{width}}  {'median':>9}  {'raw CDP':>9}  ratio")
+    for row in rows:
+        base = row["baseline"].split()[2]
+        print(f"{row['metric']:<{width}}  {row['value']:>6.2f} ms  {float(base):>6.2f} ms  {row['ratio']:.2f}x")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="iterations per action (default 20)")
+    _print(main(parser.parse_args().runs))
