@@ -294,7 +294,7 @@ class NetnsLab:
             if name != "broker":
                 home = make_home(self.root / name)
                 home.env.update({"BRIDGE_HOST_ID": name.lower(), "BRIDGE_BROKER_URI": self.broker_uri(),
-                                 "BRIDGE_ROSTER_INTERVAL": "1"})
+                                 "BRIDGE_ROSTER_INTERVAL": "1", "BRIDGE_BROKER_HEARTBEAT": "2"})
                 self.members[name] = Host(name, ns, self.addr(name), home)
         self.broker = NetnsNode(self.root / "broker", self.ns("broker"), self.broker_conf)
         self.broker.start()
