@@ -118,8 +118,17 @@ class BrowserBridge:
         Raises :class:`NotConnected` when guesting fails (no broker / not a bridge) and
         :class:`~bridgecli.errors.PermissionProblem` for a refused token.
         """
-        if self._try_host() is None:
+        if self._try_host() is not None:
+            return self
+        if not self.allow_host:
             self._become_guest(self._open_guest())
+            return self
+        # An adapter that may host retries like a re-election: the winner of a simultaneous
+        # start may not have written bridge.json yet, or may exit while we connect.
+        outcome = connect_with_backoff(self.url, "", give_up_after=self._give_up or 10.0,
+                                       before_attempt=self._attempt)
+        if isinstance(outcome, AgentClient):
+            self._become_guest(outcome)
         return self
 
     def _try_host(self) -> str | None:

@@ -32,11 +32,12 @@ BROWSER_COMMANDS: dict[str, tuple[str, str]] = {
     "do": ("bridgecli.cli.browser:do", "Run ACTION on GROUP (click, type, text, snapshot, …)."),
     "tabs": ("bridgecli.cli.browser:tabs", "List groups, or the tabs of one GROUP."),
     "release": ("bridgecli.cli.browser:release", "Give up ownership of GROUP (its tabs stay)."),
-    "launch": ("bridgecli.cli.browser_exec:launch", "Start a browser and serve it as an executor."),
+    "launch": ("bridgecli.cli.browser_exec:launch",
+               "Start a browser and serve it as an executor until Ctrl-C."),
     "attach": ("bridgecli.cli.browser_exec:attach",
-               "Serve an already running browser (CDP URL) as an executor."),
+               "Serve an already running browser as an executor until Ctrl-C."),
     "extension-path": ("bridgecli.cli.browser_exec:extension_path",
-                       "Print the folder to load the extension from (Load unpacked)."),
+                       'Print the folder of the browser extension, for "Load unpacked".'),
 }
 
 
