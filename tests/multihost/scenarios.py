@@ -1,0 +1,209 @@
+"""Fault scenarios on the namespace lab, shared by the slow tests and
+``bench/reliability_report.py``.
+
+Each scenario returns an :class:`Outcome` with counts (what the sender saw confirmed, what the
+receiving entity got, lost, duplicated) and measured times. The tests assert only on the
+counts (nothing confirmed may be lost); the times are reported, never asserted, because a
+shared 2-core machine makes them noisy.
+
+Accounting: *sent* = message ids the sending CLI printed (the broker confirmed them);
+*delivered* = distinct ids the receiving exec entity wrote to its sink; *lost* = sent but never
+delivered; *duplicated* = deliveries beyond the first of an id (at-least-once allows them, the
+dedup store should absorb them); *unconfirmed delivered* = delivered though the sender got an
+error (a confirm lost with the connection: the sender should retry, dedup absorbs it).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.multihost.helpers import (exec_sink, read_sink, register, roster_available, roster_gids,
+                                     wait_announced, wait_for)
+from tests.support.netns import NetnsLab
+
+
+@dataclass
+class Outcome:
+    fault: str
+    sent: int = 0
+    delivered: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    unconfirmed_delivered: int = 0
+    send_errors: int = 0
+    times: dict[str, float | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Traffic:
+    """A receiving exec entity on one host and a sending main on another, with bookkeeping."""
+
+    def __init__(self, lab: NetnsLab, tag: str, sender_host: str = "hostA", receiver_host: str = "hostB") -> None:
+        self.lab = lab
+        self.tag = f"{tag}-{uuid.uuid4().hex[:6]}"
+        self.sender_host, self.receiver_host = sender_host, receiver_host
+        self.sink: Path = lab.host(receiver_host).home.root / f"{self.tag}.jsonl"
+        self.sender_label = f"{self.tag}-main"
+        register(lab, sender_host, self.sender_label, role="main")
+        self.receiver = register(lab, receiver_host, f"{self.tag}-worker", deliver=exec_sink(self.sink))
+        wait_announced(lab, sender_host, self.receiver)
+        self.sent: set[str] = set()
+        self.attempted = 0
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+
+    def send(self, count: int, force: bool = False) -> list[str]:
+        """Send ``count`` messages in one bulk CLI call; returns the confirmed ids."""
+        start = self.attempted
+        self.attempted += count
+        lines = "\n".join(f"{self.tag} #{start + i}" for i in range(count)) + "\n"
+        args = ["send", self.receiver, "-", "--lines", "--from", self.sender_label]
+        if force:
+            args.append("--force")
+        result = self.lab.bridge(self.sender_host, *args, input=lines, check=False, timeout=60)
+        ids = result.stdout.split() if result.returncode == 0 else []
+        with self.lock:
+            self.sent.update(ids)
+            if result.returncode != 0:
+                self.errors.append(f"exit {result.returncode}: {result.stderr.strip()[-200:]}")
+        return ids
+
+    def deliveries(self) -> list[str]:
+        return [body["msgId"] for body in read_sink(self.sink)]
+
+    def wait_all(self, timeout: float = 90.0) -> float:
+        """Wait until every confirmed id has been delivered; returns when (monotonic)."""
+        wait_for(lambda: self.sent <= set(self.deliveries()), timeout, 0.3,
+                 f"all {len(self.sent)} confirmed messages delivered on {self.receiver_host}")
+        return time.monotonic()
+
+    def outcome(self, fault: str) -> Outcome:
+        got = self.deliveries()
+        unique = set(got)
+        return Outcome(fault=fault, sent=len(self.sent), delivered=len(unique & self.sent),
+                       lost=len(self.sent - unique), duplicated=len(got) - len(unique),
+                       unconfirmed_delivered=len(unique - self.sent), send_errors=len(self.errors))
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def partition(lab: NetnsLab, seconds: float = 15.0, burst: int = 20) -> Outcome:
+    """Cut the receiving host off the LAN for ``seconds`` (beyond the AMQP heartbeat expiry
+    and the roster expiry), send to it meanwhile, heal, and wait for everything."""
+    traffic = Traffic(lab, "part")
+    traffic.send(5)
+    traffic.wait_all(30)
+    has_roster = roster_available(lab, "hostA")
+    log_mark = len(lab.gateway_text("hostB"))
+    t_cut = time.monotonic()
+    lab.partition("hostB")
+    out_notes = []
+    roster_gone = None
+    if has_roster:
+        try:
+            wait_for(lambda: traffic.receiver not in roster_gids(lab, "hostA"), seconds, 0.3, "roster expiry")
+            roster_gone = time.monotonic() - t_cut
+        except AssertionError:
+            out_notes.append("hostB's entity did not expire from hostA's roster during the partition")
+        refused = lab.bridge("hostA", "send", traffic.receiver, "no force", "--from", traffic.sender_label,
+                             check=False)
+        out_notes.append(f"send without --force to the expired gid: exit {refused.returncode} "
+                         f"({refused.stderr.strip()[:120]})")
+    traffic.send(burst, force=True)  # the documented way to queue for an absent entity
+    b_detect = None
+    try:
+        b_detect = lab.wait_log("hostB", "broker connection lost", max(1.0, seconds - (time.monotonic() - t_cut)),
+                                after=log_mark) - t_cut
+    except AssertionError:
+        out_notes.append("hostB's gateway did not notice the partition before the heal")
+    remaining = seconds - (time.monotonic() - t_cut)
+    if remaining > 0:
+        time.sleep(remaining)
+    t_heal = time.monotonic()
+    lab.heal("hostB")
+    reconnected = None
+    try:
+        reconnected = lab.wait_log("hostB", "connected to broker", 60, after=log_mark) - t_heal
+    except AssertionError:
+        pass
+    done = traffic.wait_all(90) - t_heal
+    roster_back = None
+    if has_roster:
+        wait_for(lambda: traffic.receiver in roster_gids(lab, "hostA"), 60, 0.3, "roster recovery")
+        roster_back = time.monotonic() - t_heal
+    result = traffic.outcome(f"partition hostB for {seconds:g}s")
+    result.times = {"hostB gateway detects loss": _round(b_detect), "hostA roster expires hostB": _round(roster_gone),
+                    "reconnect after heal": _round(reconnected), "all delivered after heal": _round(done),
+                    "roster recovers after heal": _round(roster_back)}
+    result.notes = out_notes
+    return result
+
+
+def broker_restart(lab: NetnsLab) -> Outcome:
+    """Restart the broker node while a sender keeps sending in small batches."""
+    assert lab.broker is not None
+    traffic = Traffic(lab, "brst")
+    stop_sending = threading.Event()
+
+    def sender() -> None:
+        while not stop_sending.is_set():
+            traffic.send(5, force=True)
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    wait_for(lambda: len(traffic.sent) >= 10, 30, 0.1, "first confirmed batches")
+    marks = {h: len(lab.gateway_text(h)) for h in ("hostA", "hostB")}
+    t_stop = time.monotonic()
+    lab.broker.stop()
+    t_down = time.monotonic()
+    lab.broker.start()
+    t_up = time.monotonic()
+    reconnect = {}
+    for host in ("hostA", "hostB"):
+        reconnect[host] = lab.wait_log(host, "connected to broker", 90, after=marks[host]) - t_up
+    time.sleep(1.0)  # a few batches through the recovered broker as well
+    stop_sending.set()
+    thread.join(120)
+    done = traffic.wait_all(90) - t_up
+    result = traffic.outcome("broker restart (clean stop + start)")
+    result.times = {"broker stop": _round(t_down - t_stop), "broker start": _round(t_up - t_down),
+                    "hostA reconnect after start": _round(reconnect["hostA"]),
+                    "hostB reconnect after start": _round(reconnect["hostB"]),
+                    "all delivered after start": _round(done)}
+    if traffic.errors:
+        result.notes.append(f"{len(traffic.errors)} send batches refused while the broker was down "
+                            f"(first: {traffic.errors[0][:140]})")
+    return result
+
+
+def gateway_kill9(lab: NetnsLab, burst: int = 150) -> Outcome:
+    """SIGKILL the receiving host's gateway in the middle of a burst, then restart it."""
+    traffic = Traffic(lab, "kill")
+    sending = threading.Thread(target=traffic.send, args=(burst,), daemon=True)
+    sending.start()
+    wait_for(lambda: len(traffic.deliveries()) >= burst // 5, 60, 0.05, "burst under way")
+    at_kill = len(traffic.deliveries())
+    t_kill = time.monotonic()
+    lab.stop_gateway("hostB", signal.SIGKILL)
+    sending.join(60)
+    t_start = time.monotonic()
+    lab.start_gateway("hostB")
+    restarted = time.monotonic() - t_start
+    done = traffic.wait_all(90) - t_start
+    result = traffic.outcome("gateway kill -9 mid-burst, then restart")
+    result.times = {"gateway restart to connected": _round(restarted),
+                    "all delivered after restart": _round(done), "down": _round(t_start - t_kill)}
+    result.notes.append(f"killed after {at_kill} of {burst} deliveries")
+    return result
