@@ -114,7 +114,7 @@ class HerdrBackend:
         try:
             pane = self._wait_unblocked(pane_id)
             agent = pane.get("agent")
-            seq = self._seq(pane_id) if agent else None
+            seq = pane.get("state_change_seq") if agent else None
             frame = render(envelope, max_bytes=self.settings.max_bytes, max_lines=self.settings.max_lines,
                            line_prefix="" if agent else SHELL_PREFIX)
             self._send(pane_id, frame, agent is not None)
@@ -138,6 +138,13 @@ class HerdrBackend:
     # --- steps ----------------------------------------------------------------------
 
     def _pane(self, pane_id: str) -> dict[str, Any]:
+        """The pane's state in one request where possible: ``agent.get`` (status and
+        ``state_change_seq``) for agent panes, ``pane.get`` for the rest."""
+        try:
+            return self.client.request("agent.get", {"target": pane_id})["agent"]
+        except HerdrError as exc:
+            if exc.code != "agent_not_found":
+                raise
         return self.client.request("pane.get", {"pane_id": pane_id})["pane"]
 
     def _wait_unblocked(self, pane_id: str) -> dict[str, Any]:

@@ -46,6 +46,13 @@ def _float(settings: Mapping[str, Any], key: str, default: float) -> float:
     return value
 
 
+def _bool(settings: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = settings.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"[plugins.tmux] {key} must be true or false, not {value!r}", f"fix {key} in bridge.toml")
+    return value
+
+
 def _choice(settings: Mapping[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
     value = str(settings.get(key, default))
     if value not in choices:
@@ -65,6 +72,7 @@ class TmuxSettings:
     max_lines: int = DEFAULT_MAX_LINES
     multiline: str = "paste"  # paste | line
     shell_safe: str = "auto"  # auto | always | never
+    control_mode: bool = True
 
     @classmethod
     def load(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> "TmuxSettings":
@@ -76,6 +84,7 @@ class TmuxSettings:
             max_lines=int(_float(settings, "max_inline_lines", cls.max_lines)),
             multiline=_choice(settings, "multiline", cls.multiline, ("paste", "line")),
             shell_safe=_choice(settings, "shell_safe", cls.shell_safe, ("auto", "always", "never")),
+            control_mode=_bool(settings, "control_mode", cls.control_mode),
         )
 
 
@@ -86,7 +95,7 @@ class TmuxBackend:
 
     def __init__(self, settings: TmuxSettings, tmux: Tmux | None = None) -> None:
         self.settings = settings
-        self.tmux = tmux or Tmux(settings.socket)
+        self.tmux = tmux or Tmux(settings.socket, control=settings.control_mode)
 
     @classmethod
     def from_context(cls, context: "BackendContext") -> "TmuxBackend":

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from bridgecli.errors import BridgeError, MissingDependency
+from bridgecli_tmux.control import ControlChannel, ControlClosed
 
 #: ``pane_current_command`` values that mean "a shell is in the foreground"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "ash",
@@ -60,13 +63,20 @@ class Tmux:
     """Runs tmux commands against one server.
 
     ``socket`` containing a ``/`` is a socket path (``tmux -S``); otherwise it is a socket
-    name under tmux's own directory (``tmux -L``).
+    name under tmux's own directory (``tmux -L``). With ``control=True`` commands go through
+    one persistent control-mode client (:mod:`bridgecli_tmux.control`) when one can be
+    attached, and through one ``tmux`` process per call otherwise.
     """
 
-    def __init__(self, socket: str | None = None, *, binary: str = "tmux", timeout: float = 10.0) -> None:
+    def __init__(self, socket: str | None = None, *, binary: str = "tmux", timeout: float = 10.0,
+                 control: bool = False) -> None:
         self.socket = socket
         self.binary = binary
         self.timeout = timeout
+        self.control = control
+        self._channel: ControlChannel | None = None
+        self._channel_lock = threading.Lock()
+        self._control_retry_at = 0.0
 
     def where(self) -> str:
         """Human name of the server, for error messages."""
@@ -79,7 +89,60 @@ class Tmux:
         return base + list(args)
 
     def run(self, *args: str, input: bytes | None = None) -> str:
-        """Run one tmux invocation and return its stdout; raise on failure."""
+        """Run tmux commands (``SEP``-separated) and return their output; raise on failure."""
+        channel = self._control() if self.control else None
+        if channel is not None:
+            try:
+                return self._run_control(channel, args, input)
+            except ControlClosed as exc:
+                self._channel = None
+                if exc.args and exc.args[0] == "partial":  # never type a message twice
+                    raise TmuxError(f"the control client of {self.where()} went away mid-command",
+                                    "the delivery is retried") from None
+        return self._run_process(args, input)
+
+    def close(self) -> None:
+        """Detach the control client, if any."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def _control(self) -> ControlChannel | None:
+        with self._channel_lock:
+            if self._channel is not None and not self._channel.closed:
+                return self._channel
+            if time.monotonic() < self._control_retry_at:
+                return None
+            try:
+                session = self._run_process(("list-sessions", "-F", "#{session_id}"), None).split()[0]
+                self._channel = ControlChannel(self.argv("-C", "attach-session", "-t", session),
+                                               timeout=self.timeout)
+            except (BridgeError, ControlClosed, IndexError, OSError):
+                self._channel = None
+                self._control_retry_at = time.monotonic() + 5.0
+            return self._channel
+
+    def _run_control(self, channel: ControlChannel, args: Sequence[str], input: bytes | None) -> str:
+        commands: list[list[str]] = [[]]
+        for arg in args:
+            if arg == SEP:
+                commands.append([])
+            else:
+                commands[-1].append(arg)
+        output = []
+        for command in filter(None, commands):
+            if command[0] == "load-buffer" and command[-1] == "-":  # no stdin in control mode
+                command = ["set-buffer", *command[1:-1], "--", (input or b"").decode("utf-8")]
+            try:
+                ok, out = channel.command(*command)
+            except ControlClosed:
+                raise ControlClosed("partial" if output else "unused") from None
+            if not ok:
+                raise self._error(out.strip(), command)
+            output.append(out)
+        return "".join(output)
+
+    def _run_process(self, args: Sequence[str], input: bytes | None) -> str:
         try:
             proc = subprocess.run(self.argv(*args), input=input, capture_output=True,
                                   timeout=self.timeout, stdin=None if input is not None else subprocess.DEVNULL)

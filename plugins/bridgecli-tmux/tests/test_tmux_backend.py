@@ -125,7 +125,7 @@ def test_missing_pane_is_a_permanent_failure(make_backend, tmux_server) -> None:
 
 def test_pane_killed_mid_delivery(make_backend, new_pane, tmux_server) -> None:
     backend = make_backend(confirm_timeout=10)
-    pane = new_pane("stty -echo; exec sleep 600", ready=None)  # never shows what is typed
+    pane = new_pane("stty -echo; echo NOECHO; exec sleep 600", ready="NOECHO")  # never shows what is typed
     killer = threading.Timer(0.5, lambda: tmux_server.run("kill-pane", "-t", pane))
     killer.start()
     started = time.monotonic()
@@ -138,7 +138,7 @@ def test_pane_killed_mid_delivery(make_backend, new_pane, tmux_server) -> None:
 
 def test_unconfirmed_delivery_is_retryable(make_backend, new_pane) -> None:
     backend = make_backend(confirm_timeout=0.3)
-    pane = new_pane("stty -echo; exec sleep 600", ready=None)
+    pane = new_pane("stty -echo; echo NOECHO; exec sleep 600", ready="NOECHO")
     with pytest.raises(DeliveryError) as info:
         backend.deliver(entity(pane), message("hi"))
     assert info.value.retryable is True and "did not appear within 0.3s" in str(info.value)

@@ -1,0 +1,145 @@
+"""Benchmark: confirmed injections per second into one tmux pane and into the herdr fake.
+
+Baselines, measured in the same run against the same pane:
+
+* ``raw send-keys`` — a loop of ``tmux send-keys -l TEXT ; send-keys Enter`` (one tmux
+  process per message, fire-and-forget: no framing, no sanitising, no confirmation);
+* ``raw send-keys + wait`` — the same, then poll ``capture-pane`` until the text shows
+  (what "confirmed" costs with no bridge code at all);
+* ``raw send_input`` — one ``pane.send_input`` request per message on the herdr socket.
+
+Run: ``.venv/bin/python bench/tmux_inject.py [-n 200]``. Prints a table; ``main()`` returns
+the rows. Timing is never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+SENDER = "0b5e0000-aaaa-4bbb-8ccc-dddddddddddd"
+
+
+def _rate(n: int, fn: Callable[[int], None]) -> float:
+    started = time.perf_counter()
+    for i in range(n):
+        fn(i)
+    return n / (time.perf_counter() - started)
+
+
+def _envelope(i: int) -> Any:
+    from bridgecli.envelope import Envelope
+
+    return Envelope(kind="SEND", sender=SENDER, recipient=SENDER, content=f"hello {i}", sender_label="bench")
+
+
+def _entity(deliver: str) -> Any:
+    from bridgecli.interfaces import Entity
+
+    return Entity(gid=str(uuid.uuid4()), label="bench", role="agent", deliver=deliver, host="bench", created=time.time())
+
+
+def bench_tmux(n: int, tmp: Path) -> list[dict[str, Any]]:
+    from bridgecli_tmux.backend import TmuxBackend, TmuxSettings
+    from bridgecli_tmux.client import Tmux
+
+    sock = str(tmp / "s")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    # `cat` with the tty's echo: what is typed shows up, nothing is executed
+    subprocess.run(["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "b", "-x", "200",
+                    "-y", "50", "cat >/dev/null"], check=True, env=env)
+    try:
+        tmux = Tmux(sock)
+        pane = tmux.pane("b:").pane_id
+
+        def raw(i: int) -> None:
+            tmux.run("send-keys", "-t", pane, "-l", f"raw message {i} x", ";", "send-keys", "-t", pane, "Enter")
+
+        def raw_wait(i: int) -> None:
+            text = f"rawwait {uuid.uuid4().hex[:8]} x"
+            tmux.run("send-keys", "-t", pane, "-l", text, ";", "send-keys", "-t", pane, "Enter")
+            while text not in tmux.capture(pane, 5):
+                time.sleep(0.002)
+
+        backend = TmuxBackend(TmuxSettings(socket=sock))  # default settings: control mode on
+        entity = _entity(f"tmux:{pane}")
+
+        def bridge(i: int) -> None:
+            backend.deliver(entity, _envelope(i))
+
+        raw(0), bridge(0), raw_wait(0)  # warm up
+        raw_rate = _rate(n, raw)
+        wait_rate = _rate(n, raw_wait)
+        bridge_rate = _rate(n, bridge)
+    finally:
+        subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+    return [
+        {"target": "tmux", "path": "raw send-keys (unconfirmed)", "per_s": raw_rate, "ratio": 1.0},
+        {"target": "tmux", "path": "raw send-keys + wait visible", "per_s": wait_rate, "ratio": wait_rate / raw_rate},
+        {"target": "tmux", "path": "bridge tmux backend (confirmed)", "per_s": bridge_rate, "ratio": bridge_rate / raw_rate},
+    ]
+
+
+def bench_herdr(n: int, tmp: Path) -> list[dict[str, Any]]:
+    sys.path.insert(0, str(ROOT / "plugins" / "bridgecli-herdr" / "tests"))
+    from fake_herdr import FakeHerdr  # the fake the plugin's tests run against
+
+    from bridgecli_herdr.backend import HerdrBackend, HerdrSettings
+    from bridgecli_herdr.client import HerdrClient
+
+    fake = FakeHerdr(tmp / "herdr.sock").start()
+    try:
+        pane = fake.add_pane(agent="claude")
+        client = HerdrClient(fake.path)
+        client.ping()
+
+        def raw(i: int) -> None:
+            client.request("pane.send_input", {"pane_id": pane.pane_id, "text": f"raw {i}", "keys": ["Enter"]})
+
+        backend = HerdrBackend(HerdrSettings(), HerdrClient(fake.path))
+        entity = _entity(f"herdr:{pane.pane_id}")
+
+        def bridge(i: int) -> None:
+            backend.deliver(entity, _envelope(i))
+
+        raw(0), bridge(0)
+        raw_rate = _rate(n, raw)
+        bridge_rate = _rate(n, bridge)
+    finally:
+        fake.stop()
+    return [
+        {"target": "herdr fake", "path": "raw pane.send_input (unconfirmed)", "per_s": raw_rate, "ratio": 1.0},
+        {"target": "herdr fake", "path": "bridge herdr backend (confirmed)", "per_s": bridge_rate, "ratio": bridge_rate / raw_rate},
+    ]
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run both benchmarks, print a table, return its rows."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=200, help="messages per measurement")
+    args = parser.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="bb", dir="/tmp"))
+    try:
+        rows = []
+        if shutil.which("tmux"):
+            rows += bench_tmux(args.n, tmp)
+        rows += bench_herdr(args.n, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{'target':<11} {'path':<36} {'msgs/s':>9} {'× baseline':>11}")
+    for row in rows:
+        print(f"{row['target']:<11} {row['path']:<36} {row['per_s']:>9.0f} {row['ratio']:>10.2f}×")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
