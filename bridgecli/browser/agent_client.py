@@ -21,7 +21,8 @@ import threading
 from typing import Any, Callable
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential, wait_random
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.exceptions import (ConnectionClosed, InvalidStatus,
+                                   WebSocketException)
 from websockets.sync.client import ClientConnection, connect
 
 from bridgecli.browser import frames as F
@@ -108,7 +109,9 @@ class AgentClient:
             ws = connect(url, open_timeout=timeout, close_timeout=1, compression=None,
                          max_size=F.MAX_FRAME_BYTES, proxy=None, user_agent_header=None,
                          **_LEGACY)
-        except (OSError, TimeoutError, InvalidHandshake) as exc:
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            # WebSocketException covers InvalidHandshake and a ConnectionClosed raised when the
+            # peer resets mid-handshake (a dying host during failover).
             detail = f"HTTP {exc.response.status_code}" if isinstance(exc, InvalidStatus) else \
                 getattr(exc, "strerror", None) or type(exc).__name__
             raise NotConnected(f"no browser broker answers at {url} ({detail})",
@@ -124,7 +127,7 @@ class AgentClient:
                                         "OCB_TOKEN, or unset them") from None
             raise NotConnected(f"the browser broker at {url} closed the connection "
                                f"(code {code})", "check its log") from None
-        except (TimeoutError, F.FrameError):
+        except (TimeoutError, F.FrameError, OSError):
             ws.close()
             raise NotConnected(f"{url} did not answer hello like a browser broker",
                                "is another program using this port? set browser.port") from None

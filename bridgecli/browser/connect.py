@@ -212,6 +212,11 @@ class BrowserBridge:
                     return
                 self._closing.wait(1.0)  # e.g. a bind error other than EADDRINUSE: no busy loop
                 continue
+            except Exception as exc:  # noqa: BLE001 - a bug must not strand us in re-electing
+                self._log(f"re-election attempt failed unexpectedly ({type(exc).__name__}: "
+                          f"{exc}); retrying")
+                self._closing.wait(0.5)
+                continue
             if isinstance(outcome, AgentClient):
                 self._become_guest(outcome)
             return

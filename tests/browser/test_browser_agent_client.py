@@ -139,3 +139,19 @@ def test_a_port_held_by_something_else_is_not_a_broker(port):
         threading.Thread(target=answer_http, daemon=True).start()
         with pytest.raises(NotConnected, match="HTTP 404"):
             AgentClient.open(url(port), TOKEN, timeout=2)
+
+
+def test_a_reset_during_the_handshake_is_not_connected(port):
+    """A host dying mid-handshake (seen in failover) must be a retryable NotConnected, not a
+    stray websockets exception that kills the re-election thread."""
+    import struct
+
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        def reset() -> None:
+            conn, _ = listener.accept()
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # RST instead of an HTTP answer
+
+        threading.Thread(target=reset, daemon=True).start()
+        with pytest.raises(NotConnected):
+            AgentClient.open(url(port), TOKEN, timeout=2)

@@ -1,0 +1,237 @@
+"""Browser broker overhead and failover time (no real browser: an echo executor).
+
+Three ways to get one command answered by the same executor code (websocket-client, as the
+CDP executor uses, dialling in as role ``extension``):
+
+* **direct** — the baseline: the agent hosts a bare ``websockets`` server and the executor
+  dials straight into it (today's single-everything bridge; no roles, no routing);
+* **host** — the agent is the broker host's in-process loopback agent (one WebSocket hop);
+* **guest** — the agent is a guest ``AgentClient`` (agent → broker → executor: two hops).
+
+Sequential round trips, so commands/s = 1 / latency. Then **failover**: a ``bridge browser
+serve`` host process is SIGKILLed; we time until the first command succeeds on the guest that
+re-elected itself host (includes the executor's reconnect, whose delay here is 0.1 s — the
+real extension retries every 1 s, which adds up to that much in practice).
+
+Run: ``python bench/browser_broker.py`` (prints a table). ``main()`` returns rows for
+bench/run_all.py. No assertions: benchmarks report, tests judge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+TOKEN = "bench-token-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class EchoExecutor:
+    """Answers every command at once with a small ``text`` result; reconnects after 0.1 s."""
+
+    def __init__(self, port: int, hello: bool = True) -> None:
+        self.url = f"ws://127.0.0.1:{port}/"
+        self.hello = hello
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.ws = None
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        import websocket
+
+        while not self.stop.is_set():
+            try:
+                ws = websocket.create_connection(self.url, suppress_origin=True, timeout=5)
+                ws.settimeout(None)
+                self.ws = ws
+                if self.hello:
+                    ws.send(json.dumps({"v": 1, "type": "hello", "token": TOKEN,
+                                        "role": "extension", "id": "bench", "label": "bench"}))
+                else:
+                    self.ready.set()
+                while True:
+                    frame = json.loads(ws.recv())
+                    kind = frame.get("type")
+                    if kind == "ready":
+                        self.ready.set()
+                    elif kind == "ping":
+                        ws.send('{"type":"pong"}')
+                    elif kind == "command":
+                        data = {"groups": [{"group": "g", "tabs": []}]} \
+                            if frame["action"] == "tabs" else {"text": "hello world"}
+                        ws.send(json.dumps({"type": "result", "id": frame["id"], "ok": True,
+                                            "data": data}))
+            except Exception:
+                self.ready.clear()
+                self.stop.wait(0.1)
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.ws is not None:
+            try:
+                self.ws.close()
+            except Exception:
+                pass
+
+
+def time_calls(call: Callable[[], Any], runs: int) -> list[float]:
+    for _ in range(min(200, runs)):  # warm up
+        call()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def direct_latency(runs: int) -> list[float]:
+    """Baseline: agent hosts a bare websockets server, executor dials in, no broker."""
+    from websockets.sync.server import serve
+
+    port = free_port()
+    got = threading.Event()
+    holder: dict[str, Any] = {}
+    done = threading.Event()
+
+    def handler(conn) -> None:
+        holder["conn"] = conn
+        got.set()
+        done.wait()
+
+    server = serve(handler, "127.0.0.1", port, compression=None)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    executor = EchoExecutor(port, hello=False)
+    got.wait(10)
+    conn = holder["conn"]
+    counter = iter(range(10**9))
+
+    def call() -> None:
+        conn.send(json.dumps({"type": "command", "id": next(counter), "action": "text",
+                              "group": "g", "params": {}}))
+        json.loads(conn.recv())
+
+    try:
+        return time_calls(call, runs)
+    finally:
+        executor.close()
+        done.set()
+        server.shutdown()
+
+
+def broker_latency(runs: int) -> tuple[list[float], list[float]]:
+    """Through the broker: the host's in-process agent, then a guest agent."""
+    from bridgecli.browser.connect import BrowserBridge
+
+    port = free_port()
+    host = BrowserBridge(port, TOKEN).start()
+    executor = EchoExecutor(port)
+    executor.ready.wait(10)
+    guest = BrowserBridge(port, TOKEN).start()
+    try:
+        host.send("open", "h")
+        guest.send("open", "g2")
+        in_host = time_calls(lambda: host.send("text", "h"), runs)
+        in_guest = time_calls(lambda: guest.send("text", "g2"), runs)
+        return in_host, in_guest
+    finally:
+        guest.close()
+        executor.close()
+        host.close()
+
+
+def failover_once(env: dict[str, str]) -> float:
+    """SIGKILL a served host; seconds until a command succeeds on the re-elected guest."""
+    from bridgecli.browser import frames as F
+    from bridgecli.browser.connect import BrowserBridge
+
+    port = free_port()
+    env = dict(env, BRIDGE_BROWSER_PORT=str(port), BRIDGE_BROWSER_TOKEN=TOKEN)
+    bridge_bin = str(Path(sys.executable).with_name("bridge"))
+    proc = subprocess.Popen([bridge_bin, "browser", "serve"], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stderr.readline()  # "hosting …"
+        guest = BrowserBridge(port, TOKEN).start()
+        executor = EchoExecutor(port)
+        executor.ready.wait(10)
+        guest.send("open", "g")
+        started = time.perf_counter()
+        os.kill(proc.pid, signal.SIGKILL)
+        while True:
+            try:
+                guest.send("text", "g", timeout=2)
+                elapsed = time.perf_counter() - started
+                break
+            except F.CommandError:
+                time.sleep(0.002)
+            if time.perf_counter() - started > 30:
+                elapsed = float("nan")
+                break
+        executor.close()
+        guest.close()
+        return elapsed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+
+def main(runs: int = 2000, failovers: int = 5) -> list[dict[str, Any]]:
+    """Measure; return rows in bench/run_all.py's format."""
+    root = Path(tempfile.mkdtemp(prefix="bench-broker-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "OCB_", "XDG_"))}
+    for name in ("CONFIG", "DATA", "STATE", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(root / name.lower())
+        os.environ[f"XDG_{name}_HOME"] = env[f"XDG_{name}_HOME"]
+    direct = statistics.median(direct_latency(runs))
+    in_host, in_guest = (statistics.median(s) for s in broker_latency(runs))
+    failover = [failover_once(env) for _ in range(failovers)]
+    base = f"direct agent→executor WebSocket {direct * 1e3:.3f} ms"
+    base_rate = f"direct {1 / direct:,.0f} cmd/s"
+    rows = [
+        {"benchmark": "browser_broker", "metric": "round trip, host in-process agent",
+         "value": round(in_host * 1e3, 3), "unit": "ms", "baseline": base,
+         "ratio": round(in_host / direct, 2), "note": f"median of {runs}"},
+        {"benchmark": "browser_broker", "metric": "round trip, guest agent (2 hops)",
+         "value": round(in_guest * 1e3, 3), "unit": "ms", "baseline": base,
+         "ratio": round(in_guest / direct, 2), "note": f"median of {runs}"},
+        {"benchmark": "browser_broker", "metric": "commands/s, host in-process agent",
+         "value": round(1 / in_host), "unit": "cmd/s", "baseline": base_rate,
+         "ratio": round(direct / in_host, 2), "note": "sequential"},
+        {"benchmark": "browser_broker", "metric": "commands/s, guest agent",
+         "value": round(1 / in_guest), "unit": "cmd/s", "baseline": base_rate,
+         "ratio": round(direct / in_guest, 2), "note": "sequential"},
+        {"benchmark": "browser_broker", "metric": "failover: host SIGKILL → first command ok",
+         "value": round(statistics.median(failover) * 1e3, 1), "unit": "ms",
+         "baseline": "goal 1000 ms", "ratio": round(statistics.median(failover) / 1.0, 3),
+         "note": f"median of {failovers}; executor reconnect delay 0.1 s; runs "
+                 + ", ".join(f"{f * 1e3:.0f}" for f in failover)},
+    ]
+    return rows
+
+
+if __name__ == "__main__":
+    results = main()
+    width = max(len(r["metric"]) for r in results)
+    print(f"{'metric':<{width}}  {'value':>10}  unit   ratio  baseline")
+    for row in results:
+        print(f"{row['metric']:<{width}}  {row['value']:>10}  {row['unit']:<5}  "
+              f"{row['ratio']:>5}x  {row['baseline']}  ({row['note']})")
