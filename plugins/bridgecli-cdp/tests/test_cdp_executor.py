@@ -12,15 +12,16 @@ from tests.support.chromium import wait_for, wait_for_target
 
 @pytest.fixture
 def cdp_setup(host_bridge, chromium_factory, cdp_executors):
-    bridge = host_bridge()
+    events: list[dict] = []  # what the owning agent hears from the executor
+    bridge = host_bridge(on_event=events.append)
     browser = chromium_factory()
     executor = cdp_executors(browser.endpoint, bridge.port, "test-token", "cdp-a")
     wait_for_target(bridge, "cdp-a")
-    return bridge, browser, executor
+    return bridge, browser, executor, events
 
 
 def test_agent_drives_a_page_through_the_cdp_executor(cdp_setup, page_server):
-    bridge, _, _ = cdp_setup
+    bridge, *_ = cdp_setup
     opened = bridge.send("open", "research", {"url": page_server + "/form.html"})
     assert opened["url"] == page_server + "/form.html" and opened["title"] == "Form page"
 
@@ -48,7 +49,7 @@ def test_agent_drives_a_page_through_the_cdp_executor(cdp_setup, page_server):
 
 
 def test_failures_are_one_line_errors_and_the_executor_keeps_serving(cdp_setup, page_server):
-    bridge, _, _ = cdp_setup
+    bridge, *_ = cdp_setup
     bridge.send("open", "g", {"url": page_server + "/form.html"})
     with pytest.raises(CommandError, match=r"no element matches #missing — check the selector"):
         bridge.send("click", "g", {"selector": "#missing"})
@@ -63,7 +64,7 @@ def test_failures_are_one_line_errors_and_the_executor_keeps_serving(cdp_setup, 
 
 
 def test_two_tabs_in_one_group_and_tab_addressing(cdp_setup, page_server):
-    bridge, _, _ = cdp_setup
+    bridge, *_ = cdp_setup
     first = bridge.send("open", "g", {"url": page_server + "/form.html"})["tab"]
     second = bridge.send("open", "g", {"url": page_server + "/other.html"})["tab"]
     assert bridge.send("text", "g", {"selector": "#para"})["text"] == "the other page"  # active = newest
@@ -74,12 +75,15 @@ def test_two_tabs_in_one_group_and_tab_addressing(cdp_setup, page_server):
 
 
 def test_user_closing_the_last_tab_makes_the_broker_forget_the_group(cdp_setup, page_server):
-    bridge, browser, _ = cdp_setup
+    bridge, browser, executor, events = cdp_setup
     tab = bridge.send("open", "g", {"url": page_server + "/other.html"})["tab"]
     import urllib.request
 
     urllib.request.urlopen(f"{browser.endpoint}/json/close/{tab}").read()  # the "user" closes it
-    wait_for(lambda: bridge.send("targets")["targets"][0]["groups"] == [], 10, "group_closed")
+    wait_for(lambda: bridge.send("targets")["targets"][0]["groups"] == [], 10,
+             f"group_closed (executor states {executor.states}, events {events})")
+    assert [(e["event"], e["group"]) for e in events] == [("tab_closed", "g"), ("group_closed", "g")]
+    assert events[0]["data"] == {"tab": tab}
 
 
 def test_restarted_executor_keeps_its_id_and_groups(host_bridge, chromium_factory, cdp_executors,
