@@ -1,0 +1,103 @@
+"""The MCP server's link to the local gateway: its socket API, called off the event loop.
+
+Every call opens its own short-lived connection. That costs one Unix-socket connect (well
+under a millisecond) and buys two things: a long-poll (``send --wait``, ``held --wait``) never
+blocks another tool call queued behind it on a shared connection, and a gateway that was
+restarted mid-session is simply found again by the next call — a dead gateway is a
+:class:`~bridgecli.errors.GatewayUnavailable` for that one call, never a dead MCP server.
+
+Blocking calls run on *daemon* threads rather than anyio's worker pool: when the client
+goes away while a tool call is parked in a 10-minute ``--wait``, the process must be able
+to exit at once instead of joining that thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from bridgecli.errors import Conflict, GatewayUnavailable
+from bridgecli.gateway.client import GatewayClient
+
+T = TypeVar("T")
+
+#: the hold backend's delivery spec: messages wait on this host until the client pulls them
+HOLD = "hold"
+
+
+async def run_blocking(fn: Callable[[], T]) -> T:
+    """Run ``fn`` on a daemon thread and await its result (cancellation abandons it)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(setter: Callable[[Any], None], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def worker() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # handed to the awaiting task, not swallowed
+            outcome: tuple[Callable[[Any], None], Any] = (future.set_exception, exc)
+        else:
+            outcome = (future.set_result, result)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    threading.Thread(target=worker, name="bridge-mcp-call", daemon=True).start()
+    return await future
+
+
+@dataclass
+class GatewayLink:
+    """Calls to the local gateway on behalf of one MCP session (entity ``gid``)."""
+
+    gid: str = ""
+    label: str = ""
+
+    def call_sync(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
+        """One request on a fresh connection; raises the gateway's typed error."""
+        with GatewayClient.require() as client:
+            return client.call(op, timeout=timeout, **params)
+
+    async def call(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
+        """:meth:`call_sync` without blocking the event loop."""
+        return await run_blocking(lambda: self.call_sync(op, timeout=timeout, **params))
+
+    def attach(self, label: str, role: str) -> dict[str, Any]:
+        """Register this session's entity, or re-attach to the one with ``label``.
+
+        Re-attaching (rather than registering afresh each start) is what makes a stranded
+        reply (U3) reachable: it was addressed to the gid of the *previous* session, and is
+        held under that gid until someone with it polls. An entity with that label but a
+        different backend is someone else's (a pane, a script) — taking it over would steal
+        its messages, so that is refused.
+        """
+        entities = self.call_sync("entities", timeout=10)["entities"]
+        existing = [e for e in entities if e.get("label") == label]
+        if existing:
+            entity = existing[0]
+            if entity.get("deliver") != HOLD:
+                raise Conflict(f"label {label!r} is already registered on this host with --deliver "
+                               f"{entity.get('deliver')}, not hold",
+                               "pick another --label for bridge mcp, or `bridge unregister` that entity")
+        else:
+            entity = self.call_sync("register", timeout=30, label=label, role=role, deliver=HOLD)["entity"]
+        self.gid, self.label = entity["gid"], entity["label"]
+        return entity
+
+
+def require_gateway() -> None:
+    """Fail fast (before speaking MCP) when no gateway listens on this host."""
+    client = GatewayClient.connect()
+    if client is None:
+        GatewayClient.require()  # raises the standard one-line GatewayUnavailable
+    else:
+        client.close()
+
+
+__all__ = ["GatewayLink", "run_blocking", "require_gateway", "GatewayUnavailable", "HOLD"]

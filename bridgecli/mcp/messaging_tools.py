@@ -1,0 +1,169 @@
+"""The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, roster, spawn, stop.
+
+Each tool is one gateway operation on behalf of this session's entity (``link.gid``), so the
+MCP server adds no routing or state of its own: the gateway validates, resolves labels,
+publishes and holds, exactly as for ``bridge send`` in a shell. Descriptions are written for
+the model that reads them: what the tool does, when to use it, and what comes back.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bridgecli.errors import Timeout
+from bridgecli.mcp import render
+from bridgecli.mcp.link import GatewayLink
+from bridgecli.mcp.push import is_nudge
+from bridgecli.mcp.tools import Tool, ToolRegistry, ToolResult, as_json
+
+#: the longest a tool call may block (seconds); MCP clients time calls out too
+MAX_WAIT = 3600
+
+_TARGET = {"type": "string", "minLength": 1,
+           "description": "Who to message: a label (e.g. \"worker\") or a global id (gid). Labels resolve "
+                          "through this host's entities and the roster of all hosts; an ambiguous label is an error "
+                          "that lists the candidates."}
+_WAIT = {"type": "number", "minimum": 0, "maximum": MAX_WAIT,
+         "description": "Seconds to block for the reply (0 or absent: return at once; the reply is then held for "
+                        "bridge_poll)."}
+_MSG_ID = {"type": "string", "minLength": 6,
+           "description": "The msgId of the message you are answering (as shown by bridge_poll; a unique prefix works)."}
+_CONTENT = {"type": "string", "description": "The message text."}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def register(registry: ToolRegistry, link: GatewayLink) -> None:
+    """Add the messaging tools, bound to ``link``'s entity, to ``registry``."""
+    for tool in _tools(link):
+        registry.add(tool)
+
+
+def _tools(link: GatewayLink) -> list[Tool]:
+    async def send(command: str, target: str, content: str, wait: float | None) -> ToolResult:
+        wait = float(wait or 0)
+        try:
+            result = await link.call("send", command=command, sender=link.gid, target=target, content=content,
+                                     wait=wait or None, timeout=(wait + 30) if wait else 60)
+        except Timeout as exc:
+            raise Timeout(exc.message, "the message was sent; its reply will be held for you — collect it "
+                                       "later with bridge_poll") from None
+        expected = "ANSWER" if command == "ask" else "REPLY"
+        if "reply" in result:
+            reply = result["reply"]
+            return ToolResult(f"{expected} to {result['msgId']}:\n{render.frame(reply)}", result)
+        return ToolResult(f"Sent {result['kind']} {result['msgId']} to {result['to']}. Its {expected} will be "
+                          "held for you: call bridge_poll to collect it (or pass wait to block for it).", result)
+
+    async def answer_to(command: str, msg_id: str, content: str) -> ToolResult:
+        result = await link.call("send", command=command, sender=link.gid, msg_id=msg_id, content=content, timeout=60)
+        return ToolResult(f"Sent {result['kind']} {result['msgId']} to {result['to']} (re {msg_id}).", result)
+
+    async def bridge_send(args: dict[str, Any]) -> ToolResult:
+        return await send("send", args["target"], args["content"], args.get("wait"))
+
+    async def bridge_ask(args: dict[str, Any]) -> ToolResult:
+        return await send("ask", args["target"], args["question"], args.get("wait"))
+
+    async def bridge_reply(args: dict[str, Any]) -> ToolResult:
+        return await answer_to("reply", args["msg_id"], args["content"])
+
+    async def bridge_answer(args: dict[str, Any]) -> ToolResult:
+        return await answer_to("answer", args["msg_id"], args["content"])
+
+    async def bridge_poll(args: dict[str, Any]) -> ToolResult:
+        wait = float(args.get("wait") or 0)
+        limit = int(args.get("limit") or 100)
+        deadline = time.monotonic() + wait
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            result = await link.call("poll", gid=link.gid, wait=remaining, limit=limit, timeout=remaining + 30)
+            drained = result.get("messages") or []
+            messages = [m for m in drained if not is_nudge(m, link.gid)]
+            # only our own reminder timers came back: keep waiting for a real message
+            if messages or not drained or remaining <= 0:
+                break
+        data = {"gid": link.gid, "messages": messages}
+        if not messages:
+            return ToolResult("No messages are held for you.", data)
+        head = f"{len(messages)} message{'s' if len(messages) != 1 else ''} (now removed from your hold):"
+        return ToolResult(f"{head}\n\n{render.frames(messages)}", data)
+
+    async def bridge_roster(args: dict[str, Any]) -> ToolResult:
+        result = await link.call("roster", timeout=30)
+        entries = result.get("entries") or []
+        if not entries:
+            return ToolResult("The roster is empty (no gateway announces any entity yet).", result)
+        lines = ["label | host | role | status | deliver | gid"]
+        for e in entries:
+            lines.append(" | ".join(str(e.get(k) if e.get(k) is not None else "-")
+                                    for k in ("label", "host", "role", "status", "deliver", "gid")))
+        return ToolResult("\n".join(lines), result)
+
+    async def bridge_spawn(args: dict[str, Any]) -> ToolResult:
+        params: dict[str, Any] = {"profile": args["profile"], "host": args["host"]}
+        if args.get("label"):
+            params["label"] = args["label"]
+        wait_ready = args.get("wait_ready")
+        if wait_ready:
+            params["wait_ready"] = float(wait_ready)
+        result = await link.call("spawn", timeout=float(wait_ready or 0) + 60, **params)
+        return ToolResult(f"Spawned {result.get('label') or '?'} on {result.get('host')} "
+                          f"(gid {result.get('gid')}). Address it with bridge_send.", result)
+
+    async def bridge_stop(args: dict[str, Any]) -> ToolResult:
+        result = await link.call("stop", target=args["target"], timeout=60)
+        return ToolResult(f"Stopped {args['target']}.\n{as_json(result)}", result)
+
+    return [
+        Tool("bridge_send",
+             "Send a message to another agent or session (SEND), on this host or any other. With wait, block "
+             "until its REPLY arrives and return it; without wait (or if wait runs out) the reply is held for "
+             "you and bridge_poll collects it later. Returns the message id.",
+             _schema({"target": _TARGET, "content": _CONTENT, "wait": _WAIT}, ["target", "content"]),
+             bridge_send, title="Send a message"),
+        Tool("bridge_ask",
+             "Ask another agent a question (ASK) and, with wait, block for its ANSWER. Use for a question that "
+             "the other side should answer with bridge_answer; for plain tasking use bridge_send.",
+             _schema({"target": _TARGET, "question": {"type": "string", "description": "The question."},
+                      "wait": _WAIT}, ["target", "question"]),
+             bridge_ask, title="Ask a question"),
+        Tool("bridge_reply",
+             "Reply (REPLY) to a message you received, by its msgId; the reply goes to whoever sent it, on "
+             "whatever host. Use for SEND messages.",
+             _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+             bridge_reply, title="Reply to a message"),
+        Tool("bridge_answer",
+             "Answer (ANSWER) an ASK you received, by its msgId, so the asker's blocked ask resumes.",
+             _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+             bridge_answer, title="Answer a question"),
+        Tool("bridge_poll",
+             "Collect the messages held for you — new SENDs and ASKs, and replies that arrived after a send's "
+             "wait ran out. Each message is returned once and then removed from your hold. With wait, block up "
+             "to that many seconds if nothing is held yet.",
+             _schema({"wait": {**_WAIT, "description": "Seconds to wait if nothing is held yet (default 0)."},
+                      "limit": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                "description": "Most messages to return (default 100)."}}, []),
+             bridge_poll, title="Collect held messages"),
+        Tool("bridge_roster",
+             "List every agent and session all gateways announce: label, host, role, status, delivery and gid. "
+             "Use it to find who to message.",
+             _schema({}, []), bridge_roster, title="Who is where", read_only=True),
+        Tool("bridge_spawn",
+             "Start a new agent from a configured profile on a host (this one or another), through that host's "
+             "gateway. With wait_ready, block until the new agent can take messages. Returns its gid and label.",
+             _schema({"profile": {"type": "string", "minLength": 1,
+                                  "description": "Spawn profile name ([profiles.NAME] in bridge.toml on that host)."},
+                      "host": {"type": "string", "minLength": 1, "description": "Host id to start it on."},
+                      "label": {"type": "string", "description": "Label for the new agent (default: from the profile)."},
+                      "wait_ready": {"type": "number", "minimum": 0, "maximum": MAX_WAIT,
+                                     "description": "Seconds to wait until the agent is ready (default: do not wait)."}},
+                     ["profile", "host"]),
+             bridge_spawn, title="Spawn an agent"),
+        Tool("bridge_stop",
+             "Stop an agent that a launcher started (by label or gid), through its host's gateway.",
+             _schema({"target": _TARGET}, ["target"]), bridge_stop, title="Stop an agent"),
+    ]

@@ -1,0 +1,162 @@
+"""Telling the MCP client that messages are waiting — without giving up the pull.
+
+Invariant 3 of the seed: for a main or orchestrator the *final hop is a pull*. The gateway
+holds every message (durably, acked off the broker) until the client drains it with
+``bridge_poll``. So what we push is never the message itself — a notification has no
+receipt, and a message "delivered" into a notification the client dropped would be lost —
+but the *fact* that messages are waiting, and how many. Each announcement goes out as:
+
+* ``notifications/message`` (MCP logging) — every client can show it;
+* ``notifications/resources/updated`` for ``bridge://inbox`` — for clients that subscribed;
+* ``notifications/claude/channel`` — Claude Code's channel event, which lands in the
+  running session's context (advertised as the experimental ``claude/channel`` capability).
+
+How arrivals are seen: op ``held`` with ``wait`` blocks in the gateway until something is
+held for our gid. That op answers at once while anything is held, so while messages wait
+undrained the watcher re-asks every :data:`BUSY_INTERVAL` seconds instead (one local socket
+round trip; a ``held`` variant that blocks until the count *changes* would remove even that).
+
+The nudge (seed §9 "Remind/backoff — optionally broker-driven via bridge.delay"): when
+messages arrive, the watcher sends *itself* a delayed message through the gateway (op
+``send`` with ``delay = messaging.nudge_after``, to its own gid, marked by
+``turn = NUDGE_TURN``). The broker keeps the timer — in ``bridge.delay`` (the
+delayed-message plugin, or TTL tiers without it) — so no timer thread of ours has to
+survive, and the clock keeps running across an MCP server restart. When the nudge lands in
+our own inbox and real messages are *still* held, the client gets a reminder ("N messages
+waiting, call bridge_poll") and the next nudge is scheduled; if the client has drained
+meanwhile, the nudge does nothing. Nudge messages are filtered out of ``bridge_poll``
+results (:func:`is_nudge`). The price of this honest use of ``bridge.delay``: a nudge that
+lands after the client drained stays held (invisible, filtered) until the next poll, and a
+plain ``bridge poll`` from a shell shows it as a SEND to yourself with that turn marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from bridgecli.errors import BridgeError, NotFound
+from bridgecli.mcp.link import GatewayLink
+
+logger = logging.getLogger("bridgecli.mcp")
+
+#: the ``turn`` field that marks the server's self-addressed nudge messages
+NUDGE_TURN = "bridge-mcp-nudge"
+NUDGE_TEXT = "bridge mcp: reminder timer (internal; filtered out of bridge_poll)"
+#: how long one ``held`` long-poll lasts before it is re-issued (seconds)
+LONG_POLL = 25.0
+#: how often the held count is re-read while messages wait undrained (seconds)
+BUSY_INTERVAL = 2.0
+#: the longest pause after a failed gateway call (seconds); shorter ones come first
+MAX_BACKOFF = 10.0
+
+
+def is_nudge(message: dict[str, Any], gid: str) -> bool:
+    """True for the server's own nudge messages (never shown to the model)."""
+    return message.get("from") == gid and message.get("turn") == NUDGE_TURN
+
+
+@dataclass(frozen=True)
+class InboxEvent:
+    """Something the client should hear about: ``arrived`` or ``reminder``."""
+
+    kind: str
+    held: int
+    new: int = 0
+    waited: float | None = None
+
+    def text(self, label: str) -> str:
+        """One line for the model: what happened, and which tool to call."""
+        plural = "message is" if self.held == 1 else "messages are"
+        if self.kind == "reminder":
+            waited = f" for {self.waited:.0f}s" if self.waited is not None else ""
+            return (f"Reminder: {self.held} bridge {plural} still held for {label}{waited}. "
+                    "Call bridge_poll to read them.")
+        return f"{self.held} bridge {plural} held for {label} ({self.new} new). Call bridge_poll to read them."
+
+
+Notifier = Callable[[InboxEvent], Awaitable[None]]
+
+
+@dataclass
+class InboxWatcher:
+    """Watches the session's hold inbox and announces arrivals and reminders."""
+
+    link: GatewayLink
+    notify: Notifier
+    nudge_after: float
+    real: int = 0  #: held messages that are not our nudges, as last seen
+    since: float | None = None  #: when ``real`` last rose from zero (monotonic)
+    nudges: dict[str, str] = field(default_factory=dict)  #: nudge msgId -> "pending" | "landed"
+    _failures: int = 0
+
+    async def run(self) -> None:
+        """Watch until cancelled; a missing gateway pauses the watch, never ends it."""
+        while True:
+            try:
+                await self.step()
+                self._failures = 0
+            except asyncio.CancelledError:
+                raise
+            except BridgeError as exc:
+                self._failures += 1
+                pause = min(MAX_BACKOFF, 0.5 * 2 ** min(self._failures, 5))
+                logger.warning("inbox watch paused %.1fs: %s", pause, exc)
+                await asyncio.sleep(pause)
+
+    async def step(self) -> None:
+        """One observation: read the held count, account for nudges, announce changes."""
+        landed = await self._landed()
+        busy = self.real > 0 or bool(landed)
+        if busy:
+            await asyncio.sleep(BUSY_INTERVAL)
+        wait = 0.0 if busy else LONG_POLL
+        answer = await self.link.call("held", gid=self.link.gid, wait=wait, timeout=wait + 15)
+        if await self._landed() != landed:
+            return  # a nudge landed during the read: the count is ambiguous, read again
+        real = max(0, int(answer.get("held") or 0) - len(landed))
+        now = time.monotonic()
+        fired = [msg_id for msg_id in landed if self.nudges.get(msg_id) == "pending"]
+        for msg_id in fired:
+            self.nudges[msg_id] = "landed"
+        if real > self.real:
+            if self.real == 0:
+                self.since = now
+            await self.notify(InboxEvent("arrived", held=real, new=real - self.real))
+            if "pending" not in self.nudges.values():
+                await self._schedule_nudge()
+        elif fired and real > 0:
+            waited = now - self.since if self.since is not None else None
+            await self.notify(InboxEvent("reminder", held=real, waited=waited))
+            await self._schedule_nudge()
+        if real == 0:
+            self.since = None
+        self.real = real
+
+    async def _landed(self) -> set[str]:
+        """Our nudges that are held in the inbox now; forgets the ones already drained."""
+        landed: set[str] = set()
+        for msg_id in list(self.nudges):
+            try:
+                message = (await self.link.call("show", msg_id=msg_id, timeout=10))["message"]
+            except NotFound:
+                continue  # still travelling through bridge.delay
+            if message.get("state") == "held":
+                landed.add(msg_id)
+            else:
+                del self.nudges[msg_id]  # drained by a poll
+        return landed
+
+    async def _schedule_nudge(self) -> None:
+        """Send ourselves the delayed reminder message through ``bridge.delay``."""
+        try:
+            sent = await self.link.call("send", command="send", sender=self.link.gid, target=self.link.gid,
+                                        content=NUDGE_TEXT, delay=self.nudge_after, turn=NUDGE_TURN,
+                                        force=True, timeout=30)
+        except BridgeError as exc:
+            logger.warning("could not schedule the reminder through bridge.delay: %s", exc)
+            return
+        self.nudges[sent["msgId"]] = "pending"

@@ -1,0 +1,50 @@
+"""How messages read to the model behind an MCP client.
+
+Message content is *untrusted data* written by another agent. Each message is a frame: a
+header naming kind, sender and id, the tool call that answers it, then the content with every
+line behind a gutter — so nothing inside a message can pass for a frame line (for example a
+forged "reply from main" header). The structured copy of the same message travels in the
+tool result's data, unframed, for clients that read JSON.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from bridgecli.sanitize import sanitize, sanitize_line
+
+GUTTER = "│ "
+
+
+def sender(message: dict[str, Any]) -> str:
+    """``label@host`` when known, else the short gid."""
+    who = message.get("fromLabel") or str(message.get("from", "?"))[:8]
+    host = message.get("fromHost")
+    return sanitize_line(f"{who}@{host}" if host else who, max_chars=80)
+
+
+def answer_hint(message: dict[str, Any]) -> str:
+    """The tool call that answers ``message`` (ASK → bridge_answer, else bridge_reply)."""
+    tool = "bridge_answer" if message.get("kind") == "ASK" else "bridge_reply"
+    return f'{tool}(msg_id="{message.get("msgId")}", content=...)'
+
+
+def frame(message: dict[str, Any]) -> str:
+    """One message as a framed block of text."""
+    ts = message.get("ts")
+    when = datetime.datetime.fromtimestamp(ts).strftime("%H:%M:%S") if isinstance(ts, (int, float)) else "?"
+    header = f"[bridge] {message.get('kind')} from {sender(message)} at {when} · msg {message.get('msgId')}"
+    if message.get("inReplyTo"):
+        header += f" (re {message['inReplyTo']})"
+    lines = [header]
+    if message.get("kind") in ("SEND", "ASK"):
+        lines.append(f"answer with: {answer_hint(message)}")
+    content = sanitize(str(message.get("content", "")))
+    lines.extend(GUTTER + line for line in content.split("\n"))
+    lines.append("[end bridge]")
+    return "\n".join(lines)
+
+
+def frames(messages: list[dict[str, Any]]) -> str:
+    return "\n\n".join(frame(m) for m in messages)

@@ -1,0 +1,103 @@
+"""A protocol-free tool registry: what a tool is, and how a call becomes a result.
+
+Kept free of the MCP SDK so tool sets are plain data plus async functions (unit-testable,
+and a second tool set — browser tools, issue 11 — registers through the same
+:meth:`ToolRegistry.add` without knowing about the messaging ones). The SDK glue in
+:mod:`bridgecli.mcp.server` converts :class:`ToolResult` into ``CallToolResult``.
+
+The error contract: a handler raises :class:`~bridgecli.errors.BridgeError` for anything
+the caller can fix; the registry turns it into ``ToolResult(is_error=True)`` whose text is
+the error's one line (message — hint). Arguments are checked against the tool's JSON schema
+first, so handlers see well-typed input. An unexpected exception is a bug: it is logged with
+its traceback on stderr, and the model gets one line saying so — never the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from bridgecli.errors import BridgeError
+
+logger = logging.getLogger("bridgecli.mcp")
+
+Handler = Callable[[dict[str, Any]], Awaitable["ToolResult"]]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returns: text for the model, and the same facts as structured data."""
+
+    text: str
+    data: dict[str, Any] | None = None
+    is_error: bool = False
+
+    @classmethod
+    def error(cls, exc: BridgeError | str) -> "ToolResult":
+        return cls(text=str(exc), is_error=True)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One MCP tool: ``input_schema`` is a JSON Schema object (draft 2020-12)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    title: str | None = None
+    read_only: bool = False
+
+
+@dataclass
+class ToolRegistry:
+    """The tools one server offers, in registration order."""
+
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    def add(self, tool: Tool) -> None:
+        """Add a tool; a duplicate name is a programming error (two sets clashing)."""
+        if tool.name in self.tools:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        self.tools[tool.name] = tool
+
+    def __iter__(self):
+        return iter(self.tools.values())
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
+        """Validate and run one call; never raises."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolResult.error(f"unknown tool {name!r} — available: {', '.join(self.tools)}")
+        args = dict(arguments or {})
+        problem = schema_problem(tool.input_schema, args)
+        if problem:
+            return ToolResult.error(f"bad arguments for {name}: {problem}")
+        try:
+            return await tool.handler(args)
+        except BridgeError as exc:
+            return ToolResult.error(exc)
+        except Exception as exc:  # a bug: full detail to stderr, one line to the model
+            logger.exception("tool %s failed", name)
+            return ToolResult.error(f"internal error in {name}: {type(exc).__name__}: {exc} — this is a "
+                                    "bug in bridge; the details are in the MCP server's stderr log")
+
+
+def schema_problem(schema: dict[str, Any], args: dict[str, Any]) -> str | None:
+    """The first way ``args`` breaks ``schema``, as one line; None when it fits."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    first = errors[0]
+    where = ".".join(str(p) for p in first.absolute_path)
+    return f"{where}: {first.message}" if where else first.message
+
+
+def as_json(data: Any) -> str:
+    """Compact, readable JSON for tool text (models read it fine; humans too)."""
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str)

@@ -1,0 +1,110 @@
+"""Fixtures for driving the real ``bridge mcp`` with the MCP SDK's own stdio client.
+
+:func:`mcp_client` starts ``bridge mcp`` as a subprocess of a simulated host (its XDG dirs,
+host id and broker), performs the real handshake with ``ClientSession`` and records every
+notification the server pushes, so tests can wait for them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.extension import NotificationBinding  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+from tests.support.env import BRIDGE_BIN  # noqa: E402
+from tests.support.hosts import Host  # noqa: E402
+
+
+class ChannelParams(BaseModel):
+    content: str
+    meta: dict[str, str] = {}
+
+
+@dataclass
+class Pushed:
+    """Notifications the server sent: Claude channel events and log messages."""
+
+    channel: list[ChannelParams] = field(default_factory=list)
+    logs: list[Any] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def _poke(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def wait_channel(self, kind: str, count: int = 1, timeout: float = 45) -> list[ChannelParams]:
+        """Wait until ``count`` channel events of ``kind`` arrived (fails after ``timeout``)."""
+        with anyio.fail_after(timeout):
+            while True:
+                found = [c for c in self.channel if c.meta.get("kind") == kind]
+                if len(found) >= count:
+                    return found
+                await self.changed.wait()
+
+
+@asynccontextmanager
+async def mcp_client(host: Host, label: str, *args: str, env: dict[str, str] | None = None,
+                     errlog: Path | None = None) -> AsyncIterator[tuple[ClientSession, Pushed]]:
+    """An initialized SDK client session with a real ``bridge mcp --label LABEL`` of ``host``."""
+    pushed = Pushed()
+
+    async def on_channel(params: ChannelParams) -> None:
+        pushed.channel.append(params)
+        pushed._poke()
+
+    async def on_log(params: Any) -> None:
+        pushed.logs.append(params)
+        pushed._poke()
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        if getattr(root, "method", "") == "notifications/resources/updated":
+            pushed.updated.append(str(root.params.uri))
+            pushed._poke()
+
+    server = StdioServerParameters(command=BRIDGE_BIN, args=["mcp", "--label", label, *args],
+                                   env={**host.env, **(env or {})})
+    log_path = errlog or (host.root / f"mcp-{label}.log")
+    with open(log_path, "a") as log:
+        async with stdio_client(server, errlog=log) as (read, write):
+            async with ClientSession(read, write, logging_callback=on_log, message_handler=on_message,
+                                     notification_bindings=[NotificationBinding(
+                                         method="notifications/claude/channel", params_type=ChannelParams,
+                                         handler=on_channel)]) as session:
+                await session.initialize()
+                yield session, pushed
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+@pytest.fixture(scope="module")
+def gw_host(rabbitmq) -> Iterator[Host]:
+    """One host with a running gateway, shared by a module's tests (labels keep them apart)."""
+    root = Path(tempfile.mkdtemp(prefix="hmcp", dir="/tmp"))
+    host = Host(f"mcp-{uuid.uuid4().hex[:6]}", root, rabbitmq.uri)
+    host.start_gateway()
+    yield host
+    host.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def label() -> str:
+    """A label unique to the test (hosts are shared within a module)."""
+    return f"m{uuid.uuid4().hex[:6]}"
