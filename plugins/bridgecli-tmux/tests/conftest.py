@@ -6,6 +6,7 @@ teardown; the user's default server is never touched.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -97,7 +98,7 @@ def make_backend(xdg: Path, tmux_server: Tmux) -> Callable[..., object]:
 
     def build(**settings: object) -> object:
         lines = [f'socket = "{tmux_server.socket}"']
-        lines += [f"{key} = {value!r}".replace("'", '"') for key, value in settings.items()]
+        lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
         write_config(xdg, "[plugins.tmux]\n" + "\n".join(lines) + "\n")
         plugins.reset()
         factory = plugins.get().provider("backends", "tmux")

@@ -34,8 +34,9 @@ def screen(tmux: Tmux, pane: str) -> str:
     return tmux.capture(pane, 300)
 
 
-def test_inject_into_a_shell_pane_and_read_back(make_backend, new_pane, tmux_server) -> None:
-    backend = make_backend()
+@pytest.mark.parametrize("control_mode", [True, False])
+def test_inject_into_a_shell_pane_and_read_back(make_backend, new_pane, tmux_server, control_mode) -> None:
+    backend = make_backend(control_mode=control_mode)
     pane = new_pane()
     env = message("hello\nworld; echo INJECTED")
     backend.deliver(entity(pane), env)
@@ -82,11 +83,13 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.parametrize("control_mode", [True, False])
 @pytest.mark.parametrize("shell_safe", ["auto", "never"])
-def test_hostile_payloads_stay_inert(make_backend, new_pane, tmux_server, short_tmp, shell_safe) -> None:
+def test_hostile_payloads_stay_inert(make_backend, new_pane, tmux_server, short_tmp, shell_safe, control_mode) -> None:
     """Even with shell_safe = never (no # comments), sanitising alone keeps the payload inside
-    the paste: the marker command never runs, and the pane shows the escape as text."""
-    backend = make_backend(shell_safe=shell_safe)
+    the paste: the marker command never runs, and the pane shows the escape as text. Both
+    transports (control client, one process per call) are checked."""
+    backend = make_backend(shell_safe=shell_safe, control_mode=control_mode)
     pane = new_pane()
     for number, template in enumerate(HOSTILE):
         marker = short_tmp / f"PWNED{number}"
