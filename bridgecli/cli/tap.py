@@ -26,7 +26,10 @@ def tap(app, count: int | None, as_json: bool) -> None:
     connection = connect(app.config, name="bridge-tap")
     channel = connection.channel()
     topology.declare(channel, *topology.SHARED_EXCHANGES)
-    name = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
+    import uuid
+
+    name = f"bridge.tap.{uuid.uuid4()}"  # client-named: some brokers refuse server-named queues
+    channel.queue_declare(name, exclusive=True, auto_delete=True)
     channel.queue_bind(name, topology.MSG, routing_key="#")
     output.note(f"tapping bridge.msg (queue {name}); Ctrl-C to stop")
     seen = 0

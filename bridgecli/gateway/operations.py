@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from bridgecli import messaging
 from bridgecli.amqp.connection import redact
+from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.errors import Timeout
 from bridgecli.gateway import registration
 from bridgecli.gateway.entities import short
@@ -212,6 +213,49 @@ def op_show(gw: "Gateway", msg_id: str) -> dict[str, Any]:
     return {"message": message_dict(stored or original)}
 
 
+def op_roster(gw: "Gateway", host: str | None = None) -> dict[str, Any]:
+    view = getattr(gw, "roster", None)
+    if view is None:
+        return {"entries": [], "gateways": [], "interval": None}
+    return {"entries": [e.as_dict() for e in view.entries(host)],
+            "gateways": [g.__dict__ for g in view.gateways()],
+            "interval": gw.config.values["roster.interval"]}
+
+
+def op_spawn(gw: "Gateway", profile: str, host: str, label: str | None = None,
+             wait_ready: float | None = None, sender: str | None = None) -> dict[str, Any]:
+    from bridgecli import control_client
+
+    control_client.require_live_host(gw.roster, host)
+    requester = _requester(gw, sender)
+    ready = float(wait_ready) if wait_ready else 30.0
+    payload = {"type": "spawn", "profile": profile, "label": label, "waitReady": ready, "requester": requester}
+    return control_client.request(gw.config, host, payload, timeout=ready + 15)
+
+
+def op_stop(gw: "Gateway", target: str, sender: str | None = None) -> dict[str, Any]:
+    from bridgecli import control_client
+
+    gid = gw.resolve_target(target, force=True)
+    entry = gw.roster.get(gid) if getattr(gw, "roster", None) else None
+    local = gw.registry.get(gid)
+    host = local.host if local else (entry.host if entry else None)
+    if host is None:
+        raise NotFoundError(f"{target!r} is not in the roster, so its host is unknown",
+                            "check `bridge roster`")
+    control_client.require_live_host(gw.roster, host)
+    payload = {"type": "stop", "gid": gid, "requester": _requester(gw, sender)}
+    return control_client.request(gw.config, host, payload, timeout=30)
+
+
+def _requester(gw: "Gateway", sender: str | None) -> dict[str, Any]:
+    try:
+        identity = messaging.sender_identity(gw.registry, sender)
+        return {"gid": identity.gid, "label": identity.label, "host": gw.host}
+    except Exception:
+        return {"gid": None, "label": None, "host": gw.host}
+
+
 OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "status": op_status,
     "register": op_register,
@@ -222,6 +266,9 @@ OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "poll": op_poll,
     "show": op_show,
     "held": op_held,
+    "roster": op_roster,
+    "spawn": op_spawn,
+    "stop": op_stop,
 }
 
 __all__ = ["OPS", "entity_dict", "message_dict", "short"]

@@ -1,0 +1,60 @@
+"""``bridge roster``: the union presence view of every host."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from bridgecli.cli import output
+
+
+def _fetch(app, host: str | None) -> dict:
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect()
+    if client is not None:
+        with client:
+            result = client.call("roster", host=host)
+            result.pop("ok", None)
+            return result
+    from bridgecli import control_client
+
+    interval = app.config.values["roster.interval"]
+    view = control_client.listen_roster(app.config, interval + 0.5)
+    return {"entries": [e.as_dict() for e in view.entries(host)],
+            "gateways": [g.__dict__ for g in view.gateways()], "interval": interval}
+
+
+def _render(result: dict) -> None:
+    now = time.time()
+    output.table(["LABEL", "GID", "HOST", "ROLE", "STATUS", "LAST SEEN"],
+                 [(e["label"], e["gid"][:8], e["host"], e["role"], e["status"], f"{now - e['last_seen']:.0f}s ago")
+                  for e in result["entries"]])
+    hosts = ", ".join(g["host"] for g in result["gateways"]) or "none"
+    output.note(f"{len(result['entries'])} entities; live gateways: {hosts}")
+
+
+@click.command()
+@click.option("--host", default=None, metavar="H", help="Only entities on host H.")
+@click.option("--watch", is_flag=True, help="Redraw every interval until Ctrl-C.")
+@output.json_option
+@click.pass_obj
+def roster(app, host: str | None, watch: bool, as_json: bool) -> None:
+    """Show who is where: the union presence view of all hosts.
+
+    Label, short gid, host, role, status and when it was last heard of. Through the local
+    gateway this is instant; without one, bridge listens on bridge.roster for one
+    heartbeat interval (roster.interval) to hear every live gateway.
+    """
+    while True:
+        result = _fetch(app, host)
+        if as_json:
+            output.data(result)
+        else:
+            if watch:
+                click.clear()
+            _render(result)
+        if not watch:
+            return
+        time.sleep(result.get("interval") or 5)

@@ -1,0 +1,84 @@
+"""``bridge spawn`` and ``bridge stop``: the control plane (seed U4)."""
+
+from __future__ import annotations
+
+import click
+
+from bridgecli.cli import output
+from bridgecli.durations import DURATION
+
+
+def _via_gateway_or_direct(app, op: str, **params):
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect()
+    if client is not None:
+        with client:
+            result = client.call(op, timeout=None, **params)
+            result.pop("ok", None)
+            return result
+    from bridgecli import control_client, messaging
+
+    view = control_client.listen_roster(app.config, app.config.values["roster.interval"] + 0.5)
+    if op == "spawn":
+        control_client.require_live_host(view, params["host"])
+        ready = params.get("wait_ready") or 30.0
+        payload = {"type": "spawn", "profile": params["profile"], "label": params.get("label"),
+                   "waitReady": ready, "requester": {"host": app.config.host_id}}
+        return control_client.request(app.config, params["host"], payload, timeout=ready + 15)
+    from bridgecli.gateway.entities import open_registry
+    from bridgecli.resolve import resolve_target
+
+    gid = resolve_target(params["target"], registry=open_registry(), roster=view, force=True)
+    entry = view.get(gid)
+    if entry is None:
+        from bridgecli.errors import NotFound
+
+        raise NotFound(f"{params['target']!r} is not in the roster, so its host is unknown", "check `bridge roster`")
+    control_client.require_live_host(view, entry.host)
+    return control_client.request(app.config, entry.host, {"type": "stop", "gid": gid,
+                                                           "requester": {"host": app.config.host_id}}, timeout=30)
+
+
+@click.command()
+@click.argument("profile")
+@click.option("--host", "-H", required=True, metavar="H", help="Host whose gateway runs the profile.")
+@click.option("--label", "-l", default=None, help="Label of the new entity (default: from the profile).")
+@click.option("--wait-ready", type=DURATION, default=None, metavar="DUR",
+              help="How long the launcher may take to become ready (default 30s).")
+@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", help="Requester identity (logged).")
+@output.json_option
+@click.pass_obj
+def spawn(app, profile: str, host: str, label: str | None, wait_ready: float | None, sender: str | None,
+          as_json: bool) -> None:
+    """Start an agent from a profile on a host (cross-host spawn).
+
+    Gateway H looks PROFILE up in its own bridge.toml ([profiles.PROFILE]: launcher,
+    command, cwd, env …), launches it locally, waits until it is ready, registers it and
+    announces it on the roster. Prints the new gid (JSON: gid, host, label).
+    """
+    result = _via_gateway_or_direct(app, "spawn", profile=profile, host=host, label=label,
+                                    wait_ready=wait_ready, sender=sender)
+    if as_json:
+        output.data(result)
+    else:
+        output.line(result["gid"])
+        output.note(f"spawned {result['label']} on {result['host']} ({result.get('deliver')})")
+
+
+@click.command()
+@click.argument("target")
+@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", help="Requester identity (logged).")
+@output.json_option
+@click.pass_obj
+def stop(app, target: str, sender: str | None, as_json: bool) -> None:
+    """Stop an entity through the launcher that started it.
+
+    Asks the gateway of TARGET's host to stop it (its launcher ends the process) and to
+    unregister it; messages still waiting in its inbox go to bridge.dlq.
+    """
+    result = _via_gateway_or_direct(app, "stop", target=target, sender=sender)
+    if as_json:
+        output.data(result)
+    else:
+        output.note(f"stopped {result['label']} on {result['host']}")

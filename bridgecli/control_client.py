@@ -1,0 +1,97 @@
+"""The control plane, requester side: send a spawn/stop request to a host's gateway and wait
+for its answer on a private reply queue.
+
+Fail fast, never hang: the caller checks the roster for a live gateway on the target host
+first; the request is mandatory (no ``control.<host>`` queue → unknown host at once) and
+carries an expiration equal to our wait, so it cannot run after we gave up.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from bridgecli.amqp import topology
+from bridgecli.config import Config
+from bridgecli.errors import NotFound, Timeout
+
+
+def request(config: Config, host: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Publish ``payload`` to ``control.<host>`` and return the gateway's answer (raises the
+    typed error the gateway sent back)."""
+    import pika
+
+    from bridgecli.amqp.connection import connect
+    from bridgecli.amqp.publisher import Publisher
+    from bridgecli.errors import Rejected
+    from bridgecli.gateway.client import error_from_wire
+
+    connection = connect(config, name="bridge-control", heartbeat=0)
+    try:
+        channel = connection.channel()
+        topology.declare(channel, *topology.SHARED_EXCHANGES)
+        reply_queue = f"bridge.reply.{uuid.uuid4()}"
+        channel.queue_declare(reply_queue, exclusive=True, auto_delete=True)
+        correlation = str(uuid.uuid4())
+        publisher = Publisher(connection.channel(), user_id=connection._impl.params.credentials.username)
+        props = pika.BasicProperties(reply_to=reply_queue, correlation_id=correlation,
+                                     content_type="application/json",
+                                     expiration=str(int(max(timeout, 1) * 1000)),
+                                     user_id=publisher.user_id)
+        try:
+            publisher.publish_raw(topology.CONTROL, host, json.dumps({"v": 1, **payload}).encode(), props,
+                                  what=f"{payload['type']} request")
+        except Rejected:
+            raise NotFound(f"no gateway has ever served host {host!r}",
+                           "check the host id with `bridge roster` (hosts are listed there)") from None
+        deadline = time.monotonic() + timeout
+        for method, rprops, body in channel.consume(reply_queue, auto_ack=True,
+                                                    inactivity_timeout=0.5):
+            if method is not None and rprops.correlation_id == correlation:
+                answer = json.loads(body)
+                if not answer.get("ok"):
+                    raise error_from_wire(answer.get("error") or {})
+                answer.pop("ok", None)
+                return answer
+            if time.monotonic() > deadline:
+                raise Timeout(f"gateway {host} did not answer the {payload['type']} request within {timeout:g}s",
+                              f"check the gateway log on {host}; a readiness gate may need a longer --wait-ready")
+        raise Timeout("the reply queue was closed", "retry")
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def listen_roster(config: Config, seconds: float):
+    """Build a roster view without a local gateway: listen on ``bridge.roster`` for
+    ``seconds`` (one heartbeat interval is enough to hear every live gateway)."""
+    from bridgecli.amqp.connection import connect
+    from bridgecli.roster import RosterView
+
+    view = RosterView(config.values["roster.expiry_missed"])
+    connection = connect(config, name="bridge-roster", heartbeat=0)
+    try:
+        channel = connection.channel()
+        topology.declare(channel, *topology.SHARED_EXCHANGES)
+        name = f"bridge.listen.{uuid.uuid4()}"  # client-named: some brokers refuse server-named queues
+        channel.queue_declare(name, exclusive=True, auto_delete=True)
+        channel.queue_bind(name, topology.ROSTER, routing_key="roster.#")
+        deadline = time.monotonic() + seconds
+        for method, _props, body in channel.consume(name, auto_ack=True, inactivity_timeout=0.2):
+            if method is not None:
+                view.apply(body)
+            if time.monotonic() >= deadline:
+                break
+    finally:
+        if connection.is_open:
+            connection.close()
+    return view
+
+
+def require_live_host(view: Any, host: str) -> None:
+    if not view.host_alive(host):
+        known = ", ".join(g.host for g in view.gateways()) or "none"
+        raise NotFound(f"no live gateway on host {host!r} (live: {known})",
+                       f"start `bridge gateway` on {host}, or check the host id")

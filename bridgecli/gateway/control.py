@@ -1,0 +1,161 @@
+"""The control plane, gateway side (seed U4, §7.2): serve ``control.<host>``.
+
+A SpawnRequest names a *profile*; this gateway looks it up in its **own** configuration
+(``[profiles.NAME]``) and runs that profile's launcher locally — no command line ever
+travels on the wire. Then it waits for the launcher's readiness gate, registers the new
+entity, announces it on the roster and answers the requester with the handle.
+
+Control messages are acked on receipt and never redelivered: running a spawn twice is worse
+than reporting a failure. Requests carry an AMQP expiration, so one that waited in the queue
+while this gateway was down is dropped by the broker instead of spawning late.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pika
+
+from bridgecli import paths
+from bridgecli.amqp import topology
+from bridgecli.errors import BridgeError, Conflict, NotFound, PluginError
+from bridgecli.gateway import log as glog
+from bridgecli.gateway import registration
+from bridgecli.gateway.client import error_to_wire
+from bridgecli.interfaces import LaunchHandle, LaunchSpec
+
+if TYPE_CHECKING:
+    from bridgecli.gateway.daemon import Gateway
+
+logger = logging.getLogger("bridgecli.gateway")
+DEFAULT_READY_TIMEOUT = 30.0
+
+
+class Control:
+    def __init__(self, gw: "Gateway") -> None:
+        self.gw = gw
+
+    def install(self) -> None:
+        self.gw.on_connect_hooks.append(self.on_connect)
+
+    def on_connect(self) -> None:
+        channel = self.gw.channel
+        topology.declare(channel, topology.control_queue(self.gw.host))
+        channel.basic_consume(f"control.{self.gw.host}", self._on_request)
+
+    def _on_request(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
+        channel.basic_ack(method.delivery_tag)
+        try:
+            request = json.loads(body)
+            if not isinstance(request, dict) or request.get("type") not in ("spawn", "stop"):
+                raise ValueError("not a spawn/stop request")
+        except (ValueError, UnicodeDecodeError) as exc:
+            glog.event(logger, "bad control message dropped", logging.WARNING, error=str(exc))
+            return
+        reply_to = props.reply_to
+        correlation = props.correlation_id
+        requester = request.get("requester") or {}
+        glog.event(logger, f"control {request['type']} requested", profile=request.get("profile"),
+                   gid=request.get("gid"), by=requester.get("label") or requester.get("gid"),
+                   from_host=requester.get("host"), user=props.user_id)
+        threading.Thread(target=self._handle, args=(request, reply_to, correlation),
+                         name=f"control-{request['type']}", daemon=True).start()
+
+    def _handle(self, request: dict[str, Any], reply_to: str | None, correlation: str | None) -> None:
+        try:
+            if request["type"] == "spawn":
+                result = self.spawn(request)
+            else:
+                result = self.stop(request)
+            response = {"ok": True, **result}
+        except BridgeError as exc:
+            response = {"ok": False, "error": error_to_wire(exc)}
+        except Exception as exc:
+            glog.event(logger, "control request failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+            response = {"ok": False, "error": {"code": "FAILURE", "message": f"{type(exc).__name__}: {exc}",
+                                               "hint": "see the target gateway's log"}}
+        if response["ok"]:
+            glog.event(logger, f"control {request['type']} done", **{k: v for k, v in response.items() if k != "ok"})
+        else:
+            glog.event(logger, f"control {request['type']} refused", logging.WARNING,
+                       error=response["error"]["message"])
+        if reply_to:
+            body = json.dumps(response).encode()
+            props = pika.BasicProperties(correlation_id=correlation, content_type="application/json")
+            self.gw._threadsafe(lambda: self.gw.publisher.publish_raw(
+                "", reply_to, body, props, mandatory=False, what="control reply"))
+
+    # --- spawn / stop -----------------------------------------------------------------
+
+    def spawn(self, request: dict[str, Any]) -> dict[str, Any]:
+        gw = self.gw
+        name = str(request.get("profile") or "")
+        profiles = gw.config.profiles()
+        profile = profiles.get(name)
+        if profile is None:
+            known = ", ".join(sorted(profiles)) or "none"
+            raise NotFound(f"host {gw.host} has no profile {name!r} (profiles: {known})",
+                           f"add [profiles.{name}] to bridge.toml on {gw.host}")
+        launcher_name = str(profile.get("launcher", "subprocess"))
+        try:
+            launcher = gw.plugins.provider("launchers", launcher_name)(gw.config)
+        except BridgeError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"launcher {launcher_name} failed to load: {exc}", "check `bridge plugins`") from exc
+        gid = str(uuid.uuid4())
+        label = str(request.get("label") or profile.get("label") or f"{name}-{gid[:6]}")
+        role = str(profile.get("role", "agent"))
+        if any(e.label == label for e in gw.registry.all()):
+            raise Conflict(f"label {label!r} is already used on {gw.host}", "pass another --label")
+        env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
+        env.update({"BRIDGE_GID": gid, "BRIDGE_HOST_ID": gw.host,
+                    "BRIDGE_GATEWAY_SOCKET": str(paths.gateway_socket())})
+        command = profile.get("command")
+        if not command:
+            raise NotFound(f"profile {name!r} on {gw.host} has no command", f"set [profiles.{name}] command")
+        log_dir = paths.state_dir() / "spawn" / label
+        log_dir.mkdir(parents=True, exist_ok=True)
+        spec = LaunchSpec(gid=gid, label=label, role=role, profile_name=name, command=command,
+                          cwd=profile.get("cwd"), env=env, profile=profile, log_dir=log_dir)
+        handle = launcher.start(spec)
+        timeout = float(request.get("waitReady") or profile.get("ready_timeout") or DEFAULT_READY_TIMEOUT)
+        try:
+            launcher.wait_ready(handle, timeout)
+            entity = registration.register(gw.registry, gw.plugins, gw.config, label=label, role=role,
+                                           deliver=handle.deliver, gid=gid, launcher=launcher_name,
+                                           launch_data=dict(handle.data))
+        except BaseException:
+            try:
+                launcher.stop(handle)
+            finally:
+                pass
+            raise
+        gw.on_io(lambda: gw.attach_entity(entity))
+        return {"gid": gid, "host": gw.host, "label": label, "deliver": handle.deliver,
+                "launcher": launcher_name}
+
+    def stop(self, request: dict[str, Any]) -> dict[str, Any]:
+        gw = self.gw
+        gid = str(request.get("gid") or "")
+        entity = gw.registry.get(gid)
+        if entity is None:
+            raise NotFound(f"host {gw.host} has no entity {gid}", "check `bridge roster`")
+        stopped = False
+        if entity.launcher:
+            launcher = gw.plugins.provider("launchers", entity.launcher)(gw.config)
+            launcher.stop(LaunchHandle(launcher=entity.launcher, deliver=entity.deliver,
+                                       data=dict(entity.launch_data)))
+            stopped = True
+        gw.on_io(lambda: gw.detach_entity(entity, "stopped"))
+        gw.registry.remove(entity.gid)
+        return {"gid": entity.gid, "host": gw.host, "label": entity.label, "process_stopped": stopped}
+
+
+def requester_identity() -> dict[str, Any]:
+    return {"gid": os.environ.get("BRIDGE_GID"), "host": os.environ.get("BRIDGE_HOST_ID")}

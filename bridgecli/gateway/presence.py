@@ -1,0 +1,137 @@
+"""Wires the presence plane (seed §8 step 5) and the control plane (step 4) into a gateway.
+
+Presence: declare ``roster.<host>`` (exclusive, auto-delete, bound ``roster.#``), consume it
+into a :class:`~bridgecli.roster.RosterView`, heartbeat every local entity and the gateway
+itself every ``roster.interval`` seconds, announce ``gone`` on unregister and clean stop.
+Statuses come from each entity's delivery backend; they are computed on a side thread
+(a tmux or herdr query may take milliseconds) and the heartbeat sends the latest.
+
+Control: see :mod:`bridgecli.gateway.control`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import pika
+
+from bridgecli import __version__
+from bridgecli import roster as roster_mod
+from bridgecli.amqp import topology
+from bridgecli.gateway import log as glog
+from bridgecli.interfaces import Entity
+
+if TYPE_CHECKING:
+    from bridgecli.gateway.daemon import Gateway
+
+logger = logging.getLogger("bridgecli.gateway")
+
+
+class Presence:
+    """Heartbeats out, union view in."""
+
+    def __init__(self, gw: "Gateway") -> None:
+        self.gw = gw
+        self.interval: float = gw.config.values["roster.interval"]
+        self.view = roster_mod.RosterView(gw.config.values["roster.expiry_missed"])
+        self.statuses: dict[str, str] = {}
+        self.sent = 0
+        self.channel = None  # a channel of its own, without publisher confirms
+        self.received = 0
+        self._status_stop = threading.Event()
+        self._status_thread = threading.Thread(target=self._status_loop, name="presence-status", daemon=True)
+
+    # wiring ------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        gw = self.gw
+        gw.roster = self.view
+        gw.presence = self
+        gw.on_connect_hooks.append(self.on_connect)
+        gw.on_entity_added.append(lambda entity: self.heartbeat_one(entity))
+        gw.on_entity_removed.append(lambda entity, reason: self.announce_gone(entity.gid, reason))
+        gw.on_stop_hooks.append(self.on_stop)
+        gw.add_periodic(self.interval, self.heartbeat_all)
+        gw.add_periodic(min(1.0, self.interval / 2), self.expire)
+        gw.status_extras["roster"] = lambda: (f"{len(self.view.entries())} entities on "
+                                              f"{len(self.view.gateways())} gateways; "
+                                              f"heartbeats sent {self.sent}, received {self.received}")
+        self._status_thread.start()
+
+    def on_connect(self) -> None:
+        self.channel = self.gw.connection.channel()
+        channel = self.gw.channel
+        topology.declare(channel, topology.roster_queue(self.gw.host))
+        channel.basic_consume(f"roster.{self.gw.host}", self._on_frame, auto_ack=True)
+        self.heartbeat_all()
+
+    def on_stop(self) -> None:
+        self._status_stop.set()
+        if self.gw.connected.is_set() and self.gw.channel is not None:
+            try:
+                for entity in self.gw.registry.all():
+                    self._publish(entity.gid, roster_mod.gone_frame(host=self.gw.host, gid=entity.gid,
+                                                                    reason="gateway stopped"))
+                self._publish(roster_mod.GATEWAY_KEY, roster_mod.gone_frame(
+                    host=self.gw.host, gid=roster_mod.GATEWAY_KEY, reason="gateway stopped"))
+            except Exception as exc:
+                glog.event(logger, "could not announce shutdown", logging.WARNING, error=str(exc))
+
+    # traffic -----------------------------------------------------------------------------
+
+    def _on_frame(self, channel, method, props, body: bytes) -> None:
+        self.received += 1
+        self.view.apply(body)
+
+    def _publish(self, gid: str, body: bytes) -> None:
+        channel = self.channel
+        if channel is None or not channel.is_open:
+            return
+        # roster frames are soft state: no confirm wait, not persistent, expire quickly
+        props = pika.BasicProperties(content_type="application/json", delivery_mode=1,
+                                     expiration=str(int(self.interval * 1000 * 3)))
+        channel.basic_publish(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body, props)
+        self.sent += 1
+
+    def heartbeat_one(self, entity: Entity) -> None:
+        self._publish(entity.gid, roster_mod.heartbeat_frame(
+            host=self.gw.host, version=__version__, interval=self.interval, entity=entity,
+            status=self.statuses.get(entity.gid, "unknown")))
+
+    def heartbeat_all(self) -> None:
+        if self.channel is None:
+            return
+        entities = self.gw.registry.all()
+        for entity in entities:
+            self.heartbeat_one(entity)
+        self._publish(roster_mod.GATEWAY_KEY, roster_mod.heartbeat_frame(
+            host=self.gw.host, version=__version__, interval=self.interval, entities=len(entities)))
+
+    def announce_gone(self, gid: str, reason: str) -> None:
+        self.statuses.pop(gid, None)
+        self._publish(gid, roster_mod.gone_frame(host=self.gw.host, gid=gid, reason=reason))
+
+    def expire(self) -> None:
+        for entry in self.view.expire():
+            glog.event(logger, "roster entry expired", entity=entry.label, host=entry.host, gid=entry.gid)
+
+    # statuses ----------------------------------------------------------------------------
+
+    def _status_loop(self) -> None:
+        while not self._status_stop.wait(self.interval / 2):
+            for entity in self.gw.registry.all():
+                try:
+                    backend = self.gw.backend_for(entity)
+                    self.statuses[entity.gid] = backend.status(entity)
+                except Exception:
+                    self.statuses[entity.gid] = "unknown"
+
+
+def install(gw: "Gateway") -> None:
+    """Add presence and control to ``gw`` (called by ``bridge gateway``)."""
+    from bridgecli.gateway.control import Control
+
+    Presence(gw).install()
+    Control(gw).install()

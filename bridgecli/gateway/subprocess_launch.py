@@ -1,0 +1,117 @@
+"""The built-in ``subprocess`` launcher: headless agents as child processes of the gateway.
+
+Profile keys: ``command`` (string → run by ``/bin/sh -c``; list → exec'd as is), ``cwd``,
+``env``, ``deliver`` (how messages reach the new entity; default ``hold``, so a headless
+agent pulls with ``bridge poll``), ``ready_line`` (optional regex: ready once a stdout line
+matches; otherwise ready = still alive after ``ready_grace`` seconds, default 0.5).
+
+The child gets ``BRIDGE_GID``, ``BRIDGE_HOST_ID`` and ``BRIDGE_GATEWAY_SOCKET`` (from the
+spec) on top of the gateway's own environment, runs in its own session (so stop can kill
+its whole process group) and logs to files under the gateway's state dir.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from bridgecli.errors import BridgeError, Timeout
+from bridgecli.interfaces import LaunchHandle, LaunchSpec
+
+NAME = "subprocess"
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except FileNotFoundError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass  # not our child (gateway restarted): fall back to kill(0)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[-1][0] != "Z"
+    except OSError:
+        return True
+
+
+class SubprocessLauncher:
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    def start(self, spec: LaunchSpec) -> LaunchHandle:
+        stdout_path, stderr_path = spec.log_dir / "stdout.log", spec.log_dir / "stderr.log"
+        command = spec.command
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(c) for c in command]
+        env = {**os.environ, **spec.env}
+        try:
+            with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+                proc = subprocess.Popen(argv, cwd=spec.cwd or None, env=env, stdout=out, stderr=err,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        except (OSError, ValueError) as exc:
+            raise BridgeError(f"cannot start {spec.profile_name!r}: {exc}",
+                              "check the profile's command and cwd") from None
+        deliver = str(spec.profile.get("deliver", "hold"))
+        return LaunchHandle(launcher=NAME, deliver=deliver, data={
+            "pid": proc.pid, "stdout": str(stdout_path), "stderr": str(stderr_path),
+            "ready_line": spec.profile.get("ready_line"), "ready_grace": float(spec.profile.get("ready_grace", 0.5)),
+            "profile": spec.profile_name})
+
+    def wait_ready(self, handle: LaunchHandle, timeout: float) -> None:
+        data = handle.data
+        pid = int(data["pid"])
+        pattern = re.compile(data["ready_line"]) if data.get("ready_line") else None
+        start = time.monotonic()
+        deadline = start + timeout
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                raise BridgeError(f"{data['profile']} exited before it was ready: {_tail(Path(data['stderr'])) or 'no stderr'}",
+                                  "fix the profile's command (its stderr is shown above)")
+            if pattern is not None:
+                try:
+                    text = Path(data["stdout"]).read_text(errors="replace")
+                except FileNotFoundError:
+                    text = ""
+                if any(pattern.search(line) for line in text.splitlines()):
+                    return
+            elif time.monotonic() - start >= data.get("ready_grace", 0.5):
+                return
+            time.sleep(0.05)
+        raise Timeout(f"{data['profile']} was not ready within {timeout:g}s"
+                      + (f" (no stdout line matched {data['ready_line']!r})" if pattern else ""),
+                      "raise --wait-ready, or check the agent's log: " + data["stdout"])
+
+    def stop(self, handle: LaunchHandle) -> None:
+        pid = int(handle.data["pid"])
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if not _alive(pid):
+                    return
+                time.sleep(0.05)
+
+    def status(self, handle: LaunchHandle) -> str:
+        return "running" if _alive(int(handle.data["pid"])) else "gone"

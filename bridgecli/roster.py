@@ -1,0 +1,158 @@
+"""The presence roster (seed U5, §7.3): a union "who / where / status" view built from
+heartbeats, soft state only.
+
+Each gateway publishes one heartbeat per local entity per interval on ``bridge.roster`` with
+routing key ``roster.<host>.<gid>``, plus one for itself (``roster.<host>._gateway``) so
+that a host with no entities is still known to be alive — which is what lets ``bridge
+spawn`` fail fast for a host with no live gateway. Entries expire after
+``roster.expiry_missed`` missed intervals; ``gone`` announcements remove them at once.
+
+This module is pure (no pika): the gateway and ``bridge roster`` feed it decoded frames.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+GATEWAY_KEY = "_gateway"
+FRAME_VERSION = 1
+
+
+@dataclass
+class RosterEntry:
+    """One entity as its gateway last announced it."""
+
+    gid: str
+    label: str
+    role: str
+    host: str
+    status: str
+    backend: str
+    since: float
+    version: str
+    last_seen: float
+    interval: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GatewayEntry:
+    host: str
+    version: str
+    last_seen: float
+    interval: float
+    entities: int
+
+
+def routing_key(host: str, gid: str) -> str:
+    return f"roster.{host}.{gid}"
+
+
+def heartbeat_frame(*, host: str, version: str, interval: float, entity: Any = None, status: str = "unknown",
+                    entities: int = 0) -> bytes:
+    """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None)."""
+    frame: dict[str, Any] = {"v": FRAME_VERSION, "type": "heartbeat", "host": host, "version": version,
+                             "interval": interval, "ts": time.time()}
+    if entity is None:
+        frame.update({"gid": GATEWAY_KEY, "entities": entities})
+    else:
+        frame.update({"gid": entity.gid, "label": entity.label, "role": entity.role, "status": status,
+                      "backend": entity.backend, "since": entity.created})
+    return json.dumps(frame, separators=(",", ":")).encode()
+
+
+def gone_frame(*, host: str, gid: str, reason: str) -> bytes:
+    return json.dumps({"v": FRAME_VERSION, "type": "gone", "host": host, "gid": gid, "reason": reason,
+                       "ts": time.time()}, separators=(",", ":")).encode()
+
+
+class RosterView:
+    """The union view; thread-safe. ``expiry_missed`` intervals without a heartbeat expire
+    an entry (each entry carries its own gateway's interval)."""
+
+    def __init__(self, expiry_missed: int = 3) -> None:
+        self.expiry_missed = expiry_missed
+        self._entries: dict[str, RosterEntry] = {}
+        self._gateways: dict[str, GatewayEntry] = {}
+        self._lock = threading.Lock()
+        self.changes = 0
+
+    def apply(self, body: bytes, now: float | None = None) -> None:
+        """Apply one frame from ``bridge.roster``; malformed frames are ignored (soft state)."""
+        now = time.time() if now is None else now
+        try:
+            frame = json.loads(body)
+            kind, host, gid = frame["type"], str(frame["host"]), str(frame["gid"])
+        except (ValueError, KeyError, TypeError):
+            return
+        with self._lock:
+            if kind == "gone":
+                if gid == GATEWAY_KEY:
+                    self._gateways.pop(host, None)
+                    for key in [k for k, e in self._entries.items() if e.host == host]:
+                        del self._entries[key]
+                else:
+                    self._entries.pop(gid, None)
+                self.changes += 1
+                return
+            if kind != "heartbeat":
+                return
+            interval = float(frame.get("interval") or 5.0)
+            if gid == GATEWAY_KEY:
+                self._gateways[host] = GatewayEntry(host, str(frame.get("version", "?")), now, interval,
+                                                    int(frame.get("entities", 0)))
+                return
+            previous = self._entries.get(gid)
+            self._entries[gid] = RosterEntry(
+                gid=gid, label=str(frame.get("label", "?")), role=str(frame.get("role", "?")), host=host,
+                status=str(frame.get("status", "unknown")), backend=str(frame.get("backend", "?")),
+                since=float(frame.get("since") or now), version=str(frame.get("version", "?")),
+                last_seen=now, interval=interval)
+            if previous is None or previous.status != self._entries[gid].status:
+                self.changes += 1
+
+    def expire(self, now: float | None = None) -> list[RosterEntry]:
+        """Drop entries (and gateways) not heard from for ``expiry_missed`` intervals."""
+        now = time.time() if now is None else now
+        expired: list[RosterEntry] = []
+        with self._lock:
+            for gid, entry in list(self._entries.items()):
+                if now - entry.last_seen > entry.interval * self.expiry_missed:
+                    expired.append(self._entries.pop(gid))
+            for host, gateway in list(self._gateways.items()):
+                if now - gateway.last_seen > gateway.interval * self.expiry_missed:
+                    del self._gateways[host]
+            if expired:
+                self.changes += 1
+        return expired
+
+    def get(self, gid: str) -> RosterEntry | None:
+        with self._lock:
+            return self._entries.get(gid)
+
+    def entries(self, host: str | None = None) -> list[RosterEntry]:
+        with self._lock:
+            rows = list(self._entries.values())
+        if host:
+            rows = [r for r in rows if r.host == host]
+        return sorted(rows, key=lambda r: (r.host, r.label, r.gid))
+
+    def gateways(self) -> list[GatewayEntry]:
+        with self._lock:
+            return sorted(self._gateways.values(), key=lambda g: g.host)
+
+    def host_alive(self, host: str) -> bool:
+        with self._lock:
+            return host in self._gateways
+
+    def load(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Seed from another view's ``as_dict`` rows (used by tests and tools)."""
+        with self._lock:
+            for row in rows:
+                self._entries[row["gid"]] = RosterEntry(**row)
