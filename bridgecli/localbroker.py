@@ -55,6 +55,8 @@ def rabbitmq_bin_dir() -> Path:
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     """True when nothing listens on ``host:port`` and we could bind it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # like the Erlang listener: connections in TIME_WAIT do not make a port "taken"
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -247,16 +249,19 @@ class LocalNode:
             self.management_port = free_port(taken)
 
     # --- lifecycle ---------------------------------------------------------------------
-    def start(self, timeout: float = 90.0) -> None:
+    def start(self, timeout: float = 90.0, *, keep_ports: bool = False) -> None:
         """Launch the node and return once it accepts AMQP connections.
 
-        Raises BrokerUnavailable (with the tail of the log) if it exits during boot, and
-        Timeout if it is not ready in ``timeout`` seconds.
+        Ports that are unset or taken are replaced by free ones, unless ``keep_ports``
+        (a restart must come back on the same URI). Raises BrokerUnavailable (with the tail
+        of the log) if the node exits during boot, and Timeout if it is not ready in
+        ``timeout`` seconds.
         """
         bin_dir = rabbitmq_bin_dir()
         if self.process is not None and self.process.poll() is None:
             return
-        self._pick_ports()
+        if not (keep_ports and self.amqp_port and self.dist_port):
+            self._pick_ports()
         self._write_files()
         self.pid_file.unlink(missing_ok=True)
         with self.stdout_file.open("ab") as out:
@@ -312,7 +317,7 @@ class LocalNode:
     def restart(self, timeout: float = 90.0) -> None:
         """Stop and start again on the same ports (clients reconnect to the same URI)."""
         self.stop()
-        self.start(timeout)
+        self.start(timeout, keep_ports=True)
 
     def ctl(self, *args: str, check: bool = True, timeout: float = 60.0,
             tool: str = "rabbitmqctl") -> subprocess.CompletedProcess:

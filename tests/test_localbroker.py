@@ -127,3 +127,24 @@ def test_uri_module_does_not_import_pika():
     code = "import sys, bridgecli.amqp.uri; print('pika' in sys.modules)"
     out = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_stop_start_keeps_the_uri_and_durable_messages(rabbitmq):
+    uri = rabbitmq.uri
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    ch.queue_declare("lb.durable", durable=True)
+    ch.confirm_delivery()
+    ch.basic_publish("", "lb.durable", b"kept", pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    rabbitmq.stop()
+    assert not localbroker.amqp_ready("127.0.0.1", rabbitmq.port, timeout=0.3)
+    rabbitmq.start()
+    assert rabbitmq.uri == uri
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        ch = conn.channel()
+        assert ch.basic_get("lb.durable", auto_ack=True)[2] == b"kept"
+        ch.queue_delete("lb.durable")
+    finally:
+        conn.close()

@@ -40,7 +40,7 @@ class ManagedBroker:
         return self.node.ctl(*args, check=check)
 
     def start(self) -> None:
-        self.node.start()
+        self.node.start(keep_ports=True)
 
     def stop(self) -> None:
         self.node.stop()
