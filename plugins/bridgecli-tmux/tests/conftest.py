@@ -11,15 +11,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
 from bridgecli_tmux.client import Tmux, tmux_available
+from tmux_helpers import wait_for, write_config
 
-pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 
 
 @pytest.fixture
@@ -40,15 +39,6 @@ def tmux_server(short_tmp: Path) -> Iterator[Tmux]:
     tmux = Tmux(sock)
     yield tmux
     subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until it is true (tests wait on terminals, never sleep blindly)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 #: a real interactive shell with a recognisable prompt (bash enables bracketed paste)
@@ -80,13 +70,6 @@ def xdg(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(f"XDG_{name}_HOME", str(short_tmp / name.lower()))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_tmp))
     return short_tmp
-
-
-def write_config(xdg: Path, text: str) -> None:
-    """Write ``bridge.toml`` for the isolated host."""
-    path = xdg / "config" / "bridge" / "bridge.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, DeliveryError
 from bridgecli.interfaces import Entity
 from bridgecli_tmux.client import Tmux, tmux_available
-from conftest import wait_for
+from tmux_helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 

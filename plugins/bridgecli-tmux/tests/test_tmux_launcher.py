@@ -15,7 +15,7 @@ from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, Timeout
 from bridgecli.interfaces import Entity, LaunchSpec
 from bridgecli_tmux.client import tmux_available
-from conftest import wait_for, write_config
+from tmux_helpers import wait_for, write_config
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 
