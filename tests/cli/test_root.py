@@ -97,3 +97,15 @@ def test_json_goes_to_stdout_and_notes_to_stderr(bridge_home):
     assert json.loads(proc.stdout)["running"] is False
     proc = run_bridge("broker", "status", env=bridge_home.env)
     assert proc.stdout == "stopped\n" and "bridge broker start" in proc.stderr
+
+
+def test_shell_completion_is_lazy_too(bridge_home):
+    env = {**bridge_home.env, "_BRIDGE_COMPLETE": "bash_complete", "COMP_WORDS": "bridge bro",
+           "COMP_CWORD": "1"}
+    probe = ("import sys\nfrom bridgecli.cli import main\n"
+             "try:\n    main([])\nexcept SystemExit:\n    pass\n"
+             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert "plain,broker" in proc.stdout.splitlines()
+    assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
