@@ -97,14 +97,14 @@ def _tools(link: GatewayLink) -> list[Tool]:
         entries = result.get("entries") or []
         if not entries:
             return ToolResult("The roster is empty (no gateway announces any entity yet).", result)
-        lines = ["label | host | role | status | deliver | gid"]
+        lines = ["label | host | role | status | backend | gid"]
         for e in entries:
             lines.append(" | ".join(str(e.get(k) if e.get(k) is not None else "-")
-                                    for k in ("label", "host", "role", "status", "deliver", "gid")))
+                                    for k in ("label", "host", "role", "status", "backend", "gid")))
         return ToolResult("\n".join(lines), result)
 
     async def bridge_spawn(args: dict[str, Any]) -> ToolResult:
-        params: dict[str, Any] = {"profile": args["profile"], "host": args["host"]}
+        params: dict[str, Any] = {"profile": args["profile"], "host": args["host"], "sender": link.gid}
         if args.get("label"):
             params["label"] = args["label"]
         wait_ready = args.get("wait_ready")
@@ -115,7 +115,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
                           f"(gid {result.get('gid')}). Address it with bridge_send.", result)
 
     async def bridge_stop(args: dict[str, Any]) -> ToolResult:
-        result = await link.call("stop", target=args["target"], timeout=60)
+        result = await link.call("stop", target=args["target"], sender=link.gid, timeout=60)
         return ToolResult(f"Stopped {args['target']}.\n{as_json(result)}", result)
 
     return [
