@@ -86,3 +86,9 @@ def test_closed_pane_dead_letters_at_once(host_factory, worker_pane) -> None:
     wait_for(dead_letter, timeout=30, what="the message in bridge.dlq")
     text = json.dumps(dead_letter())
     assert "delivery_failed" in text and f"tmux pane {pane} is gone" in text
+
+    def roster_status() -> str | None:
+        entries = b.bridge_json("roster", "--host", b.name)["entries"]
+        return next((e["status"] for e in entries if e["gid"] == worker), None)
+
+    wait_for(lambda: roster_status() == "gone", timeout=30, what="the roster to mark the worker gone")
