@@ -73,10 +73,11 @@ class LocalApi:
         self.thread.start()
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
+        if self.server is None:
+            return  # never bound: the socket file (if any) belongs to someone else
+        self.server.shutdown()
+        self.server.server_close()
+        self.server = None
         try:
             self.path.unlink()
         except FileNotFoundError:

@@ -1,0 +1,60 @@
+"""The gateway's local socket: hostile and malformed requests never take it down."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+
+
+def _raw(path, payload: bytes) -> list[dict]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(str(path))
+    sock.sendall(payload)
+    sock.shutdown(socket.SHUT_WR)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    sock.close()
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def test_bad_requests_get_errors_and_the_gateway_stays_up(host_factory):
+    a = host_factory("a")
+    a.register("main", role="main")
+    a.start_gateway()
+    assert stat.S_IMODE(os.stat(a.socket).st_mode) == 0o600
+    answers = _raw(a.socket, b"not json\n[1]\n{\"op\": 5}\n{\"op\":\"nope\"}\n{\"op\":\"send\",\"bogus\":1}\n"
+                             b"{\"op\":\"status\"}\n")
+    assert [x["ok"] for x in answers] == [False, False, False, False, False, True]
+    assert answers[3]["error"]["message"].startswith("unknown operation")
+    assert answers[4]["error"]["code"] == "REJECTED"
+    # a huge line is refused, not buffered forever
+    big = _raw(a.socket, b"{\"op\":\"status\",\"x\":\"" + b"a" * (9 * 1024 * 1024) + b"\"}\n")
+    assert big and big[0]["ok"] is False
+    assert a.gateway.poll() is None
+    assert a.bridge("status").returncode == 0
+
+
+def test_second_gateway_for_the_same_host_is_refused(host_factory):
+    a = host_factory("a")
+    a.start_gateway()
+    import subprocess
+
+    from tests.support.env import BRIDGE_BIN
+
+    second = subprocess.run([BRIDGE_BIN, "gateway"], env=a.env, capture_output=True, text=True, timeout=30)
+    assert second.returncode == 13 and "already running" in second.stderr
+    assert a.gateway.poll() is None
+    assert a.socket.exists(), "the refused gateway removed the running one's socket"
+    assert a.bridge("status").returncode == 0
+
+
+def test_sigterm_stops_cleanly_and_removes_the_socket(host_factory):
+    a = host_factory("a")
+    a.start_gateway()
+    assert a.stop_gateway() == 0
+    assert not a.socket.exists()
+    assert "gateway stopped" in a.log_path.read_text()

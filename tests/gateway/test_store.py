@@ -1,0 +1,88 @@
+"""The dedup + hold store: pure SQLite logic, no broker."""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+
+from bridgecli.envelope import Envelope
+from bridgecli.gateway.store import DELIVERED, HELD, Store
+
+
+def _env(to: str, content: str = "x", **kw) -> Envelope:
+    return Envelope(kind=kw.pop("kind", "SEND"), sender=str(uuid.uuid4()), recipient=to, content=content, **kw)
+
+
+def test_record_is_the_dedup_check(tmp_path):
+    store = Store(tmp_path / "s.db")
+    gid = str(uuid.uuid4())
+    env = _env(gid)
+    assert store.record(env, HELD) is True
+    assert store.record(env, HELD) is False  # the redelivered copy changes nothing
+    assert store.seen(env.msg_id)
+    assert store.held_count(gid) == 1
+
+
+def test_drain_is_fifo_and_marks_drained(tmp_path):
+    store = Store(tmp_path / "s.db")
+    gid = str(uuid.uuid4())
+    for i in range(5):
+        store.record(_env(gid, f"m{i}"), HELD)
+    first = store.drain(gid, limit=3)
+    assert [m.envelope.content for m in first] == ["m0", "m1", "m2"]
+    assert [m.envelope.content for m in store.drain(gid)] == ["m3", "m4"]
+    assert store.drain(gid) == []
+    assert store.seen(first[0].envelope.msg_id)  # still deduplicated after draining
+
+
+def test_take_reply_finds_held_or_delivered_answers(tmp_path):
+    store = Store(tmp_path / "s.db")
+    gid, asked = str(uuid.uuid4()), str(uuid.uuid4())
+    store.record(_env(gid, "unrelated"), HELD)
+    store.record(_env(gid, "the answer", kind="REPLY", in_reply_to=asked), HELD)
+    got = store.take_reply(gid, asked)
+    assert got is not None and got.envelope.content == "the answer"
+    assert store.take_reply(gid, asked) is None  # drained once
+    assert [m.envelope.content for m in store.drain(gid)] == ["unrelated"]
+
+
+def test_attempts_survive_reopening(tmp_path):
+    path = tmp_path / "s.db"
+    assert Store(path).add_attempt("m1", "boom") == 1
+    assert Store(path).add_attempt("m1", "boom") == 2
+    store = Store(path)
+    store.record(_env(str(uuid.uuid4()), msg_id="6d2b6b9e-5a4d-4f41-9c0e-0d1f2a3b4c5d"), DELIVERED)
+    store.clear_attempts("m1")
+    assert store.add_attempt("m1", "again") == 1
+
+
+def test_prune_keeps_the_window_and_never_drops_held(tmp_path):
+    store = Store(tmp_path / "s.db", dedup_window=10)
+    gid = str(uuid.uuid4())
+    held = _env(gid, "keep me")
+    store.record(held, HELD)
+    delivered = [_env(gid, f"d{i}") for i in range(30)]
+    for env in delivered:
+        store.record(env, DELIVERED)
+    store.prune()
+    assert store.seen(held.msg_id)
+    assert sum(store.seen(e.msg_id) for e in delivered) == 10
+    assert all(store.seen(e.msg_id) for e in delivered[-10:])
+
+
+def _writer(path: str, n: int) -> None:
+    store = Store(__import__("pathlib").Path(path))
+    gid = "11111111-2222-4333-8444-555555555555"
+    for i in range(n):
+        store.record(_env(gid, str(i)), HELD)
+
+
+def test_concurrent_processes_do_not_lose_rows(tmp_path):
+    path = tmp_path / "s.db"
+    Store(path)
+    procs = [multiprocessing.Process(target=_writer, args=(str(path), 100)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert Store(path).held_count("11111111-2222-4333-8444-555555555555") == 300

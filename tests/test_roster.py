@@ -1,0 +1,51 @@
+"""The union roster view: pure frame handling and expiry."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from bridgecli import roster
+
+E = SimpleNamespace(gid="g1", label="rev", role="agent", backend="tmux", created=1.0)
+
+
+def _hb(host="a", entity=E, status="idle", interval=5.0):
+    return roster.heartbeat_frame(host=host, version="0", interval=interval, entity=entity, status=status)
+
+
+def test_heartbeats_build_the_view_and_gateways_are_tracked():
+    view = roster.RosterView()
+    view.apply(_hb(), now=100)
+    view.apply(roster.heartbeat_frame(host="a", version="0", interval=5.0, entities=1), now=100)
+    [entry] = view.entries()
+    assert (entry.gid, entry.label, entry.host, entry.status, entry.backend) == ("g1", "rev", "a", "idle", "tmux")
+    assert view.host_alive("a") and not view.host_alive("b")
+    assert roster.routing_key("a", "g1") == "roster.a.g1"
+
+
+def test_expiry_after_missed_intervals_and_refresh():
+    view = roster.RosterView(expiry_missed=3)
+    view.apply(_hb(), now=100)
+    assert view.expire(now=114) == []  # 2.8 intervals
+    assert [e.gid for e in view.expire(now=115.1)] == ["g1"]
+    view.apply(_hb(), now=120)
+    assert view.get("g1") is not None
+
+
+def test_gone_removes_at_once_and_gateway_gone_removes_its_host():
+    view = roster.RosterView()
+    view.apply(_hb(host="a"), now=1)
+    view.apply(_hb(host="b", entity=SimpleNamespace(gid="g2", label="x", role="agent", backend="hold", created=1)), now=1)
+    view.apply(roster.gone_frame(host="a", gid="g1", reason="unregistered"), now=2)
+    assert [e.gid for e in view.entries()] == ["g2"]
+    view.apply(roster.heartbeat_frame(host="b", version="0", interval=5, entities=1), now=2)
+    view.apply(roster.gone_frame(host="b", gid=roster.GATEWAY_KEY, reason="stop"), now=3)
+    assert view.entries() == [] and not view.host_alive("b")
+
+
+def test_malformed_frames_are_ignored():
+    view = roster.RosterView()
+    for junk in (b"", b"{", b"[]", json.dumps({"type": "heartbeat"}).encode(), b"\xff\xfe"):
+        view.apply(junk)
+    assert view.entries() == []
