@@ -176,3 +176,15 @@ def test_single_line_mode(make_backend, new_pane, tmux_server) -> None:
     backend.deliver(entity(pane), env)
     assert f"# [bridge {env.msg_id[:8]}]" in screen(tmux_server, pane)
     assert "⏎  # │ a  ⏎  # │ b" in screen(tmux_server, pane)
+
+
+def test_pane_in_copy_mode_is_taken_out_of_it(make_backend, new_pane, tmux_server) -> None:
+    """Keys sent to a pane in copy mode would drive copy mode, not the program."""
+    backend = make_backend()
+    pane = new_pane()
+    tmux_server.run("copy-mode", "-t", pane)
+    assert tmux_server.pane(pane).in_mode
+    env = message("while you were scrolling")
+    backend.deliver(entity(pane), env)
+    assert not tmux_server.pane(pane).in_mode
+    wait_for(lambda: "# │ while you were scrolling" in screen(tmux_server, pane), what="the content")
