@@ -209,3 +209,23 @@ def test_keepalive_pings_quiet_connections_and_pong_answers_ping(strict_host, st
             break
         deadline.wait(0.05)
     assert executor.pings >= 1
+
+
+def test_fragmented_messages_are_reassembled_and_order_is_kept(strict_host, start_executor):
+    """Fragmented frames take the queued path; everything after them stays in order."""
+    start_executor("e1")
+    ws = agent(strict_host.port)
+    first = json.dumps(F.command(1, "open", "frag", {"url": "http://f"}))
+    half = len(first) // 2
+    ws.send_frame(websocket.ABNF.create_frame(first[:half], websocket.ABNF.OPCODE_TEXT, fin=0))
+    ws.send_frame(websocket.ABNF.create_frame(first[half:], websocket.ABNF.OPCODE_CONT, fin=1))
+    for i in range(2, 12):
+        ws.send(json.dumps(F.command(i, "text", "frag")))
+    ids = []
+    while len(ids) < 11:
+        reply = json.loads(ws.recv())
+        if reply["type"] == "result":
+            assert reply["ok"], reply
+            ids.append(reply["id"])
+    assert ids == list(range(1, 12))
+    ws.close()
