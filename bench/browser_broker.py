@@ -91,7 +91,7 @@ class EchoExecutor:
 
 
 def time_calls(call: Callable[[], Any], runs: int) -> list[float]:
-    for _ in range(min(200, runs)):  # warm up
+    for _ in range(min(100, runs)):  # warm up
         call()
     samples = []
     for _ in range(runs):
@@ -101,59 +101,66 @@ def time_calls(call: Callable[[], Any], runs: int) -> list[float]:
     return samples
 
 
-def direct_latency(runs: int) -> list[float]:
-    """Baseline: agent hosts a bare websockets server, executor dials in, no broker."""
-    from websockets.sync.server import serve
+class DirectPath:
+    """Baseline: the agent hosts a bare websockets server, the executor dials in, no broker."""
 
-    port = free_port()
-    got = threading.Event()
-    holder: dict[str, Any] = {}
-    done = threading.Event()
+    def __init__(self) -> None:
+        from websockets.sync.server import serve
 
-    def handler(conn) -> None:
-        holder["conn"] = conn
-        got.set()
-        done.wait()
+        port = free_port()
+        got = threading.Event()
+        self.done = threading.Event()
+        holder: dict[str, Any] = {}
 
-    server = serve(handler, "127.0.0.1", port, compression=None)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    executor = EchoExecutor(port, hello=False)
-    got.wait(10)
-    conn = holder["conn"]
-    counter = iter(range(10**9))
+        def handler(conn) -> None:
+            holder["conn"] = conn
+            got.set()
+            self.done.wait()
 
-    def call() -> None:
-        conn.send(json.dumps({"type": "command", "id": next(counter), "action": "text",
-                              "group": "g", "params": {}}))
-        json.loads(conn.recv())
+        self.server = serve(handler, "127.0.0.1", port, compression=None)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.executor = EchoExecutor(port, hello=False)
+        got.wait(10)
+        self.conn = holder["conn"]
+        self.counter = iter(range(10**9))
 
-    try:
-        return time_calls(call, runs)
-    finally:
-        executor.close()
-        done.set()
-        server.shutdown()
+    def call(self) -> None:
+        self.conn.send(json.dumps({"type": "command", "id": next(self.counter), "action": "text",
+                                   "group": "g", "params": {}}))
+        json.loads(self.conn.recv())
+
+    def close(self) -> None:
+        self.executor.close()
+        self.done.set()
+        self.server.shutdown()
 
 
-def broker_latency(runs: int) -> tuple[list[float], list[float]]:
-    """Through the broker: the host's in-process agent, then a guest agent."""
+def latencies(runs: int, rounds: int = 5) -> dict[str, list[float]]:
+    """Round trips on the three paths, interleaved in ``rounds`` so that load from other
+    processes on a shared machine hits all of them alike."""
     from bridgecli.browser.connect import BrowserBridge
 
+    direct = DirectPath()
     port = free_port()
     host = BrowserBridge(port, TOKEN).start()
     executor = EchoExecutor(port)
     executor.ready.wait(10)
     guest = BrowserBridge(port, TOKEN).start()
+    samples: dict[str, list[float]] = {"direct": [], "host": [], "guest": []}
     try:
         host.send("open", "h")
         guest.send("open", "g2")
-        in_host = time_calls(lambda: host.send("text", "h"), runs)
-        in_guest = time_calls(lambda: guest.send("text", "g2"), runs)
-        return in_host, in_guest
+        calls = {"direct": direct.call, "host": lambda: host.send("text", "h"),
+                 "guest": lambda: guest.send("text", "g2")}
+        for _ in range(rounds):
+            for name, call in calls.items():
+                samples[name] += time_calls(call, runs // rounds)
+        return samples
     finally:
         guest.close()
         executor.close()
         host.close()
+        direct.close()
 
 
 def failover_once(env: dict[str, str]) -> float:
@@ -201,8 +208,8 @@ def main(runs: int = 2000, failovers: int = 5) -> list[dict[str, Any]]:
     for name in ("CONFIG", "DATA", "STATE", "CACHE"):
         env[f"XDG_{name}_HOME"] = str(root / name.lower())
         os.environ[f"XDG_{name}_HOME"] = env[f"XDG_{name}_HOME"]
-    direct = statistics.median(direct_latency(runs))
-    in_host, in_guest = (statistics.median(s) for s in broker_latency(runs))
+    samples = latencies(runs)
+    direct, in_host, in_guest = (statistics.median(samples[k]) for k in ("direct", "host", "guest"))
     failover = [failover_once(env) for _ in range(failovers)]
     base = f"direct agent→executor WebSocket {direct * 1e3:.3f} ms"
     base_rate = f"direct {1 / direct:,.0f} cmd/s"
