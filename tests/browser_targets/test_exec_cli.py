@@ -77,3 +77,30 @@ def test_unknown_kind_lists_the_installed_ones(bridge_home):
     done = run(env, "browser", "launch", "--kind", "firefox", "--label", "x")
     assert done.returncode == ExitCode.NOT_FOUND
     assert "unknown browser target 'firefox' (installed: cdp)" in done.stderr
+
+
+def test_launch_killed_with_sigkill_takes_its_chromium_along(host_bridge, bridge_home):
+    """No finally block runs on SIGKILL; the browser must still not outlive its executor."""
+    bridge = host_bridge(token="test-token")
+    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch",
+                             "--headless", "--label", "doomed", "--json"],
+                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        announced = json.loads(proc.stdout.readline())
+        proc.kill()
+        proc.wait(10)
+
+        def chromium_gone() -> bool:
+            try:
+                urllib.request.urlopen(announced["devtools"] + "/json/version", timeout=1)
+                return False
+            except OSError:
+                return True
+
+        wait_for(chromium_gone, 10, "Chromium to exit with its killed parent")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()

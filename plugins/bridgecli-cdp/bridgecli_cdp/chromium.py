@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +28,18 @@ BASE_FLAGS = (
     "--no-default-browser-check", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--window-size=1280,800",
 )
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL Chromium if the process that started it dies (even by
+    SIGKILL, when no ``finally`` runs). Linux only; elsewhere a no-op."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
 
 
 def find_binary(explicit: str | None = None) -> str:
@@ -66,8 +79,12 @@ class Chromium:
         if self.headless:
             args.insert(1, "--headless=new")
         args.append(self.start_url)
+        # Own session: stop() kills the whole tree with one killpg. PDEATHSIG: a parent killed
+        # with SIGKILL still takes its browser along. (It fires when the *thread* that started
+        # Chromium exits, so start it from a thread that lives as long as the browser.)
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+                                     stderr=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         marker = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
