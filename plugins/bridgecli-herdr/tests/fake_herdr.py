@@ -22,7 +22,9 @@ Each pane also emulates the program behind it, so tests can see what a payload *
 
 from __future__ import annotations
 
+import copy
 import json
+import queue
 import re
 import socket
 import socketserver
@@ -136,6 +138,7 @@ class FakeHerdr:
         self.agent_commands: dict[str, str] = {"fake-agent": "claude"}
         self.agent_startup = 0.2
         self._counter = 0
+        self._subscribers: list["queue.Queue[tuple[str, FakePane]]"] = []
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     # --- lifecycle -------------------------------------------------------------------
@@ -169,6 +172,12 @@ class FakeHerdr:
             digits = ALPHABET[rem] + digits
         return digits
 
+    def _emit(self, kind: str, pane: FakePane) -> None:
+        """Tell subscribers: ``created``, ``closed`` or ``status``."""
+        snapshot = copy.copy(pane)  # the state at the time of the event, not at send time
+        for subscriber in list(self._subscribers):
+            subscriber.put((kind, snapshot))
+
     def add_pane(self, *, agent: str | None = None, status: str | None = None, name: str | None = None,
                  bracketed_paste: bool = True, ready: bool = True) -> FakePane:
         with self.lock:
@@ -177,6 +186,7 @@ class FakeHerdr:
                             agent_status=status or ("idle" if agent else "unknown"),
                             bracketed_paste=bracketed_paste and ready, prompt="$ " if ready else "")
             self.panes[pane.pane_id] = pane
+            self._emit("created", pane)
             return pane
 
     def set_status(self, pane_id: str, status: str) -> None:
@@ -185,11 +195,13 @@ class FakeHerdr:
             pane.agent_status = status
             pane.state_change_seq += 1
             pane.revision += 1
+            self._emit("status", pane)
 
     def close_pane(self, pane_id: str) -> None:
         with self.lock:
             pane = self.panes.pop(pane_id)
             pane.closed = True
+            self._emit("closed", pane)
 
     def pane_bytes(self, pane_id: str) -> bytes:
         with self.lock:
@@ -233,6 +245,7 @@ class FakeHerdr:
             pane.prompts.append(line)
             pane.agent_status = "working"
             pane.state_change_seq += 1
+            self._emit("status", pane)
             threading.Timer(0.05, lambda: self._settle(pane)).start()
             return
         for command in line.split("\n"):
@@ -244,6 +257,7 @@ class FakeHerdr:
             if stripped == "exit":
                 self.panes.pop(pane.pane_id, None)
                 pane.closed = True
+                self._emit("closed", pane)
                 return
             kind = next((k for cmd, k in self.agent_commands.items() if cmd in stripped.split()), None)
             if kind:
@@ -256,6 +270,7 @@ class FakeHerdr:
             if pane.agent and pane.agent_status == "working":
                 pane.agent_status = "idle"
                 pane.state_change_seq += 1
+                self._emit("status", pane)
 
     def _start_agent(self, pane: FakePane, kind: str, command: str) -> None:
         with self.lock:
@@ -263,6 +278,7 @@ class FakeHerdr:
                 return
             pane.agent, pane.agent_status = kind, "idle"
             pane.state_change_seq += 1
+            self._emit("status", pane)
             env = " ".join(f"{k}={v}" for k, v in sorted(pane.env.items()) if k.startswith("BRIDGE_"))
             pane.screen.append(f"fake agent ready ({env})")
 
@@ -273,6 +289,7 @@ class FakeHerdr:
             if pane._ctrl_c >= 2:
                 pane.agent, pane.agent_status, pane._ctrl_c = None, "unknown", 0
                 pane.state_change_seq += 1
+                self._emit("status", pane)
         else:
             pane.screen.append("^C")
 
@@ -294,6 +311,9 @@ class FakeHerdr:
             if len(line) > 1024 * 1024:
                 raise invalid("request line exceeds 1 MiB")
             request_id, method, params = self._parse(line)
+            if method == "events.subscribe":
+                self._subscribe(conn, request_id, params)
+                return
             try:
                 result = self._dispatch(method, params, conn)
                 answer: dict[str, Any] = {"id": request_id, "result": result}
@@ -306,6 +326,77 @@ class FakeHerdr:
             conn.sendall(json.dumps(answer, separators=(",", ":")).encode("utf-8") + b"\n")
         except OSError:
             pass
+
+    def _subscribe(self, conn: socket.socket, request_id: str, params: dict[str, Any]) -> None:
+        """``events.subscribe``: ack, then one event per line until the client hangs up."""
+        subs = params.get("subscriptions")
+        if not isinstance(subs, list) or not all(isinstance(x, dict) for x in subs):
+            raise invalid("missing field `subscriptions`")
+        events: "queue.Queue[tuple[str, FakePane]]" = queue.Queue()
+        initial = []
+        with self.lock:
+            for sub in subs:
+                if sub.get("type") not in ("pane.created", "pane.closed", "pane.agent_status_changed"):
+                    raise invalid(f"unknown subscription type `{sub.get('type')}`")
+                if sub["type"].startswith("pane.agent"):
+                    if "pane_id" not in sub:
+                        raise invalid("missing field `pane_id`")
+                    if sub["pane_id"] not in self.panes:
+                        self._send(conn, {"id": request_id, "error": {"code": "pane_not_found",
+                                                                      "message": f"pane {sub['pane_id']} not found"}})
+                        return
+                    pane = self.panes[sub["pane_id"]]
+                    if sub.get("agent_status") == pane.agent_status:  # a filter that already holds
+                        initial.append(("status", pane))
+            self._subscribers.append(events)
+        try:
+            self._send(conn, {"id": request_id, "result": {"type": "subscription_started"}})
+            for item in initial:
+                events.put(item)
+            while True:
+                try:
+                    kind, pane = events.get(timeout=0.05)
+                except queue.Empty:
+                    conn.setblocking(False)
+                    try:
+                        if conn.recv(1, socket.MSG_PEEK) == b"":
+                            return
+                    except (BlockingIOError, InterruptedError):
+                        pass
+                    finally:
+                        conn.setblocking(True)
+                    continue
+                for sub in subs:
+                    event = self._event_for(sub, kind, pane)
+                    if event is not None:
+                        self._send(conn, event)
+        except OSError:
+            return
+        finally:
+            with self.lock:
+                self._subscribers.remove(events)
+
+    @staticmethod
+    def _event_for(sub: dict[str, Any], kind: str, pane: FakePane) -> dict[str, Any] | None:
+        """The two event shapes of research/herdr.md §3: snake_case lifecycle events with a
+        ``type`` in ``data``, dotted pane-scoped events without one."""
+        if sub["type"] == "pane.created" and kind == "created":
+            return {"event": "pane_created", "data": {"type": "pane_created", "pane": pane.info()}}
+        if sub["type"] == "pane.closed" and kind == "closed":
+            return {"event": "pane_closed", "data": {"type": "pane_closed", "pane_id": pane.pane_id,
+                                                     "workspace_id": pane.workspace_id}}
+        if sub["type"] == "pane.agent_status_changed" and kind == "status" and sub.get("pane_id") == pane.pane_id \
+                and sub.get("agent_status") in (None, pane.agent_status):
+            data: dict[str, Any] = {"pane_id": pane.pane_id, "workspace_id": pane.workspace_id,
+                                    "agent_status": pane.agent_status}
+            if pane.agent:
+                data["agent"] = pane.agent
+            return {"event": "pane.agent_status_changed", "data": data}
+        return None
+
+    @staticmethod
+    def _send(conn: socket.socket, obj: dict[str, Any]) -> None:
+        conn.sendall(json.dumps(obj, separators=(",", ":")).encode("utf-8") + b"\n")
 
     def _parse(self, line: bytes) -> tuple[str, str, dict[str, Any]]:
         try:

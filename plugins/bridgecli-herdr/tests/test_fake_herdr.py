@@ -100,3 +100,29 @@ def test_waits_hold_the_connection_and_answer_once(herdr: FakeHerdr) -> None:
     out = call(herdr, "pane.wait_for_output", {"pane_id": pane.pane_id, "source": "recent",
                                                "match": {"type": "regex", "value": "("}})
     assert out["error"]["code"] == "invalid_regex"
+
+
+def test_subscribe_acks_then_streams_both_event_shapes(herdr: FakeHerdr) -> None:
+    pane = herdr.add_pane(agent="claude", status="working")
+    request = {"id": "s", "method": "events.subscribe", "params": {"subscriptions": [
+        {"type": "pane.agent_status_changed", "pane_id": pane.pane_id, "agent_status": "idle"},
+        {"type": "pane.created"}, {"type": "pane.closed"}]}}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(str(herdr.path))
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        lines = sock.makefile("rb")
+        assert json.loads(lines.readline()) == {"id": "s", "result": {"type": "subscription_started"}}
+        herdr.set_status(pane.pane_id, "blocked")  # filtered out: not idle
+        herdr.set_status(pane.pane_id, "idle")
+        other = herdr.add_pane()
+        herdr.close_pane(other.pane_id)
+        events = [json.loads(lines.readline()) for _ in range(3)]
+    assert events[0] == {"event": "pane.agent_status_changed", "data": {
+        "pane_id": pane.pane_id, "workspace_id": "w1", "agent_status": "idle", "agent": "claude"}}
+    assert events[1]["event"] == "pane_created" and events[1]["data"]["type"] == "pane_created"
+    assert events[1]["data"]["pane"]["pane_id"] == other.pane_id
+    assert events[2] == {"event": "pane_closed", "data": {"type": "pane_closed", "pane_id": other.pane_id,
+                                                          "workspace_id": "w1"}}
+    assert call(herdr, "events.subscribe", {"subscriptions": [
+        {"type": "pane.agent_status_changed", "pane_id": "w1:p99"}]}, rid="x")["error"]["code"] == "pane_not_found"
