@@ -362,15 +362,19 @@ class LocalNode:
 
 
 def stop_processes(vm_pid: int | None, pgid: int | None, timeout: float) -> None:
-    """TERM the VM, wait for the group to empty, then TERM/KILL what is left of it."""
+    """TERM the VM, wait for the group to empty, then TERM/KILL what is left of it.
+
+    Without a live VM pid (no pid file yet: the node is still booting) the group is
+    signalled at once instead of waiting ``timeout`` for nothing.
+    """
     if pid_alive(vm_pid):
         try:
             os.kill(vm_pid, signal.SIGTERM)  # type: ignore[arg-type]
         except ProcessLookupError:
             pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (pid_alive(vm_pid) or group_alive(pgid)):
-        time.sleep(0.1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (pid_alive(vm_pid) or group_alive(pgid)):
+            time.sleep(0.1)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if not group_alive(pgid):
             break

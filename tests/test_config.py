@@ -87,3 +87,17 @@ def test_unknown_key_lookup_is_an_error(bridge_home):
         config.load(env={}).get("nope")
     with pytest.raises(ConfigError):
         config.unset_value("nope.key")
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(bridge_home, monkeypatch):
+    config.set_value("host.id", "before")
+    original = bridge_home.config_file.read_bytes()
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(config.os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        config.set_value("host.id", "after")
+    assert bridge_home.config_file.read_bytes() == original
+    assert [p.name for p in bridge_home.config_file.parent.iterdir()] == ["bridge.toml"]

@@ -148,3 +148,37 @@ def test_stop_start_keeps_the_uri_and_durable_messages(rabbitmq):
         ch.queue_delete("lb.durable")
     finally:
         conn.close()
+
+
+def test_start_timeout_stops_the_half_started_node(tmp_path):
+    from bridgecli.errors import Timeout
+
+    import shutil
+    import time
+
+    node = LocalNode(Path(tempfile_dir()))
+    began = time.monotonic()
+    try:
+        with pytest.raises(Timeout) as err:
+            node.start(timeout=0.5)
+        assert "did not accept AMQP connections within 0.5s" in str(err.value)
+        assert not node.is_running() and not localbroker.group_alive(node.pgid)
+        assert time.monotonic() - began < 15  # a booting node is killed, not waited for
+    finally:
+        node.stop()
+        shutil.rmtree(node.base, ignore_errors=True)
+
+
+def test_failing_ctl_command_raises_with_the_tools_message(rabbitmq):
+    from bridgecli.errors import BridgeError
+
+    with pytest.raises(BridgeError) as err:
+        rabbitmq.ctl("delete_vhost", "no-such-vhost")
+    assert "rabbitmqctl delete_vhost no-such-vhost failed" in str(err.value)
+    assert rabbitmq.ctl("delete_vhost", "no-such-vhost", check=False).returncode != 0
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="lbt", dir="/tmp")
