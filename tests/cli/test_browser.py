@@ -148,6 +148,7 @@ def test_serve_processes_race_one_hosts_and_a_guest_takes_over(env):
     finally:
         for proc in procs:
             stop(proc)
+    assert [proc.returncode for proc in procs] == [0, 0]  # SIGTERM is a clean stop
 
 
 def test_browser_help_is_lazy_and_lists_executor_commands(bridge_home):
@@ -176,3 +177,16 @@ def test_short_help_matches_each_subcommands_own_help():
                 continue  # the executor commands live in another engineer's module
             raise
         assert command.help.strip().splitlines()[0] == short_help, name
+
+
+def test_key_value_parsing():
+    import click
+
+    from bridgecli.cli.browser import _parse_pairs
+
+    assert _parse_pairs(("a=1", "b=x=y", "c:=1", "d:={\"k\": [1]}", "e=", "f:=null")) == \
+        {"a": "1", "b": "x=y", "c": 1, "d": {"k": [1]}, "e": "", "f": None}
+    assert _parse_pairs(("url=http://x/?a:=b",)) == {"url": "http://x/?a:=b"}
+    for bad in ("novalue", "=x", ":=1", "k:=nope"):
+        with pytest.raises(click.BadParameter):
+            _parse_pairs((bad,))
