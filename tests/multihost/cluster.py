@@ -1,0 +1,216 @@
+"""A three-node RabbitMQ cluster on loopback (research/broker-baseline.md §3, recipe b).
+
+Where one broker node is not enough, the answer is a RabbitMQ cluster with quorum inboxes,
+never our own replication. The nodes are plain :class:`LocalNode` processes with distinct
+AMQP/dist ports, one shared Erlang cookie, and ``classic_config`` peer discovery so they form
+the cluster by configuration alone when started together.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bridgecli.localbroker import LocalNode, free_port, stop_epmd_if_idle
+
+if TYPE_CHECKING:
+    from tests.multihost.scenarios import Outcome
+
+
+class Cluster:
+    """Three clustered nodes; ``uris`` is what goes into ``broker.uri`` (comma-separated)."""
+
+    def __init__(self, size: int = 3) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="bcl", dir="/tmp"))
+        tag = f"bc{os.getpid()}{secrets.token_hex(2)}"
+        names = [f"{tag}n{i}@localhost" for i in range(1, size + 1)]
+        taken: set[int] = set()
+        ports = []
+        for _ in names:
+            amqp, dist = free_port(taken), 0
+            taken.add(amqp)
+            dist = free_port(taken)
+            taken.add(dist)
+            ports.append((amqp, dist))
+        peers = ["cluster_formation.peer_discovery_backend = classic_config"]
+        peers += [f"cluster_formation.classic_config.nodes.{i} = {n}" for i, n in enumerate(names, 1)]
+        cookie = secrets.token_hex(16).upper()
+        self.nodes: list[LocalNode] = []
+        for name, (amqp, dist) in zip(names, ports):
+            node = LocalNode(self.root / name.split("@")[0], nodename=name, amqp_port=amqp, dist_port=dist,
+                             extra_conf=peers)
+            node.home.mkdir(parents=True, exist_ok=True)
+            cookie_file = node.home / ".erlang.cookie"
+            cookie_file.write_text(cookie)
+            cookie_file.chmod(0o400)
+            self.nodes.append(node)
+
+    @property
+    def uris(self) -> list[str]:
+        return [node.uri for node in self.nodes]
+
+    @property
+    def uri(self) -> str:
+        return ",".join(self.uris)
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Start all nodes at once (classic_config formation waits for its peers)."""
+        errors: list[BaseException] = []
+
+        def boot(node: LocalNode) -> None:
+            try:
+                node.start(timeout)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=boot, args=(n,)) for n in self.nodes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def running_nodes(self, via: LocalNode | None = None) -> list[str]:
+        """Cluster members the (first live) node reports as running."""
+        node = via or self.live()[0]
+        out = node.ctl("eval", "rabbit_nodes:all_running().").stdout
+        return [n for n in self.names if n in out]
+
+    @property
+    def names(self) -> list[str]:
+        return [node.nodename for node in self.nodes]
+
+    def live(self) -> list[LocalNode]:
+        return [node for node in self.nodes if node.is_running()]
+
+    def node(self, name: str) -> LocalNode:
+        return next(n for n in self.nodes if n.nodename == name)
+
+    def leader(self, queue: str) -> str:
+        """The node holding ``queue``'s quorum leader (``rabbitmqctl list_queues name leader``)."""
+        out = self.live()[0].ctl("list_queues", "name", "leader", "-q", "--no-table-headers").stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == queue:
+                return parts[1]
+        raise AssertionError(f"queue {queue} not listed: {out[-500:]}")
+
+    def kill9(self, name: str) -> None:
+        """Crash a node: SIGKILL its whole process group (no clean shutdown)."""
+        node = self.node(name)
+        if node.pgid:
+            try:
+                os.killpg(node.pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if node.process is not None:
+            node.process.wait(timeout=20)
+            node.process = None
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            try:
+                node.stop(timeout=20)
+            except Exception:
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
+        stop_epmd_if_idle()
+
+
+def leader_failover(cluster: Cluster, root: Path) -> "Outcome":
+    """Two loopback hosts on the cluster with quorum inboxes; SIGKILL the node holding the
+    receiver inbox's leader in the middle of a steady send; count what arrives.
+
+    Both gateways list all three URIs and reach node 1 first, which is also where the inbox
+    is declared (so holds its leader): the kill takes away both their connection and the
+    leader at once, the hardest case.
+    """
+    import time
+    import uuid
+
+    from tests.multihost.helpers import exec_sink, read_sink, wait_for
+    from tests.multihost.scenarios import Outcome
+    from tests.support.hosts import Host
+
+    env = {"BRIDGE_MESSAGING_INBOX_QUEUE_TYPE": "quorum", "BRIDGE_BROKER_HEARTBEAT": "2"}
+    tag = uuid.uuid4().hex[:6]
+    a = Host(f"qa-{tag}", root / "a", cluster.uri, env)
+    b = Host(f"qb-{tag}", root / "b", cluster.uri, env)
+    sink = root / "sink.jsonl"
+    try:
+        a.register("main", role="main")
+        worker = b.register("worker", deliver=exec_sink(sink))
+        a.start_gateway(), b.start_gateway()
+        sent: set[str] = set()
+        errors: list[str] = []
+        stop = threading.Event()
+
+        def sender() -> None:
+            n = 0
+            while not stop.is_set():
+                lines = "\n".join(f"q #{n + i}" for i in range(5)) + "\n"
+                n += 5
+                proc = a.bridge("send", worker, "-", "--lines", "--from", "main", "--force", input=lines)
+                if proc.returncode == 0:
+                    sent.update(proc.stdout.split())
+                else:
+                    errors.append(proc.stderr.strip()[-200:])
+                time.sleep(0.1)
+
+        thread = threading.Thread(target=sender, daemon=True)
+        thread.start()
+        wait_for(lambda: len(sent) >= 20, 60, 0.1, "first confirmed messages")
+        queue = f"agent.{worker}.inbox"
+        leader = cluster.leader(queue)
+        marks = {h.name: len(h.log_path.read_text(errors="replace")) for h in (a, b)}
+        t_kill = time.monotonic()
+        cluster.kill9(leader)
+        new_leader = None
+        reconnect: dict[str, float | None] = {a.name: None, b.name: None}
+        stopping_at = None
+        deadline = t_kill + 150
+        while time.monotonic() < deadline:
+            for host in (a, b):
+                text = host.log_path.read_text(errors="replace")[marks[host.name]:]
+                if reconnect[host.name] is None and "connected to broker" in text:
+                    reconnect[host.name] = round(time.monotonic() - t_kill, 1)
+            if new_leader is None:
+                try:
+                    lead = cluster.leader(queue)
+                    new_leader = lead if lead != leader else None
+                except Exception:
+                    pass
+            if stopping_at is None and new_leader and len(sent) >= 40:
+                stopping_at = time.monotonic() + 2.0  # keep sending through the survivors a while
+            if stopping_at is not None and time.monotonic() > stopping_at:
+                stop.set()
+            if stop.is_set() and not thread.is_alive() and sent <= {m["msgId"] for m in read_sink(sink)}:
+                break
+            time.sleep(0.2)
+        stop.set()
+        thread.join(60)
+        t_done = time.monotonic()
+        got = [m["msgId"] for m in read_sink(sink)]
+        unique = set(got)
+        outcome = Outcome(fault="cluster: kill -9 the node holding the inbox's quorum leader",
+                          sent=len(sent), delivered=len(unique & sent), lost=len(sent - unique),
+                          duplicated=len(got) - len(unique), unconfirmed_delivered=len(unique - sent),
+                          send_errors=len(errors))
+        outcome.times = {"sender gateway reconnect (if its node died)": reconnect[a.name],
+                         "receiver gateway reconnect (if its node died)": reconnect[b.name],
+                         "all delivered after kill": round(t_done - t_kill, 1)}
+        outcome.notes.append(f"leader {leader} -> {new_leader}")
+        outcome.notes.append(f"gateways first listed {cluster.names[0]}")
+        if errors:
+            outcome.notes.append(f"{len(errors)} send batches refused during failover (first: {errors[0][:120]})")
+        return outcome
+    finally:
+        a.close()
+        b.close()
