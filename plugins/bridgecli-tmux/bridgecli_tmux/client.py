@@ -115,7 +115,8 @@ class Tmux:
                 return None
             try:
                 session = self._run_process(("list-sessions", "-F", "#{session_id}"), None).split()[0]
-                self._channel = ControlChannel(self.argv("-C", "attach-session", "-t", session),
+                self._channel = ControlChannel(self.argv("-C", "attach-session", "-f", "no-output,ignore-size",
+                                                         "-t", session),
                                                timeout=self.timeout)
             except (BridgeError, ControlClosed, IndexError, OSError):
                 self._channel = None

@@ -13,8 +13,9 @@ Robustness rules, because pane text flows through this channel:
   quote, start a new command (``;``), expand a variable or a format;
 * a block ends only at a ``%end``/``%error`` line whose time, number and flags equal its
   ``%begin`` — a pane that merely *shows* ``%end …`` cannot end it early;
-* the client asks for ``no-output`` and ``ignore-size`` so it neither floods us with pane
-  output nor resizes anybody's windows;
+* the client attaches with the flags ``no-output`` and ``ignore-size`` (tmux ≥ 3.2; older
+  servers refuse them and the caller falls back), so it neither floods us with pane output
+  nor resizes anybody's windows;
 * any desynchronisation, timeout or exit closes the channel; the caller falls back to one
   process per command.
 """
@@ -58,7 +59,6 @@ class ControlChannel:
         if not ok:
             self.close()
             raise ControlClosed("; ".join(lines) or "attach failed")
-        self.command("refresh-client", "-f", "no-output,ignore-size")
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None

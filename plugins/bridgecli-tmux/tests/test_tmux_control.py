@@ -51,3 +51,15 @@ def test_falls_back_to_processes_when_the_client_dies(tmux_server: Tmux) -> None
     channel.proc.wait()
     assert control.run("show-buffer", "-b", "x") == "one"  # answered by a tmux process
     control.close()
+
+
+def test_control_client_never_resizes_windows(tmux_server: Tmux) -> None:
+    before = tmux_server.run("display-message", "-p", "-t", "test:", "#{window_width}x#{window_height}")
+    control = Tmux(tmux_server.socket, control=True)
+    try:
+        assert control.run("display-message", "-p", "-t", "test:", "#{window_width}x#{window_height}") == before
+        flags = tmux_server.run("list-clients", "-F", "#{client_flags}")
+        assert "control-mode" in flags and "ignore-size" in flags and "no-output" in flags
+    finally:
+        control.close()
+    wait_for(lambda: tmux_server.run("list-clients", "-F", "#{client_flags}").strip() == "", what="detach")
