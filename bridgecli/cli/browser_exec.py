@@ -64,7 +64,7 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
                 # one compact line: the command keeps running, so readers take it line by line
                 output.line(json.dumps({"kind": kind, "label": info.get("label"), "id": info.get("id"),
                                         "broker": info.get("url"), "devtools": announced.get("devtools")}))
-        elif state == "refused":
+        elif state in ("refused", "replaced"):
             output.warn(str(info.get("error")))
         elif state == "disconnected":
             output.note(f"bridge: broker connection lost ({info.get('error')}); reconnecting")

@@ -30,6 +30,11 @@ StatusCallback = Callable[[str, dict[str, Any]], None]
 HEALTHY_AFTER = 5.0
 
 
+class Replaced(BrowserError):
+    """Another live executor presented our id (close 4004): reconnecting would make the two
+    evict each other forever, so this executor stops instead."""
+
+
 def backoff_delays(first: float = 0.25, cap: float = 5.0):
     """Capped exponential backoff with full jitter (never a reconnect loop without delay)."""
     delay = first
@@ -83,6 +88,9 @@ class ExecutorSession:
                 started = time.monotonic()
                 try:
                     self._serve()
+                except Replaced as exc:
+                    self.on_status("replaced", {"error": str(exc)})
+                    raise
                 except BrowserError as exc:
                     self.on_status("refused", {"error": str(exc)})
                     log.warning("%s", exc)
@@ -145,7 +153,7 @@ class ExecutorSession:
         last_sent = time.monotonic()
         while not self.should_stop():
             try:
-                raw = ws.recv()
+                opcode, raw = ws.recv_data(control_frame=True)
             except websocket.WebSocketTimeoutException:
                 # Our own keepalive too: the broker pings after 15 s of silence, but a
                 # half-open socket is only noticed when we write to it.
@@ -153,8 +161,15 @@ class ExecutorSession:
                     self.send(frames.PING)
                     last_sent = time.monotonic()
                 continue
-            if not raw:
-                raise ConnectionError("broker closed the connection")
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                code = int.from_bytes(raw[:2], "big") if len(raw) >= 2 else None
+                if code == frames.CLOSE_REPLACED:
+                    raise Replaced(f"another executor with id {self.executor_id} connected to the "
+                                   "broker and replaced this one",
+                                   "give each browser its own --label (or --id)")
+                raise ConnectionError(f"broker closed the connection ({code})")
+            if opcode not in (websocket.ABNF.OPCODE_TEXT, websocket.ABNF.OPCODE_BINARY):
+                continue
             try:
                 frame = frames.decode(raw)
             except frames.FrameError:

@@ -114,3 +114,19 @@ def test_wrong_token_is_reported_and_retried(host_bridge, chromium_factory, cdp_
     assert message == ("the browser broker refused the token — run `bridge token show` and "
                        "pass the current token")
     assert bridge.send("targets")["targets"] == []
+
+
+def test_a_second_executor_with_the_same_id_replaces_the_first_which_stops(
+        host_bridge, chromium_factory, cdp_executors):
+    """Two browsers under one id would evict each other forever; the evicted one stops with an
+    error saying how to fix it."""
+    bridge = host_bridge()
+    browser = chromium_factory()
+    first = cdp_executors(browser.endpoint, bridge.port, "test-token", "one", executor_id="same-id")
+    wait_for_target(bridge, "one")
+    cdp_executors(browser.endpoint, bridge.port, "test-token", "two", executor_id="same-id")
+    first.thread.join(15)
+    assert not first.thread.is_alive()
+    assert str(first.error) == ("another executor with id same-id connected to the broker and "
+                                "replaced this one — give each browser its own --label (or --id)")
+    assert [t["label"] for t in bridge.send("targets")["targets"]] == ["two"]
