@@ -8,11 +8,20 @@ and shell completion go through this module.
 
 from __future__ import annotations
 
-import pluggy
+from typing import Any
 
 __version__ = "0.1.0"
 
-#: Marker for plugin hook implementations: ``@bridgecli.hookimpl``.
-hookimpl = pluggy.HookimplMarker("bridgecli")
-
 __all__ = ["__version__", "hookimpl"]
+
+
+def __getattr__(name: str) -> Any:
+    """``hookimpl`` (the marker for plugin hook implementations, ``@bridgecli.hookimpl``) is
+    created on first use, so ``bridge --version`` does not import pluggy."""
+    if name == "hookimpl":
+        import pluggy
+
+        marker = pluggy.HookimplMarker("bridgecli")
+        globals()["hookimpl"] = marker
+        return marker
+    raise AttributeError(f"module 'bridgecli' has no attribute {name!r}")

@@ -46,6 +46,15 @@ def test_fast_paths_import_nothing_heavy(bridge_home, argv):
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
 
 
+def test_version_does_not_even_load_plugins(bridge_home):
+    probe = ("import sys\nfrom bridgecli.cli import main\n"
+             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+             "print('pluggy' in sys.modules, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stderr.strip().splitlines()[-1] == "False"
+
+
 def test_short_help_matches_each_commands_own_help():
     """BUILTIN_COMMANDS repeats each command's first help line so that --help needs no import;
     this keeps the two in step for every command module that exists."""
