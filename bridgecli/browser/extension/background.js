@@ -10,6 +10,11 @@ const KEEPALIVE_MS = 20000;
 const BACKOFF_FIRST_MS = 250;
 const BACKOFF_CAP_MS = 10000; // below 30 s so the retry timer fires before the worker is reaped
 const CLOSE_BAD_TOKEN = 4001;
+const CLOSE_REPLACED = 4004;
+
+// Set when another live executor took over our id (a copied profile): reconnecting would make
+// the two evict each other forever, so we wait for the user to change the settings.
+let replaced = false;
 
 let ws = null;
 let backoff = BACKOFF_FIRST_MS;
@@ -38,6 +43,7 @@ function connect() {
 
 async function openSocket() {
   clearTimeout(retryTimer);
+  if (replaced) return;
   if (ws && (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING)) return;
   const settings = await loadSettings();
   if (!settings.token) {
@@ -62,7 +68,10 @@ async function openSocket() {
   sock.onclose = (event) => {
     if (ws === sock) ws = null;
     clearInterval(keepaliveTimer);
-    if (event.code === CLOSE_BAD_TOKEN) {
+    if (event.code === CLOSE_REPLACED) {
+      replaced = true;
+      setStatus("replaced", "another browser connected with this executor id (a copied profile?) — save the options page to reconnect and take it back");
+    } else if (event.code === CLOSE_BAD_TOKEN) {
       setStatus("token-refused", "the broker refused the token — paste the current one from `bridge token show`");
       scheduleReconnect(BACKOFF_CAP_MS);
     } else {
@@ -104,6 +113,7 @@ chrome.tabs.onRemoved.addListener(async (tabId) => {
 chrome.storage.onChanged.addListener((changes, area) => {
   if (area !== "local" || !changes.settings) return;
   backoff = BACKOFF_FIRST_MS;
+  replaced = false;
   if (ws) { const old = ws; ws = null; old.onclose = null; old.close(1000, "settings changed"); }
   clearInterval(keepaliveTimer);
   connect();
