@@ -124,9 +124,10 @@ def render(
     lines.append(f"answer with: {answer_command(envelope)}")
 
     shown, left_bytes, left_lines = _cut(envelope.content, max(max_bytes, 0), max(max_lines, 1))
-    body = sanitize(shown).split("\n") if shown else ["(empty message)"]
-    lines.extend(GUTTER + line for line in body)
     truncated = left_bytes > 0
+    if shown or not truncated:
+        body = sanitize(shown).split("\n") if shown else ["(empty message)"]
+        lines.extend(GUTTER + line for line in body)
     if truncated:
         more = f"{left_bytes} more bytes"
         if left_lines > 0:

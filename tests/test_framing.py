@@ -83,6 +83,8 @@ def test_header_never_starts_with_a_tui_command_character() -> None:
 def test_empty_message_and_one_line() -> None:
     frame = render(env(""))
     assert "│ (empty message)" in frame.lines
+    cut_to_nothing = render(env("abc"), max_bytes=0)
+    assert "│ (empty message)" not in cut_to_nothing.lines and "3 more bytes" in cut_to_nothing.lines[-2]
     assert "\n" not in frame.one_line()
 
 
