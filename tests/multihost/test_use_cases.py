@@ -126,3 +126,32 @@ def test_u5_roster_is_the_union_of_both_hosts(lab: NetnsLab):
     # a label known only through the roster resolves across hosts
     lab.bridge("hostA", "send", "u5-b", "found you by label", "--from", "u5-a")
     assert poll(lab, "hostB", b)[0]["content"] == "found you by label"
+
+
+def test_u4_cross_host_spawn_then_u1_then_stop(lab: NetnsLab):
+    host_b = lab.host("hostB")
+    marker = host_b.home.root / "spawned.txt"
+    host_b.home.config_file.parent.mkdir(parents=True, exist_ok=True)
+    host_b.home.config_file.write_text(f"""
+[profiles.nsworker]
+launcher = "subprocess"
+command = "echo \\"$BRIDGE_GID $BRIDGE_HOST_ID\\" > {marker}; echo READY; exec sleep 300"
+ready_line = "^READY$"
+""")
+    lab.stop_gateway("hostB")  # profiles are read from the target's own config at start
+    lab.start_gateway("hostB")
+    main = register(lab, "hostA", "u4-main", role="main")
+    wait_for(lambda: "hostb" in {g["host"] for g in lab.bridge_json("hostA", "roster")["gateways"]}, 30,
+             what="hostB's gateway in hostA's roster")
+    handle = lab.bridge_json("hostA", "spawn", "nsworker", "--host", "hostb", "--label", "u4-rev",
+                             "--from", "u4-main")
+    assert handle["host"] == "hostb" and handle["label"] == "u4-rev"
+    # it really runs inside hostB's namespace, with the gid and host id it was given
+    assert marker.read_text().split() == [handle["gid"], "hostb"]
+    wait_announced(lab, "hostA", handle["gid"])
+    lab.bridge("hostA", "send", "u4-rev", "first task", "--from", "u4-main")
+    got = poll(lab, "hostB", handle["gid"])
+    assert [(m["content"], m["fromHost"]) for m in got] == [("first task", "hosta")]
+    stopped = lab.bridge_json("hostA", "stop", "u4-rev", "--from", main)
+    assert stopped["process_stopped"] is True
+    wait_for(lambda: handle["gid"] not in roster_gids(lab, "hostA"), 30, what="the stopped agent leaves the roster")
