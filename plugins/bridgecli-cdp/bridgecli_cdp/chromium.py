@@ -43,10 +43,17 @@ def _die_with_parent() -> None:
 
 
 def find_binary(explicit: str | None = None) -> str:
-    """The Chromium executable: ``explicit``, ``$BRIDGE_CHROMIUM``, then the usual names."""
-    for candidate in (explicit, os.environ.get("BRIDGE_CHROMIUM"), *CANDIDATES):
-        if not candidate:
-            continue
+    """The Chromium executable: ``explicit`` ([plugins.cdp] binary), ``$BRIDGE_CHROMIUM``, then
+    the usual names. An explicitly chosen binary that is missing is an error, never skipped."""
+    for source, chosen in (("[plugins.cdp] binary", explicit),
+                           ("BRIDGE_CHROMIUM", os.environ.get("BRIDGE_CHROMIUM"))):
+        if chosen:
+            path = chosen if os.path.isabs(chosen) else shutil.which(chosen)
+            if not path or not os.access(path, os.X_OK):
+                raise MissingDependency(f"{source} names {chosen}, which is not an executable",
+                                        "fix the path or unset it to use the installed Chromium")
+            return path
+    for candidate in CANDIDATES:
         path = candidate if os.path.isabs(candidate) else shutil.which(candidate)
         if path and os.access(path, os.X_OK):
             return path
