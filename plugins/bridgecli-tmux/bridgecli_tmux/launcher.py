@@ -99,8 +99,8 @@ class TmuxLauncher:
                                   "check the profile's command by running it by hand") from None
             screen = tmux.capture(pane, 200)
             if info.dead:
-                tail = "\n".join([line for line in screen.splitlines() if line.strip()][-6:])
-                raise BridgeError(f"the agent's command exited in tmux pane {pane}; last lines:\n{tail}",
+                tail = " | ".join(line.strip() for line in screen.splitlines() if line.strip())
+                raise BridgeError(f"the agent's command exited in tmux pane {pane}; last lines: {tail[-400:]}",
                                   "fix the profile's command (the pane is kept for inspection)")
             if regex is None or regex.search(screen):
                 return
