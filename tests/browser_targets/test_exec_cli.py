@@ -104,3 +104,13 @@ def test_launch_killed_with_sigkill_takes_its_chromium_along(host_bridge, bridge
             proc.kill()
             proc.wait(10)
         proc.stdout.close()
+
+
+def test_launch_with_a_window_but_no_display_says_to_use_headless(host_bridge, bridge_home):
+    bridge = host_bridge(token="test-token")
+    env = {k: v for k, v in bridge_home.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    done = subprocess.run([BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch", "--label", "w"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == ExitCode.BROWSER
+    assert ("Chromium cannot open a window: no display ($DISPLAY unset) — pass --headless, or run "
+            "it inside a desktop session") in done.stderr

@@ -89,16 +89,22 @@ class Chromium:
         # Own session: stop() kills the whole tree with one killpg. PDEATHSIG: a parent killed
         # with SIGKILL still takes its browser along. (It fires when the *thread* that started
         # Chromium exits, so start it from a thread that lives as long as the browser.)
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True,
+        log = open(self.profile / "chromium.log", "wb")  # noqa: SIM115 (closed right below)
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=log, start_new_session=True,
                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        log.close()
         marker = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                code, why = self.proc.returncode, self._why()
                 self.stop()
-                raise BrowserError(f"Chromium exited at start (code {self.proc.returncode})",
-                                   "run it by hand with the same flags to see why")
+                if "Missing X server" in why:
+                    raise BrowserError("Chromium cannot open a window: no display ($DISPLAY unset)",
+                                       "pass --headless, or run it inside a desktop session")
+                raise BrowserError(f"Chromium exited at start (code {code}): {why or 'no message'}",
+                                   "run it by hand with the same flags to see more")
             try:
                 lines = marker.read_text().splitlines()
                 if len(lines) >= 2:
@@ -110,6 +116,17 @@ class Chromium:
         self.stop()
         raise BrowserError(f"Chromium did not open its DevTools port within {timeout:g} s",
                            "the machine may be overloaded; retry")
+
+    def _why(self) -> str:
+        """The first real error line Chromium logged (dbus and zygote noise skipped)."""
+        try:
+            lines = (self.profile / "chromium.log").read_text(errors="replace").splitlines()
+        except (OSError, TypeError):
+            return ""
+        noise = ("dbus", "zygote", "Fontconfig")
+        errors = [line.split("] ", 1)[-1] for line in lines
+                  if "ERROR" in line and not any(n in line for n in noise)]
+        return errors[0] if errors else (lines[-1] if lines else "")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
