@@ -127,7 +127,8 @@ const ACTIONS = {
     const url = params.url || "about:blank";
     const watcher = loadWatcher();
     try {
-      const tab = await chrome.tabs.create({ url, active: true });
+      // In the background: an agent opening tabs must not steal the user's focus.
+      const tab = await chrome.tabs.create({ url, active: false });
       await joinGroup(group, tab.id);
       if (url !== "about:blank") await watcher.wait(tab.id, seconds, { startedLoading: true });
       const done = await chrome.tabs.get(tab.id);
