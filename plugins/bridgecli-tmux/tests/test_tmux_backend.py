@@ -54,6 +54,7 @@ def test_inject_into_a_shell_pane_and_read_back(make_backend, new_pane, tmux_ser
 def test_multiline_into_a_program_that_is_not_a_shell(make_backend, new_pane, tmux_server) -> None:
     backend = make_backend()
     pane = new_pane("cat", ready=None)
+    wait_for(lambda: tmux_server.pane(pane).command == "cat", what="cat in the foreground")
     env = message("line one\nline two\n\tindented", kind="ASK")
     backend.deliver(entity(pane), env)
     wait_for(lambda: "[end bridge" in screen(tmux_server, pane), what="end line")

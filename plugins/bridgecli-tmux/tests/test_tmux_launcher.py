@@ -44,7 +44,7 @@ def test_spawn_ready_deliver_stop(launcher, tmux_server, make_backend, short_tmp
     launcher.wait_ready(handle, timeout=10)
     text = tmux_server.capture(handle.data["pane_id"])
     assert f"READY gid={s.gid} in {short_tmp}" in text  # env and cwd reached the command
-    assert launcher.status(handle) == "running"
+    wait_for(lambda: launcher.status(handle) == "running", what="cat in the foreground")
     # the handle's deliver string is usable as is by the tmux backend
     backend = make_backend()
     entity = Entity(gid=s.gid, label="worker", role="agent", deliver=handle.deliver, host="test", created=time.time())
