@@ -260,11 +260,33 @@ class LocalNode:
         bin_dir = rabbitmq_bin_dir()
         if self.process is not None and self.process.poll() is None:
             return
-        if not (keep_ports and self.amqp_port and self.dist_port):
-            self._pick_ports()
+        keep = bool(keep_ports and self.amqp_port and self.dist_port)
+        # Another process can grab a port between our probe and the node's bind (a shared
+        # machine, parallel test suites): with chosen-by-us ports, retry on fresh ones.
+        attempts = 1 if keep else 3
+        for attempt in range(attempts):
+            if not keep:
+                self._pick_ports()
+            offset = self._launch(bin_dir)
+            try:
+                self.wait_ready(timeout)
+                return
+            except BrokerUnavailable:
+                if not self._port_clash(offset):
+                    raise
+                if attempt == attempts - 1:
+                    raise BrokerUnavailable(
+                        f"RabbitMQ node {self.nodename} could not listen on 127.0.0.1:"
+                        f"{self.amqp_port}: the port is in use",
+                        "stop what uses it (see `ss -ltnp`) and start again") from None
+                self.amqp_port = self.dist_port = None
+
+    def _launch(self, bin_dir: Path) -> int:
+        """Write the config and spawn the node; returns the stdout log offset of this run."""
         self._write_files()
         self.pid_file.unlink(missing_ok=True)
         with self.stdout_file.open("ab") as out:
+            offset = out.tell()
             # A new session = a new process group we can signal as a whole at stop, and a
             # node that survives the `bridge broker start` process exiting.
             self.process = subprocess.Popen(
@@ -272,7 +294,16 @@ class LocalNode:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
         self.pgid = self.process.pid
-        self.wait_ready(timeout)
+        return offset
+
+    def _port_clash(self, offset: int) -> bool:
+        """Did the run whose output starts at ``offset`` die because a port was taken?"""
+        try:
+            with self.stdout_file.open("rb") as handle:
+                handle.seek(offset)
+                return b"eaddrinuse" in handle.read()
+        except OSError:
+            return False
 
     def wait_ready(self, timeout: float) -> None:
         """Poll until the node answers AMQP; fail fast if its process has gone."""

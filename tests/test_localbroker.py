@@ -182,3 +182,37 @@ def tempfile_dir() -> str:
     import tempfile
 
     return tempfile.mkdtemp(prefix="lbt", dir="/tmp")
+
+
+def test_a_port_taken_at_bind_time(tmp_path):
+    """The port is free when probed but taken when the node binds: with ports we chose the
+    node retries on fresh ones; with ports it must keep, the error names the port."""
+    import shutil
+
+    node = LocalNode(Path(tempfile_dir()))
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        node.amqp_port, node.dist_port = taken, localbroker.free_port()
+        try:
+            with pytest.raises(BrokerUnavailable) as err:
+                node.start(keep_ports=True)
+            assert f"could not listen on 127.0.0.1:{taken}: the port is in use" in str(err.value)
+            assert not node.is_running()
+            real_pick = node._pick_ports
+            picks = []
+
+            def squatted_first():  # the first pick loses the race, the retry gets a free port
+                real_pick()
+                if not picks:
+                    node.amqp_port = taken
+                picks.append(node.amqp_port)
+
+            node._pick_ports = squatted_first
+            node.start()
+            assert picks[0] == taken and node.port != taken
+            assert localbroker.amqp_ready("127.0.0.1", node.port)
+        finally:
+            node.stop()
+            shutil.rmtree(node.base, ignore_errors=True)

@@ -73,8 +73,9 @@ def test_concurrent_starts_run_one_node(bridge_home):
     procs = [subprocess.Popen([BRIDGE_BIN, "broker", "start", "--json"], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     try:
-        results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
-        assert all(p.returncode == 0 for p in procs)
+        outputs = [p.communicate(timeout=180) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outputs
+        results = [json.loads(out) for out, _ in outputs]
         assert sorted(r["already_running"] for r in results) == [False, True]
         assert results[0]["pid"] == results[1]["pid"]
     finally:
