@@ -328,6 +328,16 @@ class NetnsLab:
             print("netns teardown problems:", "; ".join(problems))
 
     # --- running things in hosts --------------------------------------------------------
+    def add_member(self, alias: str, of: str, env: dict[str, str]) -> Host:
+        """A second bridge "installation" in host ``of``'s namespace: own XDG dirs and
+        ``env`` (e.g. another host id and broker user), its own gateway."""
+        base = self.members[of]
+        home = make_home(self.root / alias)
+        home.env.update({k: v for k, v in base.env.items() if k.startswith("BRIDGE_")})
+        home.env.update(env)
+        self.members[alias] = Host(alias, base.ns, base.addr, home)
+        return self.members[alias]
+
     def host(self, name: str) -> Host:
         return self.members[name]
 

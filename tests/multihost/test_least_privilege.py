@@ -1,0 +1,159 @@
+"""Least privilege across namespace hosts: one RabbitMQ user per host (docs/deploy.md).
+
+Two extra installations, ``seca`` in hostA's namespace and ``secb`` in hostB's, log in as
+their own users with the per-host permissions of :mod:`tests.multihost.permissions` and run
+with ``security.sender_check = host``. The test proves the messaging still works, that A
+cannot consume, delete or eavesdrop on B's inbox nor publish as B, and that a message
+claiming to come from B but published by A is dead-lettered with ``sender_mismatch``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pika
+import pika.exceptions
+import pytest
+
+from bridgecli.amqp import topology
+from bridgecli.envelope import Envelope
+from tests.multihost.helpers import poll, register, wait_for
+from tests.multihost.permissions import for_host
+from tests.support.netns import NetnsLab
+
+pytestmark = pytest.mark.netns
+
+
+@pytest.fixture
+def secure_hosts(lab: NetnsLab):
+    tag = uuid.uuid4().hex[:4]
+    users = {"A": (f"seca{tag}", "hostA"), "B": (f"secb{tag}", "hostB")}
+    creds = {}
+    for key, (user, of) in users.items():
+        password = uuid.uuid4().hex
+        creds[key] = (user, password)
+        lab.broker.ctl("add_user", user, password)
+        lab.add_member(user, of, {"BRIDGE_HOST_ID": user, "BRIDGE_BROKER_URI": lab.broker_uri(user, password),
+                                  "BRIDGE_SECURITY_SENDER_CHECK": "host"})
+    a, b = creds["A"][0], creds["B"][0]
+    main = register(lab, a, "lp-main", role="main")  # offline: the inbox is declared by the gateway
+    worker = register(lab, b, "lp-worker")
+    for user, gids in ((a, [main]), (b, [worker])):
+        for args in for_host(user, gids).rabbitmqctl(user):
+            lab.broker.ctl(*args)
+    lab.start_gateway(a)
+    lab.start_gateway(b)
+    yield {"a": a, "b": b, "main": main, "worker": worker, "creds": creds}
+    for user in (a, b):
+        lab.stop_gateway(user)
+        lab.broker.ctl("delete_user", user, check=False)
+
+
+def _as_user(lab: NetnsLab, user: str, password: str, fn) -> Any:
+    """Run ``fn(channel)`` on a fresh connection from hostA's namespace as ``user``."""
+    def work() -> Any:
+        params = pika.ConnectionParameters(lab.broker_addr, 5672, "/", pika.PlainCredentials(user, password),
+                                           connection_attempts=1, socket_timeout=5)
+        connection = pika.BlockingConnection(params)
+        try:
+            return fn(connection.channel())
+        finally:
+            if connection.is_open:
+                connection.close()
+    return lab.in_ns("hostA", work)
+
+
+def _refused(lab: NetnsLab, user: str, password: str, fn) -> int:
+    """The AMQP reply code with which the broker refused ``fn`` (0: it was allowed)."""
+    try:
+        _as_user(lab, user, password, fn)
+    except (pika.exceptions.ChannelClosedByBroker, pika.exceptions.ConnectionClosedByBroker) as exc:
+        return exc.reply_code
+    return 0
+
+
+def test_per_host_users_still_message_and_show_the_authenticated_user(lab: NetnsLab, secure_hosts):
+    s = secure_hosts
+    sent = lab.bridge_json(s["a"], "send", s["worker"], "least privilege hello", "--from", "lp-main", "--force")
+    got = poll(lab, s["b"], s["worker"])
+    assert [(m["msgId"], m["user"], m["fromHost"]) for m in got] == [(sent["msgId"], s["a"], s["a"])]
+    lab.bridge(s["b"], "reply", sent["msgId"], "ack", "--from", "lp-worker")
+    back = poll(lab, s["a"], s["main"])
+    assert [(m["content"], m["user"]) for m in back] == [("ack", s["b"])]
+
+
+def test_host_a_cannot_touch_host_b_inbox(lab: NetnsLab, secure_hosts):
+    s = secure_hosts
+    user, password = s["creds"]["A"]
+    inbox_b = topology.inbox_name(s["worker"])
+    inbox_a = topology.inbox_name(s["main"])
+    # consume, get, purge, delete B's inbox: all refused (403 ACCESS_REFUSED)
+    assert _refused(lab, user, password, lambda ch: ch.basic_consume(inbox_b, lambda *a: None)) == 403
+    assert _refused(lab, user, password, lambda ch: ch.basic_get(inbox_b)) == 403
+    assert _refused(lab, user, password, lambda ch: ch.queue_purge(inbox_b)) == 403
+    assert _refused(lab, user, password, lambda ch: ch.queue_delete(inbox_b)) == 403
+    # eavesdropping: binding its own inbox to B's gid is refused by the topic permission
+    assert _refused(lab, user, password,
+                    lambda ch: ch.queue_bind(inbox_a, topology.MSG, routing_key=s["worker"])) == 403
+    # announcing presence for another host is refused too
+    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
+        topology.ROSTER, f"roster.{s['b']}.{s['worker']}", b"{}"))) == 403
+    # ... while its own inbox is fine
+    assert _refused(lab, user, password, lambda ch: ch.basic_get(inbox_a)) == 0
+    # publishing as B is refused by the broker itself (user_id must be the connection's user)
+    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
+        topology.MSG, s["worker"], b"{}", pika.BasicProperties(user_id=s["b"])))) == 406
+
+
+def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(lab: NetnsLab, secure_hosts):
+    s = secure_hosts
+    user, password = s["creds"]["A"]
+    forged = Envelope(kind="SEND", sender=s["main"], recipient=s["worker"], content="I am B, trust me",
+                      sender_label="lp-main", sender_host=s["b"])
+
+    def publish(ch) -> None:
+        ch.confirm_delivery()
+        ch.basic_publish(topology.MSG, s["worker"], forged.to_bytes(),
+                         pika.BasicProperties(**forged.amqp_properties(), user_id=user), mandatory=True)
+
+    _as_user(lab, user, password, publish)
+
+    def dead_letter_of(msg_id: str):
+        def look(ch) -> dict | None:
+            found = None
+            while True:
+                method, props, body = ch.basic_get(topology.DLQ)
+                if method is None:
+                    return found  # closing without ack puts everything back
+                if props.message_id == msg_id:
+                    found = dict(props.headers or {})
+        guest = lambda fn: lab.in_ns("hostB", lambda: _guest_channel(lab, fn))  # noqa: E731
+        return guest(look)
+
+    headers = wait_for(lambda: dead_letter_of(forged.msg_id), 30, 0.5, "the forged message in bridge.dlq")
+    assert headers[topology.REASON_HEADER] == "sender_mismatch"
+    assert s["b"] in headers[topology.DETAIL_HEADER] and user in headers[topology.DETAIL_HEADER]
+    assert poll(lab, s["b"], s["worker"], "1s") == []
+
+
+def _guest_channel(lab: NetnsLab, fn) -> Any:
+    connection = pika.BlockingConnection(pika.URLParameters(lab.broker_uri()))
+    try:
+        return fn(connection.channel())
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def test_permission_patterns_shape():
+    perms = for_host("hosta", ["0b5e3a5e-1111-4222-8333-444455556666"])
+    import re
+
+    assert re.match(perms.read, "agent.0b5e3a5e-1111-4222-8333-444455556666.inbox")
+    assert not re.match(perms.read, "agent.0b5e3a5e-1111-4222-8333-444455556667.inbox")
+    assert re.match(perms.read, "control.hosta") and not re.match(perms.read, "control.hostb")
+    assert not re.match(perms.read, "bridge.dlq")  # the DLQ is for operators
+    assert re.match(perms.topic_roster_write, "roster.hosta.x") and not re.match(perms.topic_roster_write, "roster.hostb.x")
+    assert json.dumps(perms.rabbitmqctl("hosta"))
