@@ -14,9 +14,10 @@ to exit at once instead of joining that thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 from bridgecli.errors import Conflict, GatewayUnavailable
 from bridgecli.gateway.client import GatewayClient
@@ -58,6 +59,18 @@ class GatewayLink:
 
     gid: str = ""
     label: str = ""
+    #: tool calls of this session blocked right now for a reply (send/ask with wait)
+    waiting: int = 0
+
+    @contextlib.asynccontextmanager
+    async def awaiting_reply(self) -> AsyncIterator[None]:
+        """Mark a call that blocks for a reply: that reply is held for a moment before the
+        blocked call takes it, and the inbox watcher should not announce it as news."""
+        self.waiting += 1
+        try:
+            yield
+        finally:
+            self.waiting -= 1
 
     def call_sync(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
         """One request on a fresh connection; raises the gateway's typed error."""

@@ -8,6 +8,7 @@ the model that reads them: what the tool does, when to use it, and what comes ba
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -46,8 +47,9 @@ def _tools(link: GatewayLink) -> list[Tool]:
     async def send(command: str, target: str, content: str, wait: float | None) -> ToolResult:
         wait = float(wait or 0)
         try:
-            result = await link.call("send", command=command, sender=link.gid, target=target, content=content,
-                                     wait=wait or None, timeout=(wait + 30) if wait else 60)
+            async with link.awaiting_reply() if wait else contextlib.nullcontext():
+                result = await link.call("send", command=command, sender=link.gid, target=target, content=content,
+                                         wait=wait or None, timeout=(wait + 30) if wait else 60)
         except Timeout as exc:
             raise Timeout(exc.message, "the message was sent; its reply will be held for you — collect it "
                                        "later with bridge_poll") from None

@@ -50,6 +50,8 @@ NUDGE_TEXT = "bridge mcp: reminder timer (internal; filtered out of bridge_poll)
 LONG_POLL = 25.0
 #: how often the held count is re-read while messages wait undrained (seconds)
 BUSY_INTERVAL = 2.0
+#: how long an arrival is re-checked later while a reply is awaited (seconds)
+DEFER = 0.3
 #: the longest pause after a failed gateway call (seconds); shorter ones come first
 MAX_BACKOFF = 10.0
 
@@ -92,6 +94,7 @@ class InboxWatcher:
     since: float | None = None  #: when ``real`` last rose from zero (monotonic)
     nudges: dict[str, str] = field(default_factory=dict)  #: nudge msgId -> "pending" | "landed"
     _failures: int = 0
+    _deferred: int | None = None
 
     async def run(self) -> None:
         """Watch until cancelled; a missing gateway pauses the watch, never ends it."""
@@ -122,6 +125,14 @@ class InboxWatcher:
         fired = [msg_id for msg_id in landed if self.nudges.get(msg_id) == "pending"]
         for msg_id in fired:
             self.nudges[msg_id] = "landed"
+        if real > self.real and self.link.waiting and self._deferred != real:
+            # a send/ask of this session is blocked for a reply: the rise may be that reply,
+            # held for the moment it takes the blocked call to collect it. Look again shortly
+            # (once per rise, so a long wait never hides unrelated arrivals).
+            self._deferred = real
+            await asyncio.sleep(DEFER)
+            return
+        self._deferred = None
         if real > self.real:
             if self.real == 0:
                 self.since = now
