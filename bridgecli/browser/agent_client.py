@@ -26,6 +26,7 @@ from websockets.exceptions import (ConnectionClosed, InvalidStatus,
 from websockets.sync.client import ClientConnection, connect
 
 from bridgecli.browser import frames as F
+from bridgecli.browser.fastpath import DispatchingClientConnection
 from bridgecli.errors import BrowserError, PermissionProblem
 
 #: websockets >= 17 warns unless a direct (non-iterator) connection is asked for explicitly;
@@ -108,7 +109,7 @@ class AgentClient:
         try:
             ws = connect(url, open_timeout=timeout, close_timeout=1, compression=None,
                          max_size=F.MAX_FRAME_BYTES, proxy=None, user_agent_header=None,
-                         **_LEGACY)
+                         create_connection=DispatchingClientConnection, **_LEGACY)
         except (OSError, TimeoutError, WebSocketException) as exc:
             # WebSocketException covers InvalidHandshake and a ConnectionClosed raised when the
             # peer resets mid-handshake (a dying host during failover).
@@ -165,32 +166,42 @@ class AgentClient:
         return result_data(frame)
 
     def _read(self) -> None:
+        """Frames arrive through :meth:`_on_frame`: on websockets' reading thread once the fast
+        path is on, here for frames that were queued (or fragmented). Ends when the socket does."""
         try:
+            if isinstance(self._ws, DispatchingClientConnection):
+                self._ws.enable_dispatch(self._on_frame)
             while True:
-                try:
-                    frame = F.decode(self._ws.recv())
-                except F.FrameError:
-                    continue  # a broken frame from the broker must not kill the reader
-                kind = frame.get("type")
-                if kind in ("result", "error") and isinstance(frame.get("id"), int):
-                    with self._lock:
-                        waiter = self._waiters.get(frame["id"])
-                    if waiter is not None:
-                        if kind == "error":
-                            frame = dict(frame, ok=False)
-                        waiter.frame = frame
-                        waiter.event.set()
-                elif kind == "ping":
-                    self._ws.send(F.encode(F.PONG))
-                elif kind == "event" and self._on_event is not None:
-                    try:
-                        self._on_event(frame)
-                    except Exception:
-                        pass
+                self._on_frame(self._ws.recv())
         except (ConnectionClosed, OSError):
             pass
         finally:
             self._fail_all()
+
+    def _on_frame(self, raw: str | bytes) -> None:
+        try:
+            frame = F.decode(raw)
+        except F.FrameError:
+            return  # a broken frame from the broker must not kill the reader
+        kind = frame.get("type")
+        if kind in ("result", "error") and isinstance(frame.get("id"), int):
+            with self._lock:
+                waiter = self._waiters.get(frame["id"])
+            if waiter is not None:
+                if kind == "error":
+                    frame = dict(frame, ok=False)
+                waiter.frame = frame
+                waiter.event.set()
+        elif kind == "ping":
+            try:
+                self._ws.send(F.encode(F.PONG))
+            except ConnectionClosed:
+                pass
+        elif kind == "event" and self._on_event is not None:
+            try:
+                self._on_event(frame)
+            except Exception:  # noqa: BLE001 - a caller's callback must not stop the reader
+                pass
 
     def _fail_all(self) -> None:
         with self._lock:

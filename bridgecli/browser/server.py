@@ -23,13 +23,8 @@ Policy, in the order a connection meets it:
 The receive loop uses ``recv(timeout=1)`` and re-checks the protocol state, which works around
 the ``websockets.sync`` pitfall where a handler stays blocked after a 1009 close.
 
-Fast path (:class:`DispatchingConnection`): after the hello, complete text frames are handed
-to the broker straight from websockets' socket-reading thread instead of being queued for the
-handler thread. That removes one thread wake-up per frame, which is most of the broker's added
-latency (the routing itself costs ~6 µs per command). It uses the library's documented
-``create_connection`` hook and its contract that ``process_event`` runs outside the protocol
-lock; fragmented or binary messages keep the ordinary queued path, and once one is seen the
-connection stays on it, so frames are never reordered.
+Fast path: after the hello, complete text frames reach the broker straight from websockets'
+socket-reading thread (:mod:`.fastpath`), saving a thread wake-up per frame.
 """
 
 from __future__ import annotations
@@ -42,13 +37,13 @@ import time
 from typing import Any, Callable
 
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.sync.server import Server, ServerConnection, serve
 
 from bridgecli.browser import frames as F
 from bridgecli.browser.broker import Broker
+from bridgecli.browser.fastpath import DispatchingServerConnection
 from bridgecli.errors import BrowserError
 
 #: Origins allowed to open a connection besides "no Origin at all".
@@ -94,46 +89,6 @@ class WsConn:
         self.ws.close(code, reason)
 
 
-class DispatchingConnection(ServerConnection):
-    """A server connection that can deliver complete text frames to a callback directly from
-    its reading thread (see the module docstring)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # set before super().__init__, which may start the reading thread
-        self._dispatch_lock = threading.Lock()
-        self._dispatch: Callable[[bytes], None] | None = None
-        self._queued_only = False  # set for good once a fragmented/binary message shows up
-        super().__init__(*args, **kwargs)
-
-    def process_event(self, event: Any) -> None:
-        if isinstance(event, Frame) and event.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
-            with self._dispatch_lock:
-                dispatch = self._dispatch
-                if dispatch is None or self._queued_only or event.opcode is not Opcode.TEXT \
-                        or not event.fin:
-                    if event.opcode is not Opcode.TEXT or not event.fin:
-                        self._queued_only = True
-                        self._dispatch = None
-                    dispatch = None
-                    super().process_event(event)
-            if dispatch is not None:
-                dispatch(bytes(event.data))
-            return
-        super().process_event(event)
-
-    def enable_dispatch(self, dispatch: Callable[[str | bytes], None]) -> None:
-        """Hand frames already queued to ``dispatch`` in order, then switch to the fast path."""
-        with self._dispatch_lock:
-            while True:
-                try:
-                    data = self.recv(timeout=0)
-                except TimeoutError:
-                    break
-                dispatch(data)
-            if not self._queued_only:
-                self._dispatch = dispatch
-
-
 class BrokerServer:
     """Serves one :class:`Broker` on an already bound socket, in background threads."""
 
@@ -157,7 +112,7 @@ class BrokerServer:
         self._server: Server = serve(
             self._handler, sock=sock, process_request=self._check_origin,
             max_size=F.MAX_HELLO_BYTES, compression=None, open_timeout=5, close_timeout=2,
-            server_header=None, create_connection=DispatchingConnection)
+            server_header=None, create_connection=DispatchingServerConnection)
         self._threads: list[threading.Thread] = []
 
     def start(self) -> "BrokerServer":
@@ -247,7 +202,7 @@ class BrokerServer:
                 self.broker.handle(client_id, frame)
 
         try:
-            if isinstance(ws, DispatchingConnection):
+            if isinstance(ws, DispatchingServerConnection):
                 ws.enable_dispatch(dispatch)
         except ConnectionClosed:
             return

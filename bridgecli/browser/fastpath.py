@@ -1,0 +1,69 @@
+"""Deliver complete WebSocket text frames straight from websockets' reading thread.
+
+``websockets.sync`` reads the socket in a background thread and queues each message for
+``recv()`` in another thread: one thread wake-up per frame, which on a loaded 2-core machine is
+most of what the broker adds to a command's round trip (its routing costs ~6 µs). The mixin
+below uses the library's documented escape hatch (``create_connection=``) and its contract that
+``process_event`` runs outside the protocol lock (so the callback may send), and hands complete
+text frames to a callback instead. Fragmented or binary messages keep the queued path, and once
+one shows up the connection stays on it, so frames are never reordered.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from websockets.frames import Frame, Opcode
+from websockets.sync.client import ClientConnection
+from websockets.sync.server import ServerConnection
+
+_DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+
+
+class DispatchMixin:
+    """Adds :meth:`enable_dispatch` to a websockets sync connection class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # set before the base __init__, which may start the reading thread
+        self._dispatch_lock = threading.Lock()
+        self._dispatch: Callable[[bytes], None] | None = None
+        self._queued_only = False  # set for good once a fragmented/binary message shows up
+        super().__init__(*args, **kwargs)
+
+    def process_event(self, event: Any) -> None:
+        if not (isinstance(event, Frame) and event.opcode in _DATA):
+            super().process_event(event)  # type: ignore[misc]
+            return
+        with self._dispatch_lock:
+            dispatch = self._dispatch
+            if dispatch is None or self._queued_only or event.opcode is not Opcode.TEXT \
+                    or not event.fin:
+                if event.opcode is not Opcode.TEXT or not event.fin:
+                    self._queued_only = True
+                    self._dispatch = None
+                dispatch = None
+                super().process_event(event)  # type: ignore[misc]
+        if dispatch is not None:
+            dispatch(bytes(event.data))
+
+    def enable_dispatch(self, dispatch: Callable[[str | bytes], None]) -> None:
+        """Hand frames already queued to ``dispatch`` in order, then switch to the fast path.
+        ``dispatch`` then runs on the reading thread: it must not block for long."""
+        with self._dispatch_lock:
+            while True:
+                try:
+                    data = self.recv(timeout=0)  # type: ignore[attr-defined]
+                except TimeoutError:
+                    break
+                dispatch(data)
+            if not self._queued_only:
+                self._dispatch = dispatch
+
+
+class DispatchingServerConnection(DispatchMixin, ServerConnection):
+    """Server side (the broker)."""
+
+
+class DispatchingClientConnection(DispatchMixin, ClientConnection):
+    """Client side (the guest agent)."""
