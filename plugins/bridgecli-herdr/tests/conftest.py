@@ -62,6 +62,7 @@ def make_backend(xdg: Path, herdr: FakeHerdr) -> Callable[..., object]:
     from bridgecli.interfaces import BackendContext
 
     def build(**settings: object) -> object:
+        settings.setdefault("confirm_timeout", 15)  # the CI box may be loaded; never a timing test
         write_config(xdg, _settings(settings))
         plugins.reset()
         factory = plugins.get().provider("backends", "herdr")

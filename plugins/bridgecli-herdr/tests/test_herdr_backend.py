@@ -104,7 +104,7 @@ def test_blocked_agent_is_never_typed_into(make_backend, herdr: FakeHerdr) -> No
     with pytest.raises(DeliveryError) as info:
         backend.deliver(entity(pane.pane_id), message("hi"))
     assert info.value.retryable is True and "blocked on an approval dialog" in str(info.value)
-    assert 0.5 < time.monotonic() - started < 3
+    assert 0.5 < time.monotonic() - started < 10  # waited blocked_wait, then gave up
     assert written(herdr, pane.pane_id) == ""
     assert not any(r["method"].startswith(("pane.send", "agent.prompt")) for r in herdr.requests)
 

@@ -33,7 +33,7 @@ def test_spawn_ready_stop(make_launcher, herdr: FakeHerdr, short_tmp: Path) -> N
     assert split["env"]["BRIDGE_GID"] == s.gid and split["cwd"] == str(short_tmp) and split["focus"] is False
     # the command was typed only after the shell showed its prompt (bracketed paste on by then)
     assert herdr.pane_bytes(pane_id) == b"\x1b[200~fake-agent --model 'x y'\x1b[201~\r"
-    launcher.wait_ready(handle, timeout=5)
+    launcher.wait_ready(handle, timeout=20)
     assert pane.agent == "claude" and launcher.status(handle) == "idle"
     assert f"BRIDGE_GID={s.gid}" in "\n".join(pane.screen)
     json.dumps(dict(handle.data))
@@ -46,7 +46,7 @@ def test_spawn_ready_stop(make_launcher, herdr: FakeHerdr, short_tmp: Path) -> N
 def test_ready_pattern(make_launcher, herdr: FakeHerdr, short_tmp: Path) -> None:
     launcher = make_launcher()
     handle = launcher.start(spec("fake-agent", short_tmp, ready_pattern=r"fake agent ready \(BRIDGE_GID="))
-    launcher.wait_ready(handle, timeout=5)
+    launcher.wait_ready(handle, timeout=20)
     assert any(r["method"] == "pane.wait_for_output" for r in herdr.requests[-3:])
 
 

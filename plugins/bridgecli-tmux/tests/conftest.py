@@ -80,6 +80,7 @@ def make_backend(xdg: Path, tmux_server: Tmux) -> Callable[..., object]:
     from bridgecli.interfaces import BackendContext
 
     def build(**settings: object) -> object:
+        settings.setdefault("confirm_timeout", 15)  # the CI box may be loaded; never a timing test
         lines = [f'socket = "{tmux_server.socket}"']
         lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
         write_config(xdg, "[plugins.tmux]\n" + "\n".join(lines) + "\n")

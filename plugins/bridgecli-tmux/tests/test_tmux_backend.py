@@ -128,7 +128,7 @@ def test_missing_pane_is_a_permanent_failure(make_backend, tmux_server) -> None:
 
 
 def test_pane_killed_mid_delivery(make_backend, new_pane, tmux_server) -> None:
-    backend = make_backend(confirm_timeout=10)
+    backend = make_backend(confirm_timeout=30)
     pane = new_pane("stty -echo; echo NOECHO; exec sleep 600", ready="NOECHO")  # never shows what is typed
     killer = threading.Timer(0.5, lambda: tmux_server.run("kill-pane", "-t", pane))
     killer.start()
@@ -137,7 +137,7 @@ def test_pane_killed_mid_delivery(make_backend, new_pane, tmux_server) -> None:
         backend.deliver(entity(pane), message("x" * 5000))
     killer.join()
     assert info.value.retryable is False and "gone" in str(info.value)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # noticed the kill, did not sit out confirm_timeout
 
 
 def test_unconfirmed_delivery_is_retryable(make_backend, new_pane) -> None:

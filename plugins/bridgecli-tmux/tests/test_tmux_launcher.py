@@ -41,7 +41,7 @@ def test_spawn_ready_deliver_stop(launcher, tmux_server, make_backend, short_tmp
     handle = launcher.start(s)
     assert handle.launcher == "tmux" and handle.deliver == f"tmux:{handle.data['pane_id']}"
     assert tmux_server.run("display-message", "-p", "-t", handle.data["pane_id"], "#{session_name}").strip() == "agents"
-    launcher.wait_ready(handle, timeout=10)
+    launcher.wait_ready(handle, timeout=30)
     text = tmux_server.capture(handle.data["pane_id"])
     assert f"READY gid={s.gid} in {short_tmp}" in text  # env and cwd reached the command
     wait_for(lambda: launcher.status(handle) == "running", what="cat in the foreground")
@@ -58,7 +58,7 @@ def test_spawn_ready_deliver_stop(launcher, tmux_server, make_backend, short_tmp
 def test_argv_command_and_split_pane(launcher, tmux_server, short_tmp) -> None:
     handle = launcher.start(spec(["sh", "-c", "echo argv-ok; exec sleep 600"], short_tmp,
                                  ready_pattern="argv-ok", tmux_split="pane"))
-    launcher.wait_ready(handle, timeout=10)
+    launcher.wait_ready(handle, timeout=30)
     panes = tmux_server.run("list-panes", "-t", "agents:", "-F", "#{pane_id}").split()
     assert handle.data["pane_id"] in panes and len(panes) == 2
     launcher.stop(handle)
@@ -67,7 +67,7 @@ def test_argv_command_and_split_pane(launcher, tmux_server, short_tmp) -> None:
 def test_failed_command_reports_its_last_lines(launcher, short_tmp) -> None:
     handle = launcher.start(spec("echo 'agent: bad flag --frob' >&2; exit 3", short_tmp, ready_pattern="never"))
     with pytest.raises(BridgeError, match="bad flag --frob"):
-        launcher.wait_ready(handle, timeout=10)
+        launcher.wait_ready(handle, timeout=30)
     assert launcher.status(handle) == "gone"
     launcher.stop(handle)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> None:
+def wait_for(predicate: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
     """Poll ``predicate`` until it is true (tests wait on terminals, never sleep blindly)."""
     deadline = time.monotonic() + timeout
     while not predicate():
