@@ -86,7 +86,9 @@ class WsConn:
         self.last_send = time.monotonic()
 
     def close(self, code: int, reason: str) -> None:
-        self.ws.close(code, reason)
+        # close() waits for the peer's closing frame, which that connection's reading thread
+        # may be unable to deliver while the broker is flushing frames: never wait here.
+        threading.Thread(target=self.ws.close, args=(code, reason), daemon=True).start()
 
 
 class BrokerServer:
