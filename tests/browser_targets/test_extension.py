@@ -46,6 +46,9 @@ def test_extension_connects_takes_a_group_and_drives_a_page(host_bridge, chromiu
         bridge.send("click", "research", {"selector": "#nope"})
     with pytest.raises(CommandError, match=r"navigation to http://127\.0\.0\.1:1/ failed: net::ERR_"):
         bridge.send("navigate", "research", {"url": "http://127.0.0.1:1/"})
+    with pytest.raises(CommandError, match=r"/hang\.html did not finish loading within 1 s — retry, "
+                                           r"or raise params\.timeout"):
+        bridge.send("navigate", "research", {"url": page_server + "/hang.html", "timeout": 1})
 
     bridge.send("close", "research")
     wait_for(lambda: wait_for_target(bridge, "work-chrome")["groups"] == [], 5, "group gone")
@@ -82,39 +85,63 @@ def test_extension_groups_tabs_in_a_real_chrome_tab_group(host_bridge, chromium_
     assert [title for gid, title in state["groups"] if gid == group_of[one]] == ["team"]
 
 
+class OptionsPage:
+    """The extension's options page opened in a tab, driven over CDP as a user would."""
+
+    def __init__(self, browser) -> None:
+        from bridgecli_cdp.cdp import Cdp, browser_ws_url
+
+        self.cdp = Cdp(browser_ws_url(browser.endpoint))
+        target_id = self.cdp.call("Target.createTarget", {
+            "url": f"chrome-extension://{extension_id()}/options.html"})["targetId"]
+        self.session = self.cdp.call("Target.attachToTarget",
+                                     {"targetId": target_id, "flatten": True})["sessionId"]
+
+    def evaluate(self, expression: str):
+        reply = self.cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                   "awaitPromise": True}, session=self.session)
+        return reply["result"].get("value")
+
+    def status(self) -> str:
+        return self.evaluate("document.getElementById('status').textContent") or ""
+
+    def close(self) -> None:
+        self.cdp.close()
+
+
+def test_a_wrong_token_shows_on_the_options_page(host_bridge, chromium_factory):
+    bridge = host_bridge()
+    browser = start_extension_browser(chromium_factory, bridge.port, "not-the-token", "wrong")
+    page = OptionsPage(browser)
+    try:
+        wait_for(lambda: "token-refused" in page.status(), 15, "the refusal on the options page")
+        assert "paste the current one from `bridge token show`" in page.status()
+        assert bridge.send("targets")["targets"] == []
+    finally:
+        page.close()
+
+
 def test_options_page_sets_token_and_label_by_hand(host_bridge, chromium_factory):
     """The human path: only the port is provisioned; the token and label are typed into the
     options page, and the executor id shown there is the one the broker sees."""
-    from bridgecli_cdp.cdp import Cdp, browser_ws_url
-
     bridge = host_bridge()
     from tests.support.chromium import EXTENSION_FLAGS, extension_copy
 
     ext = extension_copy({"port": bridge.port})
     browser = chromium_factory(extra_args=[f"--load-extension={ext}",
                                            f"--disable-extensions-except={ext}", *EXTENSION_FLAGS])
-    cdp = Cdp(browser_ws_url(browser.endpoint))
+    page = OptionsPage(browser)
     try:
-        target_id = cdp.call("Target.createTarget", {
-            "url": f"chrome-extension://{extension_id()}/options.html"})["targetId"]
-        session = cdp.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})["sessionId"]
-
-        def evaluate(expression: str):
-            reply = cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                  "awaitPromise": True}, session=session)
-            return reply["result"].get("value")
-
-        wait_for(lambda: "needs-token" in (evaluate("document.getElementById('status').textContent") or ""),
-                 10, "the options page to say a token is needed")
-        executor_id = wait_for(lambda: evaluate("document.getElementById('executor-id').textContent"),
+        wait_for(lambda: "needs-token" in page.status(), 10,
+                 "the options page to say a token is needed")
+        executor_id = wait_for(lambda: page.evaluate("document.getElementById('executor-id').textContent"),
                                5, "executor id")
-        assert evaluate("document.getElementById('port').disabled") is True  # provisioned
-        evaluate("document.getElementById('token').value = 'test-token';"
-                 "document.getElementById('label').value = 'by-hand';"
-                 "document.getElementById('save').click(); true")
+        assert page.evaluate("document.getElementById('port').disabled") is True  # provisioned
+        page.evaluate("document.getElementById('token').value = 'test-token';"
+                      "document.getElementById('label').value = 'by-hand';"
+                      "document.getElementById('save').click(); true")
         target = wait_for_target(bridge, "by-hand")
         assert target["id"] == executor_id
-        wait_for(lambda: "connected" in evaluate("document.getElementById('status').textContent"),
-                 10, "the options page to show the connection")
+        wait_for(lambda: "connected" in page.status(), 10, "the options page to show the connection")
     finally:
-        cdp.close()
+        page.close()

@@ -28,17 +28,18 @@ PAGES = {
 </body></html>""",
     "/other.html": """<!doctype html><html><head><title>Other page</title></head><body>
 <h2>Second</h2><p id="para">the other page</p></body></html>""",
-    "/slow.html": None,  # answered after a delay, to exercise load waits
+    "/slow.html": None,  # answered after 0.5 s, to exercise load waits
+    "/hang.html": None,  # answered after 3 s, to exercise action timeouts
 }
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server API)
         path = self.path.split("?")[0]
-        if path == "/slow.html":
+        if path in ("/slow.html", "/hang.html"):
             import time
 
-            time.sleep(0.5)
+            time.sleep(0.5 if path == "/slow.html" else 3)
             body = b"<!doctype html><title>Slow page</title><p id='s'>slow done</p>"
         elif path in PAGES and PAGES[path] is not None:
             body = PAGES[path].encode()
@@ -59,6 +60,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def page_server() -> Iterator[str]:
     """Base URL (``http://127.0.0.1:PORT``) of the test pages."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.handle_error = lambda *args: None  # a browser aborting a request is not a test failure
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -38,7 +38,7 @@ function loadWatcher() {
   chrome.tabs.onUpdated.addListener(listener);
   chrome.webNavigation.onErrorOccurred.addListener(onError);
   return {
-    async wait(tabId, seconds, { startedLoading = false } = {}) {
+    async wait(tabId, url, seconds, { startedLoading = false } = {}) {
       const deadline = Date.now() + seconds * 1000;
       for (;;) {
         if (errors.has(tabId)) fail(errors.get(tabId));
@@ -51,7 +51,7 @@ function loadWatcher() {
         const tab = await chrome.tabs.get(tabId).catch(() => null);
         if (!tab) fail(`tab ${tabId} closed while loading — open it again`);
         if (sawLoading && tab.status === "complete" && !tab.pendingUrl) return;
-        if (Date.now() > deadline) fail(`the page did not finish loading within ${seconds} s — retry, or raise params.timeout`);
+        if (Date.now() > deadline) fail(`${url} did not finish loading within ${seconds} s — retry, or raise params.timeout`);
         await new Promise((resolve) => { wake = resolve; setTimeout(resolve, 250); });
         wake = null;
       }
@@ -130,7 +130,7 @@ const ACTIONS = {
       // In the background: an agent opening tabs must not steal the user's focus.
       const tab = await chrome.tabs.create({ url, active: false });
       await joinGroup(group, tab.id);
-      if (url !== "about:blank") await watcher.wait(tab.id, seconds, { startedLoading: true });
+      if (url !== "about:blank") await watcher.wait(tab.id, url, seconds, { startedLoading: true });
       const done = await chrome.tabs.get(tab.id);
       return { group, tab: tab.id, url: done.url, title: done.title };
     } finally {
@@ -144,7 +144,7 @@ const ACTIONS = {
     const watcher = loadWatcher();
     try {
       await chrome.tabs.update(tabId, { url: params.url });
-      await watcher.wait(tabId, seconds);
+      await watcher.wait(tabId, params.url, seconds);
     } finally {
       watcher.dispose();
     }

@@ -117,15 +117,22 @@ class CdpActions:
         """
         waiter = self.cdp.waiter(lambda m, p: m == "Page.lifecycleEvent" and p.get("name") == "load"
                                  and p.get("__session") == session)
+        deadline = time.monotonic() + timeout  # one budget for the request and the load
+        too_slow = BrowserError(f"{url} did not finish loading within {timeout:g} s",
+                                "retry, or raise params.timeout")
         try:
-            reply = self.cdp.call("Page.navigate", {"url": url}, session=session, timeout=timeout)
+            try:  # Page.navigate itself waits for the response headers
+                reply = self.cdp.call("Page.navigate", {"url": url}, session=session, timeout=timeout)
+            except BrowserError as exc:
+                if "got no answer" in exc.message:
+                    raise too_slow from None
+                raise
             if reply.get("errorText"):
                 raise BrowserError(f"navigation to {url} failed: {reply['errorText']}",
                                    "check the URL and that its server is up")
             loader = reply.get("loaderId")
             if not loader:  # same-document navigation (#hash): nothing to load
                 return
-            deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if waiter.wait_for(lambda e: e[1].get("loaderId") == loader, 0.5):
                     return
@@ -135,8 +142,7 @@ class CdpActions:
                                                                "returnByValue": True}, session=session, timeout=5)
                     if state.get("result", {}).get("value") == "complete":
                         return
-            raise BrowserError(f"{url} did not finish loading within {timeout:g} s",
-                               "retry, raise params.timeout, or check the page")
+            raise too_slow
         finally:
             self.cdp.drop(waiter)
 

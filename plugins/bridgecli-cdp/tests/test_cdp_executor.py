@@ -60,6 +60,9 @@ def test_failures_are_one_line_errors_and_the_executor_keeps_serving(cdp_setup, 
     assert bridge.send("text", "g", {"selector": "h1"})["text"] == "Greeter"
     with pytest.raises(CommandError, match=r"navigation to http://127\.0\.0\.1:1/ failed: net::"):
         bridge.send("navigate", "g", {"url": "http://127.0.0.1:1/"})
+    with pytest.raises(CommandError, match=r"/hang\.html did not finish loading within 1 s — retry, "
+                                           r"or raise params\.timeout"):
+        bridge.send("navigate", "g", {"url": page_server + "/hang.html", "timeout": 1})
     assert bridge.send("navigate", "g", {"url": page_server + "/other.html"})["title"] == "Other page"
 
 
