@@ -81,3 +81,22 @@ def test_groups_are_owner_exclusive_between_agents(two_browsers, page_server):
             bridge.send("text", "mine")
     finally:
         other.close()
+
+
+def test_a_browser_that_asks_to_be_default_gets_new_groups(host_bridge, chromium_factory,
+                                                           cdp_executors, page_server):
+    """The extension connects first, but the CDP executor started with --default wins new
+    groups opened without a target; the extension's own toggle (config `default`) works too."""
+    bridge = host_bridge()
+    start_extension_browser(chromium_factory, bridge.port, "test-token", "ext")
+    wait_for_target(bridge, "ext")
+    cdp_browser = chromium_factory()
+    cdp_executors(cdp_browser.endpoint, bridge.port, "test-token", "cdp", default=True)
+    assert wait_for_target(bridge, "cdp")["default"] is True
+    bridge.send("open", "anywhere", {"url": page_server + "/other.html"})
+    assert wait_for_target(bridge, "cdp")["groups"] == ["anywhere"]
+
+    start_extension_browser(chromium_factory, bridge.port, "test-token", "ext-default", default=True)
+    assert wait_for_target(bridge, "ext-default")["default"] is True
+    bridge.send("open", "elsewhere", {"url": page_server + "/other.html"})
+    assert wait_for_target(bridge, "ext-default")["groups"] == ["elsewhere"]
