@@ -158,3 +158,35 @@ def test_failover_after_killing_a_host_process(bridge_home, port, start_executor
             proc.kill()
         proc.wait(5)
         proc.stderr.close()
+
+
+def test_a_port_held_by_another_program_is_a_clear_error(port, cache):
+    import socket
+
+    token_file.write(port, TOKEN)
+    with socket.create_server(("127.0.0.1", port)) as squatter:
+        squatter.settimeout(5)
+
+        def slam() -> None:  # accept connections and close them without a word
+            try:
+                while True:
+                    squatter.accept()[0].close()
+            except OSError:
+                pass
+
+        threading.Thread(target=slam, daemon=True).start()
+        with pytest.raises(NotConnected):
+            BrowserBridge(port, TOKEN, reelect_give_up=0.5).start()
+
+
+def test_re_election_gives_up_when_asked_and_then_reports_not_connected(port, cache):
+    host = BrowserBridge(port, TOKEN).start()
+    follower = BrowserBridge(port, TOKEN, allow_host=False, reelect_give_up=0.3).start()
+    one_shot = BrowserBridge(port, TOKEN, allow_host=False, failover=False).start()
+    host.close()
+    assert follower.wait_mode("closed", timeout=10) == "closed"
+    assert one_shot.wait_mode("closed", timeout=10) == "closed"
+    for bridge in (follower, one_shot):
+        with pytest.raises(F.CommandError) as info:
+            bridge.send("targets")
+        assert info.value.code == F.E_NOT_CONNECTED
