@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any, Mapping
 
-from bridgecli.errors import BridgeError
+from bridgecli.errors import BridgeError, ExitCode
 
 #: protocol numbers this client was written against
 SUPPORTED_PROTOCOLS = (20, 22)
@@ -29,6 +29,8 @@ class HerdrError(BridgeError):
     """herdr answered with an error object (``code`` is herdr's, e.g. ``pane_not_found``),
     or could not be reached (``code`` is ours: ``server_not_running``, ``protocol_mismatch``,
     ``bad_response``)."""
+
+    exit_code = ExitCode.PLUGIN
 
     def __init__(self, code: str, message: str, hint: str | None = None) -> None:
         super().__init__(message, hint)

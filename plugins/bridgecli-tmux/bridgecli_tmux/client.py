@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from bridgecli.errors import BridgeError, MissingDependency
+from bridgecli.errors import BridgeError, ExitCode, MissingDependency
 from bridgecli_tmux.control import ControlChannel, ControlClosed
 
 #: ``pane_current_command`` values that mean "a shell is in the foreground"
@@ -28,6 +28,8 @@ _INFO_FORMAT = "#{pane_id}\t#{pane_dead}\t#{pane_in_mode}\t#{pane_pid}\t#{pane_c
 
 class TmuxError(BridgeError):
     """tmux refused a command or could not be reached."""
+
+    exit_code = ExitCode.PLUGIN
 
 
 class PaneGone(TmuxError):
