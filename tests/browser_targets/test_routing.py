@@ -100,3 +100,35 @@ def test_a_browser_that_asks_to_be_default_gets_new_groups(host_bridge, chromium
     assert wait_for_target(bridge, "ext-default")["default"] is True
     bridge.send("open", "elsewhere", {"url": page_server + "/other.html"})
     assert wait_for_target(bridge, "ext-default")["groups"] == ["elsewhere"]
+
+
+def test_the_user_story_from_the_shell(two_browsers, bridge_home, page_server, tmp_path):
+    """`bridge browser open --target`, `do`, a screenshot to a file and an executor error,
+    exactly as typed in a terminal (each command is a one-shot guest)."""
+    import json
+    import subprocess
+
+    from tests.support.env import BRIDGE_BIN
+
+    bridge, ext, cdp, _ = two_browsers
+    env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="test-token")
+
+    def bridge_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([BRIDGE_BIN, "browser", "--port", str(bridge.port), *args], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    opened = bridge_cli("open", "shell", page_server + "/form.html", "--target", "ci-chromium", "--json")
+    assert opened.returncode == 0, opened.stderr
+    assert json.loads(opened.stdout)["title"] == "Form page"
+    assert bridge_cli("do", "shell", "type", "selector=#name", "text=Lin").returncode == 0
+    assert bridge_cli("do", "shell", "click", "selector=#go").returncode == 0
+    text = bridge_cli("do", "shell", "text", "selector=#out", "--json")
+    assert json.loads(text.stdout)["text"] == "Hello, Lin"
+    shot = tmp_path / "shot.png"
+    assert bridge_cli("do", "shell", "screenshot", "-o", str(shot)).returncode == 0
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    assert wait_for_target(bridge, "ci-chromium")["groups"] == ["shell"]
+
+    missing = bridge_cli("do", "shell", "click", "selector=#nope")
+    assert missing.returncode == 14
+    assert "no element matches #nope — check the selector with the snapshot action" in missing.stderr
