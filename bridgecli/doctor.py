@@ -53,27 +53,24 @@ def _broker_checks(cfg: Any) -> list[Check]:
         uris = resolve_broker_uri(cfg)
     except BridgeError as exc:
         return [Check("broker", FAIL, exc.message, exc.hint, int(exc.exit_code))]
-    import pika
-    import pika.exceptions
+    from bridgecli.amqp.connection import connect
 
     conn = None
     problems = []
     for uri in uris:
         try:
-            params = pika.URLParameters(uri)
-            params.socket_timeout = 3
-            params.stack_timeout = 6
-            params.blocked_connection_timeout = 10
-            params.connection_attempts = 1
-            params.client_properties = {"connection_name": "bridge doctor"}
-            conn = pika.BlockingConnection(params)
+            # the same connection path as every other command: TLS settings, heartbeats,
+            # and its error messages (refused credentials, vhost, unreachable)
+            conn = connect(cfg, name="bridge doctor", connect_timeout=3, uris=[uri])
             break
-        except (pika.exceptions.AMQPError, OSError) as exc:
-            problems.append(f"{_redact(uri)}: {type(exc).__name__} {exc}".strip())
+        except BridgeError as exc:
+            problems.append(exc.message)
+        except (OSError, ValueError) as exc:  # TLS files missing/unreadable, bad URI
+            problems.append(f"{_redact(uri)}: {type(exc).__name__}: {exc}")
     if conn is None:
-        return [Check("broker", FAIL, "cannot connect: " + "; ".join(problems),
-                      "start it (`bridge broker start`) or fix broker.uri / BRIDGE_BROKER_URI",
-                      int(ExitCode.BROKER_UNAVAILABLE))]
+        return [Check("broker", FAIL, "; ".join(problems),
+                      "start it (`bridge broker start`) or fix broker.uri / BRIDGE_BROKER_URI "
+                      "(and broker.tls_* for amqps://)", int(ExitCode.BROKER_UNAVAILABLE))]
     try:
         props = conn._impl.server_properties or {}
         product = _text(props.get("product", "?"))

@@ -54,7 +54,15 @@ def test_unreachable_broker_fails(bridge_home):
     result = run_bridge("doctor", "--json", env=env)
     assert result.returncode == 4
     broker = _checks(result.stdout)["broker"]
-    assert broker["status"] == "fail" and "cannot connect" in broker["detail"]
+    assert broker["status"] == "fail" and "cannot reach the AMQP broker" in broker["detail"]
+
+
+def test_refused_credentials_are_named(bridge_home, rabbitmq):
+    uri = rabbitmq.uri.replace("guest:guest@", "guest:wrong@")
+    result = run_bridge("doctor", "--json", env={**bridge_home.env, "BRIDGE_BROKER_URI": uri})
+    assert result.returncode == 4
+    broker = _checks(result.stdout)["broker"]
+    assert "refused the credentials" in broker["detail"] and "wrong" not in result.stdout
 
 
 def test_invalid_config_fails_and_skips_the_broker(bridge_home):
