@@ -125,7 +125,7 @@ class TmuxBackend:
         info = self._live_pane(target)
         frame = self.frame(envelope, info)
         try:
-            self._type(info, frame, envelope.msg_id)
+            self._type(info, frame)
             self._confirm(info.pane_id, frame)
         except PaneGone as exc:
             raise self._gone(target, exc) from None
@@ -166,7 +166,7 @@ class TmuxBackend:
                                 "restart the agent there and re-register it", retryable=False)
         return info
 
-    def _type(self, info: PaneInfo, frame: Frame, msg_id: str) -> None:
+    def _type(self, info: PaneInfo, frame: Frame) -> None:
         pane = info.pane_id
         args: list[str] = []
         if info.in_mode:  # keys would drive copy mode instead of reaching the program

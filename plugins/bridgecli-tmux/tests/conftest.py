@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from bridgecli_tmux.client import Tmux, tmux_available
+from bridgecli_tmux.client import Tmux
 from tmux_helpers import wait_for, write_config
 
 

@@ -8,7 +8,6 @@ pane* — the command the frame tells the agent to use — reaches the main's ho
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
