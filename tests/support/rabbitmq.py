@@ -72,7 +72,6 @@ def _dispose(node: LocalNode) -> None:
         node.stop()
     finally:
         shutil.rmtree(node.base, ignore_errors=True)
-        stop_epmd_if_idle()
 
 
 @pytest.fixture(scope="session")
@@ -91,6 +90,9 @@ def rabbitmq() -> Iterator[ManagedBroker | ExternalBroker]:
         yield ManagedBroker(node)
     finally:
         _dispose(node)
+        # epmd is shared by every Erlang node on the machine; leave it to a node that is
+        # still registered (another suite, a user's broker), stop it only when idle
+        stop_epmd_if_idle()
 
 
 @pytest.fixture
