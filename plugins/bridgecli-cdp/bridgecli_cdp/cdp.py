@@ -136,7 +136,13 @@ class Cdp:
         frame: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
         if session:
             frame["sessionId"] = session
-        self.ws.send(json.dumps(frame))
+        try:
+            self.ws.send(json.dumps(frame))
+        except Exception:
+            with self._lock:
+                self._pending.pop(msg_id, None)
+            raise BrowserError("the DevTools connection is closed",
+                               "the browser has exited; relaunch it") from None
         if not slot[0].wait(timeout):
             with self._lock:
                 self._pending.pop(msg_id, None)
