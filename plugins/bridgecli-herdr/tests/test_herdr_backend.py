@@ -187,3 +187,11 @@ def test_herdr_down_is_a_retryable_failure(make_backend, herdr: FakeHerdr) -> No
         backend.deliver(entity(pane.pane_id), message("hi"))
     assert info.value.retryable is True and "herdr is not running" in str(info.value)
     assert backend.status(entity(pane.pane_id)) == "unknown"
+
+
+def test_single_line_mode_for_apps_without_bracketed_paste(make_backend, herdr: FakeHerdr) -> None:
+    backend = make_backend(multiline="line")
+    pane = herdr.add_pane(agent="claude", bracketed_paste=False)
+    backend.deliver(entity(pane.pane_id), message("one\ntwo"))
+    assert len(pane.prompts) == 1  # a raw newline would have submitted "one" on its own
+    assert "│ one  ⏎  │ two" in pane.prompts[0]

@@ -188,3 +188,12 @@ def test_pane_in_copy_mode_is_taken_out_of_it(make_backend, new_pane, tmux_serve
     backend.deliver(entity(pane), env)
     assert not tmux_server.pane(pane).in_mode
     wait_for(lambda: "# │ while you were scrolling" in screen(tmux_server, pane), what="the content")
+
+
+def test_enter_delay_sends_enter_separately(make_backend, new_pane, tmux_server) -> None:
+    backend = make_backend(enter_delay=0.05)
+    pane = new_pane()
+    env = message("delayed enter")
+    backend.deliver(entity(pane), env)
+    wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in screen(tmux_server, pane), what="end line")
+    wait_for(lambda: screen(tmux_server, pane).rstrip().endswith("test$"), what="a fresh prompt after Enter")
