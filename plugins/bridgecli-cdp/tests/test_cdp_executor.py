@@ -133,3 +133,17 @@ def test_a_second_executor_with_the_same_id_replaces_the_first_which_stops(
     assert str(first.error) == ("another executor with id same-id connected to the broker and "
                                 "replaced this one — give each browser its own --label (or --id)")
     assert [t["label"] for t in bridge.send("targets")["targets"]] == ["two"]
+
+
+def test_executor_stops_with_a_clear_error_when_its_browser_dies(host_bridge, chromium_factory,
+                                                                 cdp_executors):
+    bridge = host_bridge()
+    browser = chromium_factory()
+    executor = cdp_executors(browser.endpoint, bridge.port, "test-token", "mortal")
+    wait_for_target(bridge, "mortal")
+    browser.stop()  # the user quits Chromium
+    executor.thread.join(15)
+    assert not executor.thread.is_alive()
+    assert str(executor.error) == ("the browser went away (Chromium exited or closed DevTools) — "
+                                   "relaunch it with `bridge browser launch`")
+    wait_for(lambda: bridge.send("targets")["targets"] == [], 10, "the executor to leave the broker")
