@@ -11,6 +11,7 @@ const BACKOFF_FIRST_MS = 250;
 const BACKOFF_CAP_MS = 10000; // below 30 s so the retry timer fires before the worker is reaped
 const CLOSE_BAD_TOKEN = 4001;
 const CLOSE_REPLACED = 4004;
+const HELLO_TIMEOUT_MS = 10000;
 
 // Set when another live executor took over our id (a copied profile): reconnecting would make
 // the two evict each other forever, so we wait for the user to change the settings.
@@ -59,14 +60,19 @@ async function openSocket() {
     return;
   }
   ws = sock;
-  sock.onopen = () => send(sock, {
-    v: 1, type: "hello", token: settings.token, role: "extension", id: settings.id,
-    label: settings.label, browser: "chrome", default: !!settings.default,
-  });
+  sock.onopen = () => {
+    send(sock, {
+      v: 1, type: "hello", token: settings.token, role: "extension", id: settings.id,
+      label: settings.label, browser: "chrome", default: !!settings.default,
+    });
+    // Something that accepts the socket but never says ready is not a broker: try again later.
+    sock.readyTimer = setTimeout(() => sock.close(4002, "no ready"), HELLO_TIMEOUT_MS);
+  };
   sock.onmessage = (event) => onFrame(sock, event.data);
   sock.onerror = () => {}; // onclose follows and handles it
   sock.onclose = (event) => {
     if (ws === sock) ws = null;
+    clearTimeout(sock.readyTimer);
     clearInterval(keepaliveTimer);
     if (event.code === CLOSE_REPLACED) {
       replaced = true;
@@ -86,6 +92,7 @@ async function onFrame(sock, raw) {
   try { frame = JSON.parse(raw); } catch { return; }
   if (frame.type === "ping") return send(sock, { type: "pong" });
   if (frame.type === "ready") {
+    clearTimeout(sock.readyTimer);
     backoff = BACKOFF_FIRST_MS;
     clearInterval(keepaliveTimer);
     keepaliveTimer = setInterval(() => send(sock, { type: "ping" }), KEEPALIVE_MS);
