@@ -1,8 +1,8 @@
 """Run the fault scenarios and rewrite the results section of docs/reliability.md.
 
     sudo .venv/bin/python bench/reliability_report.py          # everything (~3-4 min)
-    sudo .venv/bin/python bench/reliability_report.py cluster  # only some: partition,
-                                                               # broker_restart, gateway_kill9, cluster
+    sudo .venv/bin/python bench/reliability_report.py cluster  # only some: partition, broker_restart,
+                                    # gateway_kill9, cluster, cluster_gateway_node
 
 The namespace scenarios need root (network namespaces); the cluster scenario runs on
 loopback. The scenarios are the same functions the slow tests run
@@ -28,6 +28,8 @@ DOC = ROOT / "docs" / "reliability.md"
 DATA = ROOT / "docs" / "reliability.json"
 START, END = "<!-- reliability:start -->", "<!-- reliability:end -->"
 NETNS = ("partition", "broker_restart", "gateway_kill9")
+#: report name -> leader_failover mode
+CLUSTER = {"cluster": "leader", "cluster_gateway_node": "gateway-node"}
 
 
 def run(names: list[str]) -> dict[str, dict]:
@@ -56,14 +58,19 @@ def run(names: list[str]) -> dict[str, dict]:
             finally:
                 lab.teardown()
                 shutil.rmtree(root, ignore_errors=True)
-    if "cluster" in names:
-        print("running cluster ...", file=sys.stderr)
+    wanted_cluster = [n for n in CLUSTER if n in names]
+    if wanted_cluster:
         cluster = Cluster()
         root = Path(tempfile.mkdtemp(prefix="bcr", dir="/tmp"))
         try:
             cluster.start()
-            results["cluster"] = leader_failover(cluster, root).as_dict()
-            print(json.dumps(results["cluster"]), file=sys.stderr)
+            for name in wanted_cluster:
+                print(f"running {name} ...", file=sys.stderr)
+                results[name] = leader_failover(cluster, root / name, mode=CLUSTER[name], timeout=60).as_dict()
+                print(json.dumps(results[name]), file=sys.stderr)
+                for node in cluster.nodes:  # the killed node rejoins for the next scenario
+                    if not node.is_running():
+                        node.start()
         finally:
             cluster.stop()
             shutil.rmtree(root, ignore_errors=True)
@@ -76,7 +83,7 @@ def render(results: dict[str, dict]) -> str:
              f"({platform.machine()}, Python {platform.python_version()}).", "",
              "| fault | sent | delivered | lost | duplicated | delivered but unconfirmed | refused sends |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    order = [n for n in (*NETNS, "cluster") if n in results]
+    order = [n for n in (*NETNS, *CLUSTER) if n in results]
     for name in order:
         r = results[name]
         lines.append(f"| {r['fault']} | {r['sent']} | {r['delivered']} | {r['lost']} | {r['duplicated']} | "
@@ -93,8 +100,8 @@ def render(results: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    names = argv or [*NETNS, "cluster"]
-    unknown = set(names) - {*NETNS, "cluster"}
+    names = argv or [*NETNS, *CLUSTER]
+    unknown = set(names) - {*NETNS, *CLUSTER}
     if unknown:
         print(f"unknown scenario(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2

@@ -124,13 +124,16 @@ class Cluster:
         stop_epmd_if_idle()
 
 
-def leader_failover(cluster: Cluster, root: Path) -> "Outcome":
-    """Two loopback hosts on the cluster with quorum inboxes; SIGKILL the node holding the
-    receiver inbox's leader in the middle of a steady send; count what arrives.
+def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout: float = 150.0) -> "Outcome":
+    """Two loopback hosts on the cluster with quorum inboxes; SIGKILL a node in the middle of
+    a steady send; count what arrives.
 
-    Both gateways list all three URIs and reach node 1 first, which is also where the inbox
-    is declared (so holds its leader): the kill takes away both their connection and the
-    leader at once, the hardest case.
+    ``mode="leader"``: the receiver's inbox leader lives on node 3 (its inbox was declared
+    through node 3) while the sender's gateway is on node 1 and the receiver's on node 2;
+    node 3 is killed, a follower takes over the leadership.
+    ``mode="gateway-node"``: node 1, where both gateways are connected (and where the classic
+    ``bridge.dlq`` and ``control.<host>`` queues live), is killed; the gateways must fail over
+    to the next URI of ``broker.uri``.
     """
     import time
     import uuid
@@ -139,15 +142,22 @@ def leader_failover(cluster: Cluster, root: Path) -> "Outcome":
     from tests.multihost.scenarios import Outcome
     from tests.support.hosts import Host
 
+    n1, n2, n3 = cluster.uris
     env = {"BRIDGE_MESSAGING_INBOX_QUEUE_TYPE": "quorum", "BRIDGE_BROKER_HEARTBEAT": "2"}
     tag = uuid.uuid4().hex[:6]
-    a = Host(f"qa-{tag}", root / "a", cluster.uri, env)
-    b = Host(f"qb-{tag}", root / "b", cluster.uri, env)
+    receiver_uris = [n2, n1, n3] if mode == "leader" else [n1, n2, n3]
+    a = Host(f"qa-{tag}", root / "a", ",".join([n1, n2, n3]), env)
+    b = Host(f"qb-{tag}", root / "b", ",".join(receiver_uris), env)
     sink = root / "sink.jsonl"
     try:
         a.register("main", role="main")
-        worker = b.register("worker", deliver=exec_sink(sink))
-        a.start_gateway(), b.start_gateway()
+        a.start_gateway()  # the shared classic bridge.dlq gets its home on node 1
+        # the inbox is declared (so gets its quorum leader) through node 3 in "leader" mode
+        worker = b.bridge("register", "--label", "worker", "--deliver", exec_sink(sink), check=True,
+                          env={"BRIDGE_BROKER_URI": n3 if mode == "leader" else n1}).stdout.strip()
+        b.start_gateway()
+        queue = f"agent.{worker}.inbox"
+        victim = cluster.leader(queue) if mode == "leader" else cluster.names[0]
         sent: set[str] = set()
         errors: list[str] = []
         stop = threading.Event()
@@ -167,27 +177,28 @@ def leader_failover(cluster: Cluster, root: Path) -> "Outcome":
         thread = threading.Thread(target=sender, daemon=True)
         thread.start()
         wait_for(lambda: len(sent) >= 20, 60, 0.1, "first confirmed messages")
-        queue = f"agent.{worker}.inbox"
-        leader = cluster.leader(queue)
         marks = {h.name: len(h.log_path.read_text(errors="replace")) for h in (a, b)}
         t_kill = time.monotonic()
-        cluster.kill9(leader)
+        cluster.kill9(victim)
         new_leader = None
         reconnect: dict[str, float | None] = {a.name: None, b.name: None}
+        lost_conn: dict[str, bool] = {a.name: False, b.name: False}
         stopping_at = None
-        deadline = t_kill + 150
+        deadline = t_kill + timeout
         while time.monotonic() < deadline:
             for host in (a, b):
                 text = host.log_path.read_text(errors="replace")[marks[host.name]:]
+                lost_conn[host.name] = lost_conn[host.name] or "broker connection lost" in text
                 if reconnect[host.name] is None and "connected to broker" in text:
                     reconnect[host.name] = round(time.monotonic() - t_kill, 1)
             if new_leader is None:
                 try:
                     lead = cluster.leader(queue)
-                    new_leader = lead if lead != leader else None
+                    new_leader = lead if lead != victim else None
                 except Exception:
                     pass
-            if stopping_at is None and new_leader and len(sent) >= 40:
+            if stopping_at is None and new_leader and len(sent) >= 40 and all(
+                    reconnect[h] is not None for h in lost_conn if lost_conn[h]):
                 stopping_at = time.monotonic() + 2.0  # keep sending through the survivors a while
             if stopping_at is not None and time.monotonic() > stopping_at:
                 stop.set()
@@ -199,15 +210,22 @@ def leader_failover(cluster: Cluster, root: Path) -> "Outcome":
         t_done = time.monotonic()
         got = [m["msgId"] for m in read_sink(sink)]
         unique = set(got)
-        outcome = Outcome(fault="cluster: kill -9 the node holding the inbox's quorum leader",
-                          sent=len(sent), delivered=len(unique & sent), lost=len(sent - unique),
-                          duplicated=len(got) - len(unique), unconfirmed_delivered=len(unique - sent),
-                          send_errors=len(errors))
-        outcome.times = {"sender gateway reconnect (if its node died)": reconnect[a.name],
-                         "receiver gateway reconnect (if its node died)": reconnect[b.name],
-                         "all delivered after kill": round(t_done - t_kill, 1)}
-        outcome.notes.append(f"leader {leader} -> {new_leader}")
-        outcome.notes.append(f"gateways first listed {cluster.names[0]}")
+        what = ("kill -9 the node holding the inbox's quorum leader" if mode == "leader"
+                else "kill -9 the node the gateways are connected to")
+        outcome = Outcome(fault=f"cluster: {what}", sent=len(sent), delivered=len(unique & sent),
+                          lost=len(sent - unique), duplicated=len(got) - len(unique),
+                          unconfirmed_delivered=len(unique - sent), send_errors=len(errors))
+        outcome.times = {"all delivered after kill": round(t_done - t_kill, 1)}
+        for host, label in ((a, "sender"), (b, "receiver")):
+            if lost_conn[host.name]:
+                outcome.times[f"{label} gateway reconnect"] = reconnect[host.name]
+        if mode == "leader":
+            outcome.notes.append(f"leader {victim} -> {new_leader}")
+        else:
+            outcome.notes.append(f"killed {victim}; inbox leader now {new_leader}")
+            failing = [line for line in b.log().splitlines() if "home node" in line][-1:]
+            if failing:
+                outcome.notes.append("receiver gateway: " + failing[0].split("error=", 1)[-1][:200])
         if errors:
             outcome.notes.append(f"{len(errors)} send batches refused during failover (first: {errors[0][:120]})")
         return outcome

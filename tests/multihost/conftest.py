@@ -28,16 +28,3 @@ def lab(netns_lab: NetnsLab) -> Iterator[NetnsLab]:
     if netns_lab.broker is not None and not netns_lab.broker.is_running():
         netns_lab.broker.start()
 
-
-@pytest.fixture
-def rabbitmq_cluster() -> Iterator["Cluster"]:
-    """A fresh three-node RabbitMQ cluster on loopback (classic_config peer discovery);
-    every node is stopped afterwards, also the ones a test killed."""
-    from tests.multihost.cluster import Cluster
-
-    cluster = Cluster()
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()

@@ -1,12 +1,14 @@
 """Scale-out: quorum inboxes on a three-node RabbitMQ cluster, gateways listing every node.
 
 Runs on loopback (no namespaces): the point is the broker's own replication and the
-gateway's multi-URI failover, not the network.
+gateway's multi-URI failover, not the network. One cluster serves the module; a test that
+kills a node starts it again (it rejoins by itself).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -15,16 +17,44 @@ from tests.multihost.cluster import Cluster, leader_failover
 pytestmark = pytest.mark.slow
 
 
-def test_cluster_forms_from_config(rabbitmq_cluster: Cluster):
-    assert sorted(rabbitmq_cluster.running_nodes()) == sorted(rabbitmq_cluster.names)
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    cluster = Cluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
-def test_killing_the_quorum_leader_mid_burst_loses_nothing(rabbitmq_cluster: Cluster, tmp_path: Path):
-    outcome = leader_failover(rabbitmq_cluster, tmp_path)
+@pytest.fixture
+def healthy_cluster(cluster: Cluster) -> Iterator[Cluster]:
+    yield cluster
+    for node in cluster.nodes:
+        if not node.is_running():
+            node.start()
+
+
+def test_cluster_forms_from_config(healthy_cluster: Cluster):
+    assert sorted(healthy_cluster.running_nodes()) == sorted(healthy_cluster.names)
+
+
+def test_killing_the_quorum_leader_mid_burst_loses_nothing(healthy_cluster: Cluster, tmp_path: Path):
+    outcome = leader_failover(healthy_cluster, tmp_path, mode="leader")
     assert outcome.sent > 20, outcome
     assert outcome.lost == 0, outcome
     assert outcome.delivered == outcome.sent, outcome
     assert outcome.duplicated == 0, outcome
-    # the killed node held the leader; a surviving node took over
     old, new = outcome.notes[0].removeprefix("leader ").split(" -> ")
     assert new != "None" and new != old, outcome
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bridge.dlq and control.<host> are classic durable queues: while their home node is down the "
+    "gateway's reconnect fails with 404 'home node ... is down', so a gateway cannot fail over to the "
+    "next URI. Fix: declare them as quorum queues when messaging.inbox_queue_type = quorum"))
+def test_gateways_fail_over_when_their_node_dies(healthy_cluster: Cluster, tmp_path: Path):
+    outcome = leader_failover(healthy_cluster, tmp_path, mode="gateway-node", timeout=45)
+    assert outcome.lost == 0, outcome
+    assert outcome.times.get("receiver gateway reconnect") is not None, outcome
+    assert outcome.times.get("sender gateway reconnect") is not None, outcome
