@@ -32,14 +32,15 @@ def mcp(app, label: str | None, role: str) -> None:
     Tools: bridge_send, bridge_ask, bridge_reply, bridge_answer, bridge_poll, bridge_roster,
     bridge_spawn, bridge_stop. Needs a running `bridge gateway` and the extra bridgecli[mcp].
     """
-    if importlib.util.find_spec("mcp") is None:
-        raise MissingDependency("the MCP SDK is not installed", "pip install 'bridgecli[mcp]'")
+    _check_sdk()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="bridge mcp: %(levelname)s: %(message)s")
-    from bridgecli.mcp.link import GatewayLink
+    from bridgecli.mcp.link import GatewayLink, SessionLock
 
     link = GatewayLink()
     link.attach(label or role, role)  # raises GatewayUnavailable before any protocol traffic
+    lock = SessionLock(link.gid)
+    lock.acquire(link.label)  # held until the process exits
     nudge_after = float(app.config.values["messaging.nudge_after"])
 
     import anyio
@@ -47,3 +48,17 @@ def mcp(app, label: str | None, role: str) -> None:
     from bridgecli.mcp.server import serve
 
     anyio.run(serve, link, nudge_after)
+
+
+def _check_sdk() -> None:
+    """The server is written against the SDK's 2.x low-level API; say so plainly otherwise."""
+    if importlib.util.find_spec("mcp") is None:
+        raise MissingDependency("the MCP SDK is not installed", "pip install 'bridgecli[mcp]'")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("mcp")
+    except PackageNotFoundError:
+        return
+    if int(found.split(".")[0]) < 2:
+        raise MissingDependency(f"bridge mcp needs the MCP SDK 2.x, found {found}", "pip install -U 'mcp>=2.3'")

@@ -13,6 +13,7 @@ Module map (each module does one thing):
 * :mod:`~bridgecli.mcp.server` — glue onto the official MCP SDK (low-level ``Server``).
 
 Only :mod:`~bridgecli.mcp.server` imports the ``mcp`` SDK, and only ``bridge mcp`` imports
-it, so ``bridge --help`` never pays for it. Tool sets are added by ``register(registry, …)``
-functions, so browser tools (issue 11) can join without touching the messaging ones.
+it, so ``bridge --help`` never pays for it. Tool sets are functions ``(registry, link)`` that
+add tools and may return background tasks (:data:`bridgecli.mcp.server.ToolSet`), so browser
+tools (issue 11) can join without touching the messaging ones.
 """

@@ -104,6 +104,40 @@ class GatewayLink:
         return entity
 
 
+class SessionLock:
+    """One ``bridge mcp`` per entity: a second session on the same label would drain the
+    same hold, and each would see only some of the messages. The lock is an exclusive
+    ``flock`` on a file in the runtime dir, held for the process's lifetime, so a crashed
+    session never leaves it stale."""
+
+    def __init__(self, gid: str) -> None:
+        self.gid = gid
+        self._file: Any = None
+
+    def acquire(self, label: str) -> None:
+        import fcntl
+        import os
+
+        from bridgecli import paths
+
+        directory = paths.runtime_dir()
+        paths.ensure_private_dir(directory)
+        handle = open(directory / f"mcp-{self.gid}.lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise Conflict(f"label {label!r} is already served by another bridge mcp (pid {holder})",
+                           "give this session its own --label (e.g. --label main2)") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._file = handle
+
+
 def require_gateway() -> None:
     """Fail fast (before speaking MCP) when no gateway listens on this host."""
     client = GatewayClient.connect()
@@ -113,4 +147,4 @@ def require_gateway() -> None:
         client.close()
 
 
-__all__ = ["GatewayLink", "run_blocking", "require_gateway", "GatewayUnavailable", "HOLD"]
+__all__ = ["GatewayLink", "SessionLock", "run_blocking", "require_gateway", "GatewayUnavailable", "HOLD"]

@@ -18,7 +18,7 @@ import json
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable, Sequence
 
 import anyio
 import mcp.types as types
@@ -167,11 +167,18 @@ def build_server(state: Session) -> Server:
     return server
 
 
-async def serve(link: GatewayLink, nudge_after: float, registry: ToolRegistry | None = None) -> None:
+#: a tool set adds its tools to the registry; it may return background tasks to run for the
+#: session's lifetime (e.g. a browser-broker election loop), or None
+ToolSet = Callable[[ToolRegistry, GatewayLink], "Sequence[Callable[[], Awaitable[None]]] | None"]
+DEFAULT_TOOL_SETS: tuple[ToolSet, ...] = (messaging_tools.register,)
+
+
+async def serve(link: GatewayLink, nudge_after: float, tool_sets: Sequence[ToolSet] = DEFAULT_TOOL_SETS) -> None:
     """Serve MCP on stdin/stdout until the client closes the stream."""
-    registry = registry or ToolRegistry()
-    if not registry.tools:
-        messaging_tools.register(registry, link)
+    registry = ToolRegistry()
+    background: list[Callable[[], Awaitable[None]]] = []
+    for tool_set in tool_sets:
+        background.extend(tool_set(registry, link) or ())
     state = Session(link=link, registry=registry, nudge_after=nudge_after)
     state.watcher = InboxWatcher(link, state.announce, nudge_after)
     server = build_server(state)
@@ -184,6 +191,8 @@ async def serve(link: GatewayLink, nudge_after: float, registry: ToolRegistry | 
 
     async with anyio.create_task_group() as group:
         group.start_soon(watch)
+        for task in background:
+            group.start_soon(task)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, options)
         group.cancel_scope.cancel()

@@ -40,6 +40,8 @@ class Pushed:
     channel: list[ChannelParams] = field(default_factory=list)
     logs: list[Any] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    #: transport-level faults, e.g. a line on stdout that is not JSON-RPC (must stay empty)
+    faults: list[Exception] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
 
     def _poke(self) -> None:
@@ -71,6 +73,9 @@ async def mcp_client(host: Host, label: str, *args: str, env: dict[str, str] | N
         pushed._poke()
 
     async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):
+            pushed.faults.append(message)
+            return
         root = getattr(message, "root", message)
         if getattr(root, "method", "") == "notifications/resources/updated":
             pushed.updated.append(str(root.params.uri))
@@ -87,6 +92,7 @@ async def mcp_client(host: Host, label: str, *args: str, env: dict[str, str] | N
                                          handler=on_channel)]) as session:
                 await session.initialize()
                 yield session, pushed
+                assert pushed.faults == [], f"bridge mcp wrote something that is not protocol: {pushed.faults}"
 
 
 def text_of(result: Any) -> str:

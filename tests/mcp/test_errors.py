@@ -75,6 +75,19 @@ def test_label_owned_by_another_backend_is_refused(gw_host, label):
     assert "not hold" in proc.stderr and proc.stderr.count("\n") == 1
 
 
+def test_a_label_is_served_by_one_session_at_a_time(gw_host, label):
+    async def scenario():
+        async with mcp_client(gw_host, label):
+            second = await anyio.to_thread.run_sync(lambda: gw_host.bridge("mcp", "--label", label))
+            assert second.returncode == ExitCode.CONFLICT and second.stdout == ""
+            assert "already served by another bridge mcp" in second.stderr and second.stderr.count("\n") == 1
+        # the lock goes with the process: the label is free again
+        async with mcp_client(gw_host, label) as (session, _):
+            assert not (await session.call_tool("bridge_poll", {})).is_error
+
+    anyio.run(scenario)
+
+
 def test_gateway_killed_mid_session_then_back(host_factory):
     host = host_factory("k")
     host.start_gateway()
