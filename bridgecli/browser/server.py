@@ -17,7 +17,8 @@ Policy, in the order a connection meets it:
    :func:`hmac.compare_digest` → else close 4001/4002/4003.
 5. After hello frames may be ≤ 16 MiB; malformed frames get an error frame and, after 8, a
    close 4005. The broker never sees a frame that did not decode.
-6. Keepalive: a JSON ``ping`` after 15 s without sending (an MV3 service worker dies after 30 s
+6. A peer that stops reading is disconnected once a send to it blocks for 10 s.
+7. Keepalive: a JSON ``ping`` after 15 s without sending (an MV3 service worker dies after 30 s
    without messages; protocol-level pings do not count).
 
 The receive loop uses ``recv(timeout=1)`` and re-checks the protocol state, which works around
@@ -50,6 +51,9 @@ from bridgecli.errors import BrowserError
 EXTENSION_ORIGINS = ("chrome-extension://", "moz-extension://")
 #: Seconds an executor may take on one command before the broker fails it for the agent.
 COMMAND_TIMEOUT = 120.0
+#: Seconds a send may stay blocked on a peer that does not read (full TCP buffers) before that
+#: peer is disconnected; without it one stuck peer would stall the broker's sends to everyone.
+SEND_TIMEOUT = 10.0
 
 
 def bind_loopback(port: int) -> socket.socket:
@@ -97,7 +101,7 @@ class BrokerServer:
     def __init__(self, broker: Broker, token: str, sock: socket.socket, *,
                  max_frame: int = F.MAX_FRAME_BYTES, max_connections: int = 64,
                  keepalive: float = F.KEEPALIVE_SECONDS, hello_timeout: float = F.HELLO_TIMEOUT,
-                 command_timeout: float = COMMAND_TIMEOUT,
+                 command_timeout: float = COMMAND_TIMEOUT, send_timeout: float = SEND_TIMEOUT,
                  log: Callable[[str], None] | None = None) -> None:
         if not token:
             raise BrowserError("the browser broker needs a token", "set one with `bridge token set`")
@@ -109,6 +113,7 @@ class BrokerServer:
         self._keepalive = keepalive
         self._hello_timeout = hello_timeout
         self._command_timeout = command_timeout
+        self._send_timeout = send_timeout
         self._log = log or (lambda text: None)
         self._stopping = threading.Event()
         self._server: Server = serve(
@@ -173,6 +178,9 @@ class BrokerServer:
             if hello is None or self._stopping.is_set():
                 return
             ws.protocol.max_message_size = self._max_frame
+            # Reads happen only after select() says the socket is readable, so this bounds
+            # sendall() alone (websockets itself sets the timeout only while closing).
+            ws.socket.settimeout(self._send_timeout)
             conn = WsConn(ws)
             client_id = self.broker.attach(conn, hello)
             try:

@@ -166,7 +166,8 @@ class FakeExecutor:
             tabs[-1]["url"] = params["url"]
             return ok({"tab": tabs[-1]["tab"], "url": params["url"]})
         if action == "text":
-            return ok({"text": f"text of {tabs[-1]['url']}", "executor": self.id})
+            return ok({"text": f"text of {tabs[-1]['url']}", "executor": self.id,
+                       "pad": "x" * int(params.get("pad", 0))})
         if action in ("click", "type"):
             return ok({})
         if action == "snapshot":

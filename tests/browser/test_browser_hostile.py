@@ -239,3 +239,20 @@ def test_same_executor_id_replaces_the_old_socket(strict_host, start_executor):
     new.groups["g"] = [{"tab": 1, "url": "http://new", "title": ""}]
     assert strict_host.send("text", "g")["text"] == "text of http://new"
     assert strict_host.broker.snapshot()["executors"] == ["e1"]
+
+
+def test_an_agent_that_stops_reading_is_cut_off_not_the_broker(port, cache, start_executor):
+    bridge = BrowserBridge(port, TOKEN, server_options={"send_timeout": 0.5}).start()
+    try:
+        start_executor("e1")
+        stuck = agent(port)
+        stuck.send(json.dumps(F.command(1, "open", "big")))
+        assert json.loads(stuck.recv())["ok"]
+        for i in range(2, 12):  # ~40 MiB of results it never reads: TCP buffers fill up
+            stuck.send(json.dumps(F.command(i, "text", "big", {"pad": 4 * 1024 * 1024})))
+        eventually(lambda: len(bridge.broker.snapshot()["agents"]) == 1, timeout=30)
+        bridge.send("open", "other")
+        assert bridge.send("text", "other")["executor"] == "e1"  # everyone else still served
+        stuck.shutdown()
+    finally:
+        bridge.close()
