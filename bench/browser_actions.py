@@ -65,6 +65,7 @@ class RawCdp:
         self.ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
         self.call("Page.enable")
+        self.call("Page.setLifecycleEventsEnabled", enabled=True)
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         msg_id = next(self.ids)
@@ -75,10 +76,17 @@ class RawCdp:
                 return msg.get("result", {})
             self.events.append(msg)
 
-    def wait_event(self, method: str) -> None:
+    def wait_load(self, loader_id: str) -> None:
+        """Wait for the load of *this* navigation (the tab is shared with the cdp executor, so
+        a bare Page.loadEventFired could be another client's)."""
+        def match(event: dict[str, Any]) -> bool:
+            params = event.get("params", {})
+            return (event.get("method") == "Page.lifecycleEvent" and params.get("name") == "load"
+                    and params.get("loaderId") == loader_id)
+
         while True:
             for i, event in enumerate(self.events):
-                if event.get("method") == method:
+                if match(event):
                     del self.events[: i + 1]
                     return
             self.events.append(json.loads(self.ws.recv()))
@@ -88,9 +96,7 @@ class RawCdp:
 
     def do(self, action: str, url: str) -> None:
         if action == "navigate":
-            self.events.clear()
-            self.call("Page.navigate", url=url)
-            self.wait_event("Page.loadEventFired")
+            self.wait_load(self.call("Page.navigate", url=url)["loaderId"])
         elif action == "type":
             self.evaluate("document.getElementById('name').value='Ada'")
         elif action == "click":
@@ -108,14 +114,32 @@ def bridge_params(action: str, url: str) -> dict[str, Any]:
             "click": {"selector": "#go"}, "text": {}, "snapshot": {}, "screenshot": {}}[action]
 
 
-def median_ms(fn: Callable[[], Any], runs: int) -> float:
-    fn()  # warm-up
-    samples = []
-    for _ in range(runs):
+def medians_ms(fns: list[Callable[[], Any]], runs: int, *, interleave: bool,
+               before: Callable[[int], Any] = lambda i: None) -> list[float]:
+    """Median wall time of each function. Interleaved (raw, bridge, bridge, raw, …) so that a
+    load spike on this shared machine hits every column alike; screenshots run in blocks
+    instead (``before(i)`` runs ahead of block i), because each path must keep its own tab in
+    front while it captures."""
+    samples: list[list[float]] = [[] for _ in fns]
+
+    def timed(i: int) -> None:
         start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+        fns[i]()
+        samples[i].append((time.perf_counter() - start) * 1000)
+
+    if interleave:
+        for fn in fns:
+            fn()  # warm-up
+        for _ in range(runs):
+            for i in range(len(fns)):
+                timed(i)
+    else:
+        for i, fn in enumerate(fns):
+            before(i)
+            fn()  # warm-up
+            for _ in range(runs):
+                timed(i)
+    return [statistics.median(column) for column in samples]
 
 
 def _free_port() -> int:
@@ -172,13 +196,15 @@ def main(runs: int = 20) -> list[dict[str, Any]]:
         raw = RawCdp(next(t["webSocketDebuggerUrl"] for t in listing if t["id"] == tabs["on-cdp"]))
 
         rows = []
+        paths = (("on-cdp", "bridge → cdp executor"), ("on-ext", "bridge → extension"))
         for action in ACTIONS:
             n = max(5, runs // 2) if action in ("navigate", "screenshot") else runs
-            if action == "screenshot":
-                raw.call("Page.bringToFront")  # a background tab waits for a frame to paint
-            base = median_ms(lambda: raw.do(action, url), n)
-            for group, label in (("on-cdp", "bridge → cdp executor"), ("on-ext", "bridge → extension")):
-                value = median_ms(lambda: agent.send(action, group, bridge_params(action, url)), n)
+            fns = [lambda: raw.do(action, url)] + [
+                (lambda g=group: agent.send(action, g, bridge_params(action, url))) for group, _ in paths]
+            # a background tab waits for a frame to paint: the raw block brings its tab forward
+            base, *values = medians_ms(fns, n, interleave=action != "screenshot",
+                                       before=lambda i: i == 0 and raw.call("Page.bringToFront"))
+            for (group, label), value in zip(paths, values):
                 note = f"median of {n}"
                 if action == "screenshot" and group == "on-ext":
                     note += "; Chrome allows 2 captureVisibleTab calls/s per extension"
