@@ -16,6 +16,7 @@ exponential backoff. While it does, :meth:`BrowserBridge.send` fails at once wit
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from typing import Any, Callable
 
@@ -121,7 +122,12 @@ class BrowserBridge:
         if self._try_host() is not None:
             return self
         if not self.allow_host:
-            self._become_guest(self._open_guest())
+            try:
+                client = self._open_guest()
+            except NotConnected:
+                self._explain_absent_host()
+                raise
+            self._become_guest(client)
             return self
         # An adapter that may host retries like a re-election: the winner of a simultaneous
         # start may not have written bridge.json yet, or may exit while we connect.
@@ -159,6 +165,25 @@ class BrowserBridge:
             self._log(f"generated a new bridge token: {token} — paste it into the browser "
                       "extension once; `bridge token show` prints it again")
         return HOST
+
+    def _explain_absent_host(self) -> None:
+        """A pure guest found no broker. If ``bridge.json`` names a host process that has died,
+        adapters are probably re-electing right now: say so (the seed's fail-fast error) rather
+        than suggesting to start a broker that is about to exist."""
+        try:
+            data = token_file.read()
+        except BridgeError:
+            return
+        pid = data.get("pid") if data else None
+        if not isinstance(pid, int) or pid <= 0 or data.get("port") != self.port:
+            return
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            raise F.CommandError(F.E_RE_ELECTING, f"{RE_ELECTING_MESSAGE} (host pid {pid} exited; "
+                                 "if no `bridge browser serve` runs, start one)") from None
+        except OSError:
+            return
 
     def _open_guest(self) -> AgentClient:
         token = token_file.guest_token(self._explicit_token)

@@ -3,6 +3,7 @@ executors reconnect and ownership is rebuilt from their ``tabs``; the window fai
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -190,3 +191,15 @@ def test_re_election_gives_up_when_asked_and_then_reports_not_connected(port, ca
         with pytest.raises(F.CommandError) as info:
             bridge.send("targets")
         assert info.value.code == F.E_NOT_CONNECTED
+
+
+def test_one_shot_during_the_window_says_re_electing(port, cache):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    token_file.write(port, TOKEN, host=True)  # as a host would: with its pid …
+    raw = json.loads(token_file.path().read_text())
+    raw["pid"] = dead.pid  # … of a host that has since died
+    token_file.path().write_text(json.dumps(raw))
+    with pytest.raises(F.CommandError) as info:
+        BrowserBridge(port, None, allow_host=False, failover=False).start()
+    assert info.value.code == F.E_RE_ELECTING and f"host pid {dead.pid} exited" in str(info.value)
