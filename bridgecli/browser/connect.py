@@ -295,9 +295,20 @@ class BrowserBridge:
             self.server, self._client, self._local = None, None, None
             self._set_mode(CLOSED)
         if server is not None:
+            self._forget_pid()  # before guests notice, so a new host's pid is never clobbered
             server.shutdown()
         if client is not None:
             client.close()
+
+    def _forget_pid(self) -> None:
+        """A host leaving cleanly drops its pid from ``bridge.json`` (keeping the token), so a
+        later one-shot command says "start a broker", not "re-electing"."""
+        try:
+            data = token_file.read()
+            if data and data.get("pid") == os.getpid() and data.get("port") == self.port:
+                token_file.write(self.port, data["token"])
+        except (BridgeError, OSError):
+            pass
 
     def __enter__(self) -> "BrowserBridge":
         return self.start()

@@ -203,3 +203,13 @@ def test_one_shot_during_the_window_says_re_electing(port, cache):
     with pytest.raises(F.CommandError) as info:
         BrowserBridge(port, None, allow_host=False, failover=False).start()
     assert info.value.code == F.E_RE_ELECTING and f"host pid {dead.pid} exited" in str(info.value)
+
+
+def test_a_clean_host_exit_drops_its_pid_but_keeps_the_token(port, cache):
+    host = BrowserBridge(port, None).start()
+    token = token_file.read()["token"]
+    assert token_file.read()["pid"] == os.getpid()
+    host.close()
+    assert token_file.read() == {"v": 1, "port": port, "token": token}
+    with pytest.raises(NotConnected, match="bridge browser serve"):
+        BrowserBridge(port, None, allow_host=False).start()
