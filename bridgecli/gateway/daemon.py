@@ -139,6 +139,8 @@ class Gateway:
         self.on_stop_hooks: list[Callable[[], None]] = []
         self.api = None
         self._delay_tiers: set[int] = set()
+        #: monotonic time by which the roster has heard every live gateway at least once
+        self.roster_complete_at = 0.0
         self.status_extras: dict[str, Callable[[], Any]] = {}
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -224,6 +226,8 @@ class Gateway:
             self._attach(entity)
         for hook in self.on_connect_hooks:
             hook()
+        interval = self.config.values["roster.interval"]
+        self.roster_complete_at = time.monotonic() + interval * 1.5
         self.connected.set()
         glog.event(logger, "connected to broker", server=self.server_info.get("product"),
                    version=self.server_info.get("version"), entities=len(self.consumers),
@@ -549,9 +553,19 @@ class Gateway:
 
     def resolve_target(self, target: str, force: bool = False) -> str:
         """A gid for ``target`` (gid, or label): local entities first, then the roster."""
+        from bridgecli.errors import NotFound
         from bridgecli.resolve import resolve_target
 
-        return resolve_target(target, registry=self.registry, roster=getattr(self, "roster", None), force=force)
+        roster = getattr(self, "roster", None)
+        while True:
+            try:
+                return resolve_target(target, registry=self.registry, roster=roster, force=force)
+            except NotFound:
+                # a gateway that connected less than one heartbeat interval ago has not heard
+                # every host yet: wait for the view to fill before calling a target unknown
+                if roster is None or time.monotonic() >= self.roster_complete_at:
+                    raise
+                time.sleep(0.1)
 
     # --- waiting for held messages ------------------------------------------------------
 
