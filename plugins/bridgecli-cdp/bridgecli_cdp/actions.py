@@ -147,7 +147,11 @@ class CdpActions:
             self.cdp.drop(waiter)
 
     def _info(self, session: str) -> dict[str, Any]:
-        return self._evaluate(session, "info", {}, 10)
+        # A one-liner rather than page.js: this runs after every open/navigate.
+        reply = self.cdp.call("Runtime.evaluate", {
+            "expression": "({url: location.href, title: document.title})", "returnByValue": True},
+            session=session, timeout=10)
+        return reply.get("result", {}).get("value") or {}
 
     # --- actions ------------------------------------------------------------------------
 
