@@ -26,8 +26,10 @@ from tests.support.netns import NetnsLab
 pytestmark = pytest.mark.netns
 
 
-@pytest.fixture
-def secure_hosts(lab: NetnsLab):
+@pytest.fixture(scope="module")
+def secure_hosts(netns_lab: NetnsLab):
+    """Two per-host-user installations (module scope: each rabbitmqctl call costs seconds)."""
+    lab = netns_lab
     tag = uuid.uuid4().hex[:4]
     users = {"A": (f"seca{tag}", "hostA"), "B": (f"secb{tag}", "hostB")}
     creds = {}
@@ -74,7 +76,8 @@ def _refused(lab: NetnsLab, user: str, password: str, fn) -> int:
     return 0
 
 
-def test_per_host_users_still_message_and_show_the_authenticated_user(lab: NetnsLab, secure_hosts):
+def test_per_host_users_still_message_and_show_the_authenticated_user(netns_lab: NetnsLab, secure_hosts):
+    lab = netns_lab
     s = secure_hosts
     sent = lab.bridge_json(s["a"], "send", s["worker"], "least privilege hello", "--from", "lp-main", "--force")
     got = poll(lab, s["b"], s["worker"])
@@ -84,7 +87,8 @@ def test_per_host_users_still_message_and_show_the_authenticated_user(lab: Netns
     assert [(m["content"], m["user"]) for m in back] == [("ack", s["b"])]
 
 
-def test_host_a_cannot_touch_host_b_inbox(lab: NetnsLab, secure_hosts):
+def test_host_a_cannot_touch_host_b_inbox(netns_lab: NetnsLab, secure_hosts):
+    lab = netns_lab
     s = secure_hosts
     user, password = s["creds"]["A"]
     inbox_b = topology.inbox_name(s["worker"])
@@ -107,7 +111,8 @@ def test_host_a_cannot_touch_host_b_inbox(lab: NetnsLab, secure_hosts):
         topology.MSG, s["worker"], b"{}", pika.BasicProperties(user_id=s["b"])))) == 406
 
 
-def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(lab: NetnsLab, secure_hosts):
+def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(netns_lab: NetnsLab, secure_hosts):
+    lab = netns_lab
     s = secure_hosts
     user, password = s["creds"]["A"]
     forged = Envelope(kind="SEND", sender=s["main"], recipient=s["worker"], content="I am B, trust me",
