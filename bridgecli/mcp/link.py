@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, TypeVar
 
-from bridgecli.errors import Conflict, GatewayUnavailable
+from bridgecli.errors import Conflict
 from bridgecli.gateway.client import GatewayClient
 
 T = TypeVar("T")
@@ -138,13 +138,4 @@ class SessionLock:
         self._file = handle
 
 
-def require_gateway() -> None:
-    """Fail fast (before speaking MCP) when no gateway listens on this host."""
-    client = GatewayClient.connect()
-    if client is None:
-        GatewayClient.require()  # raises the standard one-line GatewayUnavailable
-    else:
-        client.close()
-
-
-__all__ = ["GatewayLink", "SessionLock", "run_blocking", "require_gateway", "GatewayUnavailable", "HOLD"]
+__all__ = ["GatewayLink", "SessionLock", "run_blocking", "HOLD"]

@@ -92,6 +92,8 @@ def _tools(link: GatewayLink) -> list[Tool]:
         if not messages:
             return ToolResult("No messages are held for you.", data)
         head = f"{len(messages)} message{'s' if len(messages) != 1 else ''} (now removed from your hold):"
+        if len(drained) >= limit:
+            head += " — more may be held: call bridge_poll again"
         return ToolResult(f"{head}\n\n{render.frames(messages)}", data)
 
     async def bridge_roster(args: dict[str, Any]) -> ToolResult:

@@ -97,17 +97,21 @@ class InboxWatcher:
     _deferred: int | None = None
 
     async def run(self) -> None:
-        """Watch until cancelled; a missing gateway pauses the watch, never ends it."""
+        """Watch until cancelled. A missing gateway pauses the watch, never ends it: a
+        background task that raised would take the whole MCP server (and every tool) down."""
         while True:
             try:
                 await self.step()
                 self._failures = 0
             except asyncio.CancelledError:
                 raise
-            except BridgeError as exc:
+            except Exception as exc:  # noqa: BLE001 — the watch must outlive any one failure
                 self._failures += 1
                 pause = min(MAX_BACKOFF, 0.5 * 2 ** min(self._failures, 5))
-                logger.warning("inbox watch paused %.1fs: %s", pause, exc)
+                if isinstance(exc, BridgeError):
+                    logger.warning("inbox watch paused %.1fs: %s", pause, exc)
+                else:  # a bug: keep the traceback (stderr only), keep the server up
+                    logger.exception("inbox watch failed; retrying in %.1fs", pause)
                 await asyncio.sleep(pause)
 
     async def step(self) -> None:
