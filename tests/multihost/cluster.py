@@ -215,7 +215,8 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         outcome = Outcome(fault=f"cluster: {what}", sent=len(sent), delivered=len(unique & sent),
                           lost=len(sent - unique), duplicated=len(got) - len(unique),
                           unconfirmed_delivered=len(unique - sent), send_errors=len(errors))
-        outcome.times = {"all delivered after kill": round(t_done - t_kill, 1)}
+        gave_up = any(lost_conn[h] and reconnect[h] is None for h in lost_conn)
+        outcome.times = {("gave up after" if gave_up else "all delivered after kill"): round(t_done - t_kill, 1)}
         for host, label in ((a, "sender"), (b, "receiver")):
             if lost_conn[host.name]:
                 outcome.times[f"{label} gateway reconnect"] = reconnect[host.name]
