@@ -54,3 +54,39 @@ ready_line = "^READY$"
             assert missing.is_error and "profiles: echo" in text_of(missing)
 
     anyio.run(scenario)
+
+
+def test_u6_main_pair_across_two_hosts(host_factory):
+    """Two mains, each an MCP session on its own host, message each other by label."""
+    a, b = host_factory("a", extra_env=FAST), host_factory("b", extra_env=FAST)
+    a.start_gateway(), b.start_gateway()
+
+    async def scenario():
+        async with mcp_client(a, "opus") as (opus, _), mcp_client(b, "cloud") as (cloud, cloud_pushed):
+            deadline = time.monotonic() + 30  # each label resolves through the union roster
+            while True:
+                entries = (await opus.call_tool("bridge_roster", {})).structured_content["entries"]
+                if any(e["label"] == "cloud" for e in entries) or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.3)
+            results = {}
+
+            async def opus_sends():
+                results["send"] = await opus.call_tool("bridge_send", {"target": "cloud", "content": "plan?",
+                                                                       "wait": 40})
+
+            async def cloud_replies():
+                await cloud_pushed.wait_channel("arrived")
+                [message] = (await cloud.call_tool("bridge_poll", {})).structured_content["messages"]
+                assert (message["fromLabel"], message["fromHost"]) == ("opus", a.name)
+                await cloud.call_tool("bridge_reply", {"msg_id": message["msgId"], "content": "ship it"})
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(opus_sends)
+                group.start_soon(cloud_replies)
+            send = results["send"]
+            assert not send.is_error, text_of(send)
+            reply = send.structured_content["reply"]
+            assert (reply["content"], reply["fromLabel"], reply["fromHost"]) == ("ship it", "cloud", b.name)
+
+    anyio.run(scenario)
