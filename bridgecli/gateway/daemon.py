@@ -277,7 +277,8 @@ class Gateway:
             self.api.stop()
         workers = [c.worker for c in self.consumers.values() if c.worker is not None]
         for worker in workers:
-            worker.stop()
+            _drain_queue(worker.items)  # not started yet: the broker redelivers them
+            worker.stop()  # the delivery in flight finishes and is acked below
         deadline = time.monotonic() + 10
         while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
             self._pump(0.05)

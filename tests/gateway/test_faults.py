@@ -228,3 +228,24 @@ def test_inbox_with_other_arguments_is_a_clear_conflict(host_factory, rabbitmq):
     assert f"queue agent.{gid}.inbox" in str(info.value)
     assert "x-dead-letter-exchange" in str(info.value) or "inequivalent" in str(info.value)
     connection.close()
+
+
+def test_a_slow_delivery_does_not_stall_heartbeats_and_sigterm_loses_nothing(host_factory, tmp_path):
+    # heartbeat 2 s: a delivery that blocked the I/O thread for 8 s would lose the connection
+    a = host_factory("a", extra_env={"BRIDGE_BROKER_HEARTBEAT": "2"})
+    out = tmp_path / "out"
+    a.register("main", role="main")
+    a.register("slow", deliver=f"exec:sleep 4; cat >> {out}; echo >> {out}")
+    a.start_gateway()
+    ids = [a.bridge_json("send", "slow", f"job {i}", "--from", "main")["msgId"] for i in range(3)]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (out.exists() and out.read_text().strip()):
+        time.sleep(0.2)
+    assert a.stop_gateway() == 0  # SIGTERM while the next delivery is in flight
+    a.start_gateway()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len({line for line in out.read_text().splitlines() if line.strip()}) < 3:
+        time.sleep(0.3)
+    got = [json.loads(line)["msgId"] for line in out.read_text().splitlines() if line.strip()]
+    assert sorted(set(got)) == sorted(ids), "a message was lost across the SIGTERM"
+    assert "connection lost" not in a.log_path.read_text()
