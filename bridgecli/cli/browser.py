@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from bridgecli.cli import output
+from bridgecli.cli import complete, output
 from bridgecli.errors import ConfigError
 
 #: name -> ("module:attribute", short help); ``launch``/``attach``/``extension-path`` are the
@@ -106,6 +106,13 @@ def _run(app, action: str, group: str | None = None, params: dict[str, Any] | No
         bridge.close()
 
 
+def _remember(**seen: Any) -> None:
+    """Record targets/groups for TAB completion (bridgecli.cache); TAB never asks the broker."""
+    from bridgecli import cache
+
+    cache.update_browser(**seen)
+
+
 timeout_option = click.option("--timeout", type=float, default=60.0, show_default=True,
                               metavar="SECONDS", help="How long to wait for the browser's answer.")
 
@@ -158,6 +165,7 @@ def targets(app, as_json: bool) -> None:
     groups when no target is given.
     """
     rows = _run(app, "targets")["targets"]
+    _remember(targets=rows, groups=[g for r in rows for g in r.get("groups", [])])
     if as_json:
         output.data(rows)
         return
@@ -169,9 +177,9 @@ def targets(app, as_json: bool) -> None:
 
 
 @click.command("open")
-@click.argument("group")
+@click.argument("group", shell_complete=complete.browser_groups)
 @click.argument("url")
-@click.option("--target", metavar="TARGET", default=None,
+@click.option("--target", metavar="TARGET", default=None, shell_complete=complete.browser_targets,
               help="Browser label or id for a new group; omit unless several browsers are "
                    "connected.")
 @timeout_option
@@ -185,6 +193,7 @@ def open_(app, group: str, url: str, target: str | None, timeout: float, as_json
     it adopts it. A group another live agent owns is refused.
     """
     data = _run(app, "open", group, {"url": url}, target=target, timeout=timeout)
+    _remember(add_group=group)
     if as_json:
         output.data(data)
     else:
@@ -211,7 +220,7 @@ def _parse_pairs(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 @click.command()
-@click.argument("group")
+@click.argument("group", shell_complete=complete.browser_groups)
 @click.argument("action")
 @click.argument("params", nargs=-1, metavar="[KEY=VALUE | KEY:=JSON]...")
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -247,7 +256,7 @@ def do(app, group: str, action: str, params: tuple[str, ...], out_file: Path | N
 
 
 @click.command()
-@click.argument("group", required=False)
+@click.argument("group", required=False, shell_complete=complete.browser_groups)
 @timeout_option
 @output.json_option
 @click.pass_obj
@@ -260,6 +269,8 @@ def tabs(app, group: str | None, timeout: float, as_json: bool) -> None:
     """
     data = _run(app, "tabs", group, timeout=timeout)
     rows = data.get("groups", []) if isinstance(data, dict) else []
+    if group is None:
+        _remember(groups=[r["group"] for r in rows if isinstance(r, dict) and "group" in r])
     if as_json:
         output.data(rows)
         return
@@ -274,7 +285,7 @@ def tabs(app, group: str | None, timeout: float, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("group")
+@click.argument("group", shell_complete=complete.browser_groups)
 @click.pass_obj
 def release(app, group: str) -> None:
     """Give up ownership of GROUP (its tabs stay).

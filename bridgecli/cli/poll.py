@@ -6,7 +6,7 @@ import datetime
 
 import click
 
-from bridgecli.cli import output
+from bridgecli.cli import complete, output
 from bridgecli.durations import DURATION
 
 
@@ -26,6 +26,7 @@ def _human(message: dict) -> None:
 
 @click.command()
 @click.option("--as", "gid", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
+              shell_complete=complete.local_targets,
               help="Whose messages (default: env BRIDGE_GID).")
 @click.option("--wait", "-w", type=DURATION, default=0.0, metavar="DUR",
               help="If nothing is held, wait up to DUR for a message.")
@@ -66,7 +67,7 @@ def poll(gid: str | None, wait: float, limit: int, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("msg_id", metavar="MSGID")
+@click.argument("msg_id", metavar="MSGID", shell_complete=complete.message_ids)
 @output.json_option
 def show(msg_id: str, as_json: bool) -> None:
     """Show one message in full by its id.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bridgecli.cli import output
+from bridgecli.cli import complete, output
 
 
 @click.command()
@@ -57,7 +57,7 @@ def _register_direct(config, label: str, role: str, deliver: str) -> dict:
 
 
 @click.command()
-@click.argument("target")
+@click.argument("target", shell_complete=complete.local_targets)
 @output.json_option
 @click.pass_obj
 def unregister(app, target: str, as_json: bool) -> None:

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from bridgecli.cli import output
+from bridgecli.cli import complete, output
 
 
 def _fetch(app, host: str | None) -> dict:
@@ -36,7 +36,7 @@ def _render(result: dict) -> None:
 
 
 @click.command()
-@click.option("--host", default=None, metavar="H", help="Only entities on host H.")
+@click.option("--host", default=None, metavar="H", shell_complete=complete.hosts, help="Only entities on host H.")
 @click.option("--watch", is_flag=True, help="Redraw every interval until Ctrl-C.")
 @output.json_option
 @click.pass_obj

@@ -11,10 +11,11 @@ from typing import Any
 
 import click
 
-from bridgecli.cli import output
+from bridgecli.cli import complete, output
 from bridgecli.durations import DURATION
 
 _from = click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
+                     shell_complete=complete.local_targets,
                      help="Who is sending (default: env BRIDGE_GID).")
 _wait = click.option("--wait", "-w", type=DURATION, default=None, metavar="DUR",
                      help="Block until the reply arrives (e.g. 30s, 10m) and print it; needs the local gateway.")
@@ -73,7 +74,7 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("target")
+@click.argument("target", shell_complete=complete.targets)
 @click.argument("message")
 @_from
 @_wait
@@ -109,7 +110,7 @@ def send(app, target: str, message: str, sender: str | None, wait: float | None,
 
 
 @click.command()
-@click.argument("target")
+@click.argument("target", shell_complete=complete.targets)
 @click.argument("question")
 @_from
 @_wait
@@ -130,7 +131,7 @@ def ask(app, target: str, question: str, sender: str | None, wait: float | None,
 
 
 @click.command()
-@click.argument("msg_id", metavar="MSGID")
+@click.argument("msg_id", metavar="MSGID", shell_complete=complete.message_ids)
 @click.argument("message")
 @_from
 @_wait
@@ -148,7 +149,7 @@ def reply(app, msg_id: str, message: str, sender: str | None, wait: float | None
 
 
 @click.command()
-@click.argument("msg_id", metavar="MSGID")
+@click.argument("msg_id", metavar="MSGID", shell_complete=complete.ask_ids)
 @click.argument("message")
 @_from
 @output.json_option

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bridgecli.cli import output
+from bridgecli.cli import complete, output
 from bridgecli.durations import DURATION
 
 
@@ -41,12 +41,12 @@ def _via_gateway_or_direct(app, op: str, **params):
 
 
 @click.command()
-@click.argument("profile")
-@click.option("--host", "-H", required=True, metavar="H", help="Host whose gateway runs the profile.")
+@click.argument("profile", shell_complete=complete.profiles)
+@click.option("--host", "-H", required=True, metavar="H", shell_complete=complete.hosts, help="Host whose gateway runs the profile.")
 @click.option("--label", "-l", default=None, help="Label of the new entity (default: from the profile).")
 @click.option("--wait-ready", type=DURATION, default=None, metavar="DUR",
               help="How long the launcher may take to become ready (default 30s).")
-@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", help="Requester identity (logged).")
+@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", shell_complete=complete.local_targets, help="Requester identity (logged).")
 @output.json_option
 @click.pass_obj
 def spawn(app, profile: str, host: str, label: str | None, wait_ready: float | None, sender: str | None,
@@ -67,8 +67,8 @@ def spawn(app, profile: str, host: str, label: str | None, wait_ready: float | N
 
 
 @click.command()
-@click.argument("target")
-@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", help="Requester identity (logged).")
+@click.argument("target", shell_complete=complete.targets)
+@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", shell_complete=complete.local_targets, help="Requester identity (logged).")
 @output.json_option
 @click.pass_obj
 def stop(app, target: str, sender: str | None, as_json: bool) -> None:

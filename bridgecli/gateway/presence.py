@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pika
 
-from bridgecli import __version__
+from bridgecli import __version__, cache
 from bridgecli import roster as roster_mod
 from bridgecli.amqp import topology
 from bridgecli.gateway import log as glog
@@ -108,6 +108,7 @@ class Presence:
             self.heartbeat_one(entity)
         self._publish(roster_mod.GATEWAY_KEY, roster_mod.heartbeat_frame(
             host=self.gw.host, version=__version__, interval=self.interval, entities=len(entities)))
+        cache.save_roster(self.view)  # TAB completion reads it without any connection
 
     def announce_gone(self, gid: str, reason: str) -> None:
         self.statuses.pop(gid, None)

@@ -1,0 +1,85 @@
+"""Disposable JSON caches that TAB completion reads without opening any connection.
+
+* ``roster.json`` — the gateway's union roster view, rewritten on each heartbeat
+  (:func:`save_roster`; same shape as the local API's ``roster`` answer). It lets a TAB
+  offer labels, gids and hosts when the gateway is busy or stopped.
+* ``browser.json`` — browser targets and tab groups, rewritten by ``bridge browser
+  targets``/``tabs``/``open`` after each successful call (:func:`update_browser`). Asking the
+  browser broker on TAB would mean a WebSocket handshake and a token per keystroke.
+
+Both live in ``paths.cache_dir()`` (``$XDG_CACHE_HOME/bridge``). Writes are atomic (temp file
++ rename) so a TAB never sees a torn file; neither reads nor writes ever raise, because a
+stale or missing cache must only cost a poorer completion, never a failing command or a
+gateway. Nothing here imports more than the standard library and :mod:`bridgecli.paths`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from bridgecli import paths
+
+ROSTER = "roster.json"
+BROWSER = "browser.json"
+
+
+def path(name: str) -> Path:
+    """Where cache ``name`` lives."""
+    return paths.cache_dir() / name
+
+
+def read(name: str) -> dict[str, Any]:
+    """The cached object, or ``{}`` when it is missing, unreadable or not a JSON object."""
+    try:
+        data = json.loads(path(name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write(name: str, data: dict[str, Any]) -> bool:
+    """Replace cache ``name`` atomically; False (and nothing changed) when it cannot be written."""
+    target = path(name)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({**data, "written": time.time()}, handle, separators=(",", ":"))
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return False
+    return True
+
+
+def save_roster(view: Any) -> bool:
+    """Write a :class:`bridgecli.roster.RosterView` as ``roster.json`` (called per heartbeat)."""
+    return write(ROSTER, {"entries": [e.as_dict() for e in view.entries()],
+                          "gateways": [dict(g.__dict__) for g in view.gateways()]})
+
+
+def update_browser(*, targets: Iterable[dict[str, Any]] | None = None,
+                   groups: Iterable[str] | None = None, add_group: str | None = None) -> bool:
+    """Record what a browser command just learnt: the full target list, the full group list,
+    or one group it opened. Concurrent updates may lose one group name (last writer wins):
+    acceptable for a completion cache, and the next ``bridge browser tabs`` repairs it."""
+    data = read(BROWSER)
+    if targets is not None:
+        data["targets"] = [{"id": str(t.get("id", "")), "label": str(t.get("label", ""))}
+                           for t in targets]
+    known = [g for g in data.get("groups", []) if isinstance(g, str)]
+    if groups is not None:
+        known = sorted({str(g) for g in groups})
+    if add_group and add_group not in known:
+        known = sorted([*known, add_group])
+    data["groups"] = known
+    data.pop("written", None)
+    return write(BROWSER, data)

@@ -1,0 +1,234 @@
+"""Dynamic shell completion: what a TAB offers for targets, message ids, hosts, profiles and
+browser groups (attached to click parameters as ``shell_complete=``).
+
+Rules every function here keeps, because a TAB runs on each keystroke of a human:
+
+* **No broker, ever.** Nothing here imports pika or opens an AMQP or WebSocket connection.
+  Sources are the local gateway's Unix socket (with a short timeout), files on this host
+  opened read-only (the entity registry, the gateway's message store, ``bridge.toml``) and
+  the caches of :mod:`bridgecli.cache`.
+* **Never fail.** Any error yields fewer (or no) candidates, never a traceback in the
+  middle of a command line.
+* **Untrusted text stays inert.** Roster labels and message contents come from other hosts:
+  values with characters a shell would split on are dropped, and descriptions lose control
+  characters before zsh or fish print them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import click
+from click.shell_completion import CompletionItem
+
+#: seconds a TAB may wait for the local gateway before falling back to the cache
+SOCKET_TIMEOUT = 0.3
+#: most message ids offered (the newest first)
+MAX_MESSAGES = 50
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.@:/+=-]{1,200}$")
+_HEX = re.compile(r"^[0-9a-fA-F-]+$")
+
+
+# --- sources ---------------------------------------------------------------------------
+
+def roster() -> dict[str, Any]:
+    """The union roster: from the local gateway if it answers within SOCKET_TIMEOUT, else
+    the copy it last wrote to the cache (``{}`` when neither exists)."""
+    try:
+        from bridgecli.gateway.client import GatewayClient
+
+        client = GatewayClient.connect(timeout=SOCKET_TIMEOUT)
+        if client is not None:
+            with client:
+                return client.call("roster", timeout=SOCKET_TIMEOUT)
+    except Exception:  # a hung or half-started gateway: the cache is good enough for a TAB
+        pass
+    from bridgecli import cache
+
+    return cache.read(cache.ROSTER)
+
+
+def query(db: Path, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows from a SQLite file opened read-only (never created, never locked for writing);
+    ``[]`` when the file is missing or busy."""
+    if not db.exists():
+        return []
+    import sqlite3
+
+    try:
+        connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=SOCKET_TIMEOUT)
+        try:
+            return connection.execute(sql, tuple(params)).fetchall()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return []
+
+
+def local_entities() -> list[dict[str, str]]:
+    """Entities registered on this host (``bridge entities``), from the registry file."""
+    from bridgecli import paths
+
+    rows = query(paths.data_dir() / "entities.db", "SELECT gid, label, host, role FROM entities")
+    return [{"gid": g, "label": l, "host": h, "role": r, "status": "local"} for g, l, h, r in rows]
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+def _safe(value: Any) -> bool:
+    return isinstance(value, str) and bool(_SAFE_VALUE.match(value))
+
+
+def _inert(text: Any, limit: int = 60) -> str:
+    """One printable line: descriptions are shown by zsh/fish and may come from anyone."""
+    flat = "".join(c if c.isprintable() else " " for c in str(text))
+    flat = " ".join(flat.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _entity_items(entities: Iterable[dict[str, Any]], incomplete: str) -> list[CompletionItem]:
+    """Labels (a unique label is the nicest thing to type) and, for ambiguous labels or a
+    typed hex prefix, gids."""
+    by_gid: dict[str, dict[str, Any]] = {}
+    for entry in entities:
+        if _safe(entry.get("gid")) and _safe(entry.get("label")):
+            by_gid.setdefault(entry["gid"], entry)
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for entry in by_gid.values():
+        by_label.setdefault(entry["label"], []).append(entry)
+    items: dict[str, CompletionItem] = {}
+    for label, group in by_label.items():
+        if not label.startswith(incomplete):
+            continue
+        if len(group) == 1:
+            e = group[0]
+            items[label] = CompletionItem(label, help=_inert(f"{e.get('role', '?')} on {e.get('host', '?')}, "
+                                                             f"{e.get('status', '?')}"))
+        else:  # sending to this label would fail as ambiguous: offer each gid instead
+            for e in group:
+                items[e["gid"]] = CompletionItem(e["gid"], help=_inert(f"{label} on {e.get('host', '?')}"))
+    if incomplete and _HEX.match(incomplete):
+        for gid, e in by_gid.items():
+            if gid.startswith(incomplete.lower()):
+                items.setdefault(gid, CompletionItem(gid, help=_inert(f"{e['label']} on {e.get('host', '?')}")))
+    return [items[key] for key in sorted(items)]
+
+
+# --- shell_complete callbacks ------------------------------------------------------------
+
+def targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """TARGET of send/ask/stop: labels and gids of the whole roster plus local entities."""
+    try:
+        entries = [e for e in roster().get("entries", []) if isinstance(e, dict)]
+        return _entity_items(entries + local_entities(), incomplete)
+    except Exception:
+        return []
+
+
+def local_targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Entities of this host only (--from, --as, unregister): no socket, just the registry."""
+    try:
+        return _entity_items(local_entities(), incomplete)
+    except Exception:
+        return []
+
+
+def hosts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Host ids with a live gateway (or entities) in the roster."""
+    try:
+        view = roster()
+        found: dict[str, str] = {}
+        for g in view.get("gateways", []):
+            if isinstance(g, dict) and _safe(g.get("host")):
+                found[g["host"]] = f"gateway {g.get('version', '?')}, {g.get('entities', 0)} entities"
+        for e in view.get("entries", []):
+            if isinstance(e, dict) and _safe(e.get("host")):
+                found.setdefault(e["host"], "no live gateway heard")
+        return [CompletionItem(h, help=_inert(found[h])) for h in sorted(found) if h.startswith(incomplete)]
+    except Exception:
+        return []
+
+
+def profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Spawn profiles from this host's bridge.toml ([profiles.NAME])."""
+    try:
+        from bridgecli import config
+
+        table = config.load().profiles()
+    except Exception:  # a broken bridge.toml is reported when the command runs, not on TAB
+        return []
+    items = []
+    for name, spec in sorted(table.items()):
+        if _safe(name) and name.startswith(incomplete):
+            spec = spec if isinstance(spec, dict) else {}
+            items.append(CompletionItem(name, help=_inert(f"{spec.get('launcher', '?')}: {spec.get('command', '')}")))
+    return items
+
+
+def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[CompletionItem]:
+    import json
+
+    from bridgecli import paths
+
+    prefix = incomplete.lower()  # ids are stored lower-case
+    sql = "SELECT msg_id, kind, state, body FROM messages WHERE substr(msg_id, 1, ?) = ?"
+    params: list[Any] = [len(prefix), prefix]
+    if kinds:
+        sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+        params += list(kinds)
+    sql += " ORDER BY state = 'held' DESC, received DESC LIMIT ?"
+    params.append(MAX_MESSAGES)
+    items = []
+    for msg_id, kind, state, body in query(paths.state_dir() / "gateway.db", sql, params):
+        if not _safe(msg_id):
+            continue
+        try:
+            wire = json.loads(body)
+            who = wire.get("fromLabel") or str(wire.get("from", "?"))[:8]
+            content = wire.get("content", "")
+        except (ValueError, AttributeError):
+            who, content = "?", ""
+        items.append(CompletionItem(msg_id, help=_inert(f"{kind} from {who} ({state}): {content}")))
+    return items
+
+
+def message_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """MSGID of reply/show: messages received on this host (held ones first), read-only."""
+    try:
+        return _messages(incomplete, None)
+    except Exception:
+        return []
+
+
+def ask_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """MSGID of answer: only ASKs can be answered."""
+    try:
+        return _messages(incomplete, ("ASK",))
+    except Exception:
+        return []
+
+
+def browser_groups(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Tab groups last seen by `bridge browser tabs/targets/open` (the browser cache)."""
+    from bridgecli import cache
+
+    groups = cache.read(cache.BROWSER).get("groups", [])
+    return [CompletionItem(g) for g in sorted(set(groups)) if _safe(g) and g.startswith(incomplete)]
+
+
+def browser_targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Browser labels and ids last seen by `bridge browser targets`."""
+    from bridgecli import cache
+
+    items: dict[str, CompletionItem] = {}
+    for t in cache.read(cache.BROWSER).get("targets", []):
+        if not isinstance(t, dict):
+            continue
+        label, ident = t.get("label"), t.get("id")
+        if _safe(label) and label.startswith(incomplete):
+            items[label] = CompletionItem(label, help=_inert(f"browser {ident}"))
+        if _safe(ident) and ident.startswith(incomplete) and ident not in items:
+            items[ident] = CompletionItem(ident, help=_inert(f"browser {label}"))
+    return [items[k] for k in sorted(items)]

@@ -1,0 +1,175 @@
+"""Dynamic TAB completion: labels, gids, hosts, profiles, message ids, browser groups.
+
+Each test sets up a host's files the way bridge itself writes them (the registry through
+`bridge register`, the message store through the gateway's Store, the caches through
+bridgecli.cache) and asks the real `bridge` what a TAB offers, through click's
+``_BRIDGE_COMPLETE`` protocol — the call every generated shell script makes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bridgecli import cache
+from bridgecli.envelope import Envelope
+from tests.support.env import run_bridge
+
+HEAVY = ("pika", "websockets", "websocket", "mcp")
+A = "aaaaaaaa-1111-4111-8111-111111111111"
+B = "bbbbbbbb-2222-4222-8222-222222222222"
+C = "cccccccc-3333-4333-8333-333333333333"
+
+
+def tab(env: dict[str, str], line: str) -> dict[str, str]:
+    """What zsh would be offered for ``line`` (cursor at its end): value -> description."""
+    words = line.split()
+    cword = len(words) if line.endswith(" ") else len(words) - 1
+    proc = run_bridge(env={**env, "_BRIDGE_COMPLETE": "zsh_complete", "COMP_WORDS": line,
+                           "COMP_CWORD": str(cword)})
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    out = proc.stdout.split("\n")
+    return {out[i + 1]: out[i + 2] for i in range(0, len(out) - 2, 3) if out[i] == "plain"}
+
+
+def write_roster(entries: list[tuple[str, str, str]], gateways: tuple[str, ...] = ("hb", "hc")) -> None:
+    cache.write(cache.ROSTER, {
+        "entries": [{"gid": g, "label": l, "host": h, "role": "agent", "status": "idle"} for g, l, h in entries],
+        "gateways": [{"host": h, "version": "9.9", "entities": 1} for h in gateways]})
+
+
+@pytest.fixture
+def home(bridge_home):
+    """A host with one local entity (`reviewer`) and, in the roster cache, remote ones."""
+    proc = run_bridge("register", "--label", "reviewer", "--deliver", "hold", env=bridge_home.env)
+    assert proc.returncode == 0, proc.stderr
+    bridge_home.reviewer = proc.stdout.strip()
+    write_roster([(A, "coder", "hb"), (B, "coder", "hc"), (C, "writer", "hc"),
+                  ("dddddddd-4444-4444-8444-444444444444", "evil label;rm", "hc")])
+    return bridge_home
+
+
+def test_targets_are_roster_labels_plus_local_ones_and_ambiguous_labels_become_gids(home):
+    offered = tab(home.env, "bridge send ")
+    assert set(offered) == {"reviewer", "writer", A, B}  # `coder` is on two hosts
+    assert offered["writer"] == "agent on hc, idle"
+    assert offered[A] == "coder on hb" and offered[B] == "coder on hc"
+    assert "evil label;rm" not in offered  # a value a shell would split is never offered
+    assert set(tab(home.env, "bridge ask wr")) == {"writer"}
+    assert set(tab(home.env, "bridge stop cc")) == {C}  # a typed hex prefix completes gids
+    assert set(tab(home.env, "bridge send reviewer hi --from ")) == {"reviewer"}  # local only
+
+
+def test_hosts_come_from_the_roster(home):
+    offered = tab(home.env, "bridge spawn worker --host ")
+    assert offered == {"hb": "gateway 9.9, 1 entities", "hc": "gateway 9.9, 1 entities"}
+    assert set(tab(home.env, "bridge roster --host h")) == {"hb", "hc"}
+
+
+def test_no_gateway_and_no_cache_offers_only_local_entities(bridge_home):
+    proc = run_bridge("register", "--label", "solo", "--deliver", "hold", env=bridge_home.env)
+    assert proc.returncode == 0
+    assert set(tab(bridge_home.env, "bridge send ")) == {"solo"}
+    assert tab(bridge_home.env, "bridge spawn x --host ") == {}
+
+
+def test_spawn_profiles_come_from_this_hosts_config(bridge_home):
+    bridge_home.config_file.parent.mkdir(parents=True, exist_ok=True)
+    bridge_home.config_file.write_text('[profiles.reviewer]\nlauncher = "tmux"\ncommand = "claude"\n'
+                                       '[profiles.tester]\nlauncher = "exec"\ncommand = "pytest"\n')
+    assert tab(bridge_home.env, "bridge spawn ") == {"reviewer": "tmux: claude", "tester": "exec: pytest"}
+    assert set(tab(bridge_home.env, "bridge spawn te")) == {"tester"}
+    bridge_home.config_file.write_text("[profiles.broken\n")  # invalid TOML: no candidates, no noise
+    assert tab(bridge_home.env, "bridge spawn ") == {}
+
+
+@pytest.fixture
+def store(bridge_home):
+    """The gateway's message store with a held ASK, a delivered SEND and a held hostile REPLY."""
+    from bridgecli.gateway.store import DELIVERED, HELD, Store, default_path
+
+    s = Store(default_path())
+    me = "eeeeeeee-5555-4555-8555-555555555555"
+    ask = Envelope(kind="ASK", sender=A, recipient=me, content="which branch?", sender_label="coder")
+    sent = Envelope(kind="SEND", sender=B, recipient=me, content="done", sender_label="writer")
+    hostile = Envelope(kind="REPLY", sender=C, recipient=me, content="\x1b[31mred\x1b]0;title\x07 ok",
+                       in_reply_to=ask.msg_id)
+    assert s.record(ask, HELD) and s.record(sent, DELIVERED) and s.record(hostile, HELD)
+    s.close()
+    return {"ask": ask.msg_id, "sent": sent.msg_id, "hostile": hostile.msg_id}
+
+
+def test_message_ids_for_reply_show_and_answer(bridge_home, store):
+    offered = tab(bridge_home.env, "bridge reply ")
+    assert set(offered) == set(store.values())
+    assert offered[store["ask"]] == "ASK from coder (held): which branch?"
+    assert offered[store["sent"]] == "SEND from writer (delivered): done"
+    assert "\x1b" not in offered[store["hostile"]] and "\x07" not in offered[store["hostile"]]
+    assert set(tab(bridge_home.env, "bridge answer ")) == {store["ask"]}  # only ASKs are answerable
+    assert set(tab(bridge_home.env, f"bridge show {store['sent'][:6]}")) == {store["sent"]}
+
+
+def test_browser_groups_and_targets_come_from_the_browser_cache(bridge_home):
+    assert tab(bridge_home.env, "bridge browser open ") == {}
+    cache.update_browser(targets=[{"id": "ex1", "label": "work", "groups": ["research"]}],
+                         groups=["research"])
+    cache.update_browser(add_group="docs")
+    assert set(tab(bridge_home.env, "bridge browser do ")) == {"docs", "research"}
+    assert set(tab(bridge_home.env, "bridge browser tabs r")) == {"research"}
+    assert tab(bridge_home.env, "bridge browser open g https://x --target ") == {"ex1": "browser work",
+                                                                                   "work": "browser ex1"}
+
+
+def test_a_tab_never_imports_pika_or_a_websocket_library(home, store):
+    """In-process probe: complete several command lines and list the heavy modules loaded."""
+    lines = ["bridge send ", "bridge reply ", "bridge spawn x --host ", "bridge stop ",
+             "bridge browser open "]
+    probe = ("import os, sys\nfrom bridgecli.cli import main\n"
+             f"for line in {lines!r}:\n"
+             "    os.environ['COMP_WORDS'] = line\n"
+             "    os.environ['COMP_CWORD'] = str(len(line.split()))\n"
+             "    try:\n        main([])\n    except SystemExit:\n        pass\n"
+             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    env = {**home.env, "_BRIDGE_COMPLETE": "bash_complete"}
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert "plain,writer" in proc.stdout.splitlines()  # the probe really completed something
+    assert f"plain,{store['ask']}" in proc.stdout.splitlines()
+    assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_cache_write_is_atomic_and_a_corrupt_cache_reads_as_empty(bridge_home):
+    assert cache.write(cache.ROSTER, {"entries": []})
+    assert cache.read(cache.ROSTER)["entries"] == []
+    assert [p.name for p in cache.path(cache.ROSTER).parent.iterdir()] == ["roster.json"]  # no temp left
+    cache.path(cache.ROSTER).write_text("{not json")
+    assert cache.read(cache.ROSTER) == {}
+    assert set(tab(bridge_home.env, "bridge send ")) == set()
+
+
+def test_roster_from_the_live_gateway_then_from_its_cache_after_it_stops(host_factory):
+    """Two hosts: a's TAB offers b's entity via a's gateway socket; after a's gateway stops,
+    from the roster.json it wrote on its heartbeats."""
+    a, b = host_factory("a"), host_factory("b")
+    for h in (a, b):
+        h.write_config("[roster]\ninterval = 1\n")
+    a.register("main", role="main")
+    worker = b.register("worker")
+    a.start_gateway(), b.start_gateway()
+    no_cache = {**a.env, "XDG_CACHE_HOME": str(a.root / "empty-cache")}  # only the socket can answer
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        offered = tab(no_cache, "bridge send ")
+        if "worker" in offered:
+            break
+        time.sleep(0.5)
+    assert offered["worker"].startswith(f"agent on {b.name}")
+    assert set(tab(no_cache, "bridge spawn p --host ")) == {a.name, b.name}
+    rostered = json.loads((a.root / "cache" / "bridge" / "roster.json").read_text())
+    assert worker in {e["gid"] for e in rostered["entries"]}
+    a.stop_gateway()
+    assert not a.socket.exists()
+    assert "worker" in tab(a.env, "bridge send ")
