@@ -9,6 +9,8 @@ SDK's own stdio client driving the real ``bridge mcp`` subprocess.
 (a) ``bridge_send`` (no wait) tool call vs op ``send`` on the socket; p50 over N calls.
 (b) U1 round trip: ``bridge_send`` with ``wait`` vs op ``send`` with ``wait``; a responder
     thread long-polls the worker's hold (op ``poll``) and answers with op ``reply``.
+(floor) a tool call the server answers itself (a schema refusal): the SDK's stdio JSON-RPC
+    round trip, which (a) and (b) pay once per call.
 (c) Push: from a message sent to the session to its ``notifications/claude/channel`` event
     at the client, vs from the same send to op ``held`` (long-poll) returning on the
     socket. Samples start from an empty, drained inbox (the watcher long-polling).
@@ -73,13 +75,18 @@ async def _mcp_side(host: Any, main: str, worker: str, n: int, push_n: int) -> d
         if params.meta.get("kind") == "arrived":
             box["event"].set()
 
-    out: dict[str, list[float]] = {"send": [], "rtt": [], "push": []}
+    out: dict[str, list[float]] = {"send": [], "rtt": [], "push": [], "floor": []}
     params = StdioServerParameters(command=msgbench.BRIDGE, args=["mcp", "--label", main], env=host.env)
     with open(host.root / "mcp.log", "a") as log:
         async with stdio_client(params, errlog=log) as (read, write):
             async with ClientSession(read, write, notification_bindings=[NotificationBinding(
                     method="notifications/claude/channel", params_type=Channel, handler=on_channel)]) as session:
                 await session.initialize()
+                for i in range(n + 5):
+                    began = time.perf_counter()
+                    await session.call_tool("bridge_send", {})  # refused by the schema check, no gateway call
+                    if i >= 5:
+                        out["floor"].append((time.perf_counter() - began) * 1000)
                 for i in range(n + 5):
                     began = time.perf_counter()
                     await session.call_tool("bridge_send", {"target": worker, "content": f"t{i}"})
@@ -150,10 +157,11 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
             stop.set()
             thread.join(5)
     rows = []
-    for key, metric, base in (("send", "bridge_send tool call (no wait), p50", "op send on the socket"),
+    for key, metric, base in (("floor", "tool call answered without the gateway, p50", "op send on the socket"),
+                              ("send", "bridge_send tool call (no wait), p50", "op send on the socket"),
                               ("rtt", "U1 round trip bridge_send wait, p50", "op send --wait on the socket"),
                               ("push", "held message → channel notification, p50", "op held long-poll returns")):
-        value, baseline = _p50(mcp[key]), _p50(raw[key])
+        value, baseline = _p50(mcp[key]), _p50(raw.get(key) or raw["send"])
         rows.append({"benchmark": "mcp_tools", "metric": metric, "value": round(value, 2), "unit": "ms",
                      "baseline": f"{base} {baseline:.2f} ms", "ratio": round(value / baseline, 2),
                      "note": f"{len(mcp[key])} samples, one host"})
