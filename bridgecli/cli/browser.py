@@ -170,7 +170,7 @@ def targets(app, as_json: bool) -> None:
         output.data(rows)
         return
     if not rows:
-        output.note("no browser is connected — start one with `bridge browser launch`")
+        output.note("no browser is connected — start one with `bridge browser launch --label NAME`")
     output.table(["ID", "LABEL", "BROWSER", "DEFAULT", "GROUPS"],
                  [(r["id"], r["label"], r["browser"], "yes" if r["default"] else "",
                    ",".join(r["groups"])) for r in rows])
