@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, TypeVar
@@ -23,6 +24,7 @@ from bridgecli.errors import Conflict
 from bridgecli.gateway.client import GatewayClient
 
 T = TypeVar("T")
+logger = logging.getLogger("bridgecli.mcp")
 
 #: the hold backend's delivery spec: messages wait on this host until the client pulls them
 HOLD = "hold"
@@ -98,6 +100,9 @@ class GatewayLink:
                 raise Conflict(f"label {label!r} is already registered on this host with --deliver "
                                f"{entity.get('deliver')}, not hold",
                                "pick another --label for bridge mcp, or `bridge unregister` that entity")
+            if entity.get("role") != role:
+                logger.warning("re-attached to %s (gid %s), which is registered with role %s, not %s",
+                               label, entity.get("gid"), entity.get("role"), role)
         else:
             entity = self.call_sync("register", timeout=30, label=label, role=role, deliver=HOLD)["entity"]
         self.gid, self.label = entity["gid"], entity["label"]
