@@ -257,8 +257,8 @@ class Broker:
             executor = self._live_executor(self.primary) if self.primary else None
             if executor is None:
                 raise F.FrameError(F.E_NO_EXECUTOR, "no browser is connected to the bridge — "
-                                   "start one with `bridge browser launch --label NAME` or load the extension",
-                                   req_id)
+                                   "start one with `bridge browser launch --label NAME` or "
+                                   "load the extension", req_id)
             return executor
         by_id = [e for e in live if e.executor_id == target]
         if by_id:

@@ -280,8 +280,8 @@ def tabs(app, group: str | None, timeout: float, as_json: bool) -> None:
                        "this command" if r["owner"] == "you" else r["owner"],
                        "yes" if r["connected"] else "no") for r in rows])
         return
-    output.table(["TAB", "URL", "TITLE"],
-                 [(t.get("tab"), t.get("url"), t.get("title")) for r in rows for t in r.get("tabs", [])])
+    output.table(["TAB", "URL", "TITLE"], [(t.get("tab"), t.get("url"), t.get("title"))
+                                           for r in rows for t in r.get("tabs", [])])
 
 
 @click.command()
