@@ -141,7 +141,8 @@ def status() -> dict[str, object]:
         return {"running": False, "uri": None, "dir": str(broker_dir())}
     return {"running": True, "uri": info.uri, "pid": info.pid, "node": info.nodename,
             "amqp_port": info.amqp_port, "dist_port": info.dist_port,
-            "accepting": amqp_ready("127.0.0.1", info.amqp_port), "dir": info.base,
+            "accepting": amqp_ready("127.0.0.1", info.amqp_port,
+                                 expect=(info.nodename.split("@", 1)[0] + "@").encode()), "dir": info.base,
             "since": info.started}
 
 

@@ -70,19 +70,27 @@ def free_port(avoid: Iterable[int] = ()) -> int:
     raise BrokerUnavailable("found no free TCP port for the broker", "free some ports and retry")
 
 
-def amqp_ready(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when ``host:port`` answers the AMQP 0-9-1 header with a Connection.Start frame.
+def amqp_ready(host: str, port: int, timeout: float = 1.0, *, expect: bytes | None = None) -> bool:
+    """True when ``host:port`` answers the AMQP 0-9-1 header with a Connection.Start frame
+    (and, with ``expect``, that frame's server properties contain those bytes).
 
-    A bare open port is not enough: the listener opens before the node finished booting on
-    some paths, and an unrelated service might hold the port.
+    A bare open port is not enough: an unrelated service might hold it, or another broker
+    might (``expect`` = our node's name, which RabbitMQ reports as ``cluster_name``).
     """
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(_AMQP_HEADER)
-            head = sock.recv(7)
+            frame = b""
+            while len(frame) < 7 or len(frame) < 8 + int.from_bytes(frame[3:7], "big"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                frame += chunk
     except OSError:
         return False
-    return len(head) == 7 and head[0] == 1
+    if len(frame) < 7 or frame[0] != 1:
+        return False
+    return expect is None or expect in frame
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -300,7 +308,10 @@ class LocalNode:
         """Poll until the node answers AMQP; fail fast if its process has gone."""
         deadline = time.monotonic() + timeout
         while True:
-            if amqp_ready("127.0.0.1", self.port):
+            # Ready = *our* VM is alive (its pid file written) and the port speaks AMQP; a
+            # port answering while our node died would be somebody else's broker.
+            if pid_alive(self.vm_pid) and amqp_ready("127.0.0.1", self.port, expect=self._identity) \
+                    and (self.process is None or self.process.poll() is None):
                 return
             if self.process is not None and self.process.poll() is not None:
                 raise BrokerUnavailable(
@@ -312,6 +323,11 @@ class LocalNode:
                 raise Timeout(f"RabbitMQ node {self.nodename} did not accept AMQP connections "
                               f"within {timeout:g}s", f"see {self.log_file}")
             time.sleep(0.2)
+
+    @property
+    def _identity(self) -> bytes:
+        """What our node puts in its Connection.Start (``cluster_name`` = ``NAME@hostname``)."""
+        return (self.nodename.split("@", 1)[0] + "@").encode()
 
     @property
     def vm_pid(self) -> int | None:

@@ -216,3 +216,21 @@ def test_a_port_taken_at_bind_time(tmp_path):
         finally:
             node.stop()
             shutil.rmtree(node.base, ignore_errors=True)
+
+
+def test_another_broker_on_our_port_is_not_mistaken_for_our_node(rabbitmq):
+    """Node B is told to keep the session node's port: B dies at bind, and B's readiness
+    check must not be fooled by the session node answering AMQP on that port."""
+    import shutil
+
+    if not hasattr(rabbitmq, "node"):
+        pytest.skip("needs a test-managed RabbitMQ node")
+    node = LocalNode(Path(tempfile_dir()), amqp_port=rabbitmq.port,
+                     dist_port=localbroker.free_port())
+    try:
+        with pytest.raises(BrokerUnavailable, match="the port is in use"):
+            node.start(keep_ports=True)
+    finally:
+        node.stop()
+        shutil.rmtree(node.base, ignore_errors=True)
+    assert localbroker.amqp_ready("127.0.0.1", rabbitmq.port)  # the session node is unharmed
