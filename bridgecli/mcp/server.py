@@ -58,7 +58,7 @@ class _ChannelNotification(BaseModel):
 
 
 @dataclass
-class Session:
+class SessionState:
     """Per-connection state the background push needs (one stdio connection per process)."""
 
     link: GatewayLink
@@ -104,7 +104,7 @@ def _tool_result(result: ToolResult) -> types.CallToolResult:
                                 is_error=result.is_error)
 
 
-def build_server(state: Session) -> Server:
+def build_server(state: SessionState) -> Server:
     """The low-level SDK server wired to ``state``'s tools, resource and push."""
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -179,7 +179,7 @@ async def serve(link: GatewayLink, nudge_after: float, tool_sets: Sequence[ToolS
     background: list[Callable[[], Awaitable[None]]] = []
     for tool_set in tool_sets:
         background.extend(tool_set(registry, link) or ())
-    state = Session(link=link, registry=registry, nudge_after=nudge_after)
+    state = SessionState(link=link, registry=registry, nudge_after=nudge_after)
     state.watcher = InboxWatcher(link, state.announce, nudge_after)
     server = build_server(state)
     options = server.create_initialization_options(experimental_capabilities={"claude/channel": {}})
