@@ -1,11 +1,11 @@
 // The options page: the one place a human sets token, port and label (saved in
 // chrome.storage.local; the service worker reconnects when they change).
-import { DEFAULTS, executorId, provisioned } from "./settings.js";
+import { DEFAULTS, provisioned } from "./settings.js";
 
 const $ = (id) => document.getElementById(id);
 
 async function render() {
-  const { settings = {}, status } = await chrome.storage.local.get(["settings", "status"]);
+  const { settings = {} } = await chrome.storage.local.get("settings");
   const fixed = await provisioned();
   const merged = { ...DEFAULTS, ...settings, ...fixed };
   $("token").value = merged.token;
@@ -17,8 +17,15 @@ async function render() {
     $("provisioned").hidden = false;
     $("provisioned").textContent = `Set by config.json next to the extension: ${Object.keys(fixed).join(", ")}.`;
   }
-  $("executor-id").textContent = await executorId();
   $("extension-id").textContent = chrome.runtime.id;
+  await refresh();
+}
+
+async function refresh() {
+  // Read status and id fresh each time: the service worker writes them concurrently, and it
+  // alone mints the id (two contexts minting at once would disagree).
+  const { status, executorId } = await chrome.storage.local.get(["status", "executorId"]);
+  $("executor-id").textContent = executorId || "";
   showStatus(status);
 }
 
@@ -40,7 +47,7 @@ $("form").addEventListener("submit", async (event) => {
 });
 
 chrome.storage.onChanged.addListener((changes, area) => {
-  if (area === "local" && changes.status) showStatus(changes.status.newValue);
+  if (area === "local" && (changes.status || changes.executorId)) refresh();
 });
 
 render();
