@@ -192,7 +192,7 @@ class CdpActions:
             active = self.registry.active(name)
             tabs = [{"tab": t, "url": infos[t].get("url", ""), "title": infos[t].get("title", ""),
                      "active": t == active} for t in self.registry.tabs(name) if t in infos]
-            if tabs or group:
+            if tabs:  # an unknown group answers {"groups": []} (protocol)
                 groups.append({"group": name, "tabs": tabs})
         return {"groups": groups}
 

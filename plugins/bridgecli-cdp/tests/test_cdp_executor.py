@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from bridgecli.browser.frames import CommandError
+from bridgecli.errors import BrowserError
 from tests.support.chromium import wait_for, wait_for_target
 
 
@@ -147,3 +148,26 @@ def test_executor_stops_with_a_clear_error_when_its_browser_dies(host_bridge, ch
     assert str(executor.error) == ("the browser went away (Chromium exited or closed DevTools) — "
                                    "relaunch it with `bridge browser launch`")
     wait_for(lambda: bridge.send("targets")["targets"] == [], 10, "the executor to leave the broker")
+
+
+def test_tabs_answers_like_the_protocol_says(bridge_home, chromium_factory, page_server):
+    """Straight to the executor's actions (the broker answers unknown groups itself)."""
+    from bridgecli_cdp.actions import CdpActions
+    from bridgecli_cdp.cdp import Cdp, browser_ws_url
+    from bridgecli_cdp.registry import GroupRegistry
+
+    cdp = Cdp(browser_ws_url(chromium_factory().endpoint))
+    try:
+        actions = CdpActions(cdp, GroupRegistry("direct"))
+        assert actions.handle("tabs", "never-opened", {}) == {"groups": []}
+        tab = actions.handle("open", "g", {"url": page_server + "/other.html"})["tab"]
+        everything = actions.handle("tabs", None, {})
+        assert everything == {"groups": [{"group": "g", "tabs": [
+            {"tab": tab, "url": page_server + "/other.html", "title": "Other page", "active": True}]}]}
+        assert actions.handle("tabs", "g", {}) == everything
+        with pytest.raises(BrowserError, match="unknown action 'fly' — use one of open, navigate"):
+            actions.handle("fly", "g", {})
+        with pytest.raises(BrowserError, match="click needs a group"):
+            actions.handle("click", None, {"selector": "a"})
+    finally:
+        cdp.close()
