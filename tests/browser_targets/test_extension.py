@@ -44,6 +44,9 @@ def test_extension_connects_takes_a_group_and_drives_a_page(host_bridge, chromiu
 
     with pytest.raises(CommandError, match=r"no element matches #nope — check the selector"):
         bridge.send("click", "research", {"selector": "#nope"})
+    with pytest.raises(CommandError,
+                       match=r'tab 999 is not in group "research" — list the group\'s tabs with the tabs action'):
+        bridge.send("text", "research", {"tab": 999})
     with pytest.raises(CommandError, match=r"navigation to http://127\.0\.0\.1:1/ failed: net::ERR_"):
         bridge.send("navigate", "research", {"url": "http://127.0.0.1:1/"})
     with pytest.raises(CommandError, match=r"/hang\.html did not finish loading within 1 s — retry, "

@@ -213,7 +213,7 @@ export const ACTION_NAMES = Object.keys(ACTIONS);
 export async function runAction(action, group, params) {
   const name = String(action || "").replace(/^browser_/, "");
   const fn = ACTIONS[name];
-  if (!fn) fail(`unknown action ${name} — use one of ${ACTION_NAMES.join(", ")}`);
+  if (!fn) fail(`unknown action '${name}' — use one of ${ACTION_NAMES.join(", ")}`);
   if (name !== "tabs" && !group) fail(`${name} needs a group — pass the group name`);
   const seconds = Number(params.timeout) || DEFAULT_TIMEOUT_S;
   // The outer bound covers every await inside the action (tab APIs included).

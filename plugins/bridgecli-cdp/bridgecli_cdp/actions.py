@@ -83,13 +83,13 @@ class CdpActions:
         group's active tab."""
         tabs = self.registry.tabs(group)
         if not tabs:
-            raise BrowserError(f"group {group!r} has no tabs on this browser",
+            raise BrowserError(f'group "{group}" has no tabs in this browser',
                                "open one first with the open action")
         wanted = params.get("tab")
         if wanted is None:
             return self.registry.active(group) or tabs[-1]
         if str(wanted) not in tabs:
-            raise BrowserError(f"tab {wanted} is not in group {group!r}",
+            raise BrowserError(f'tab {wanted} is not in group "{group}"',
                                "list the group's tabs with the tabs action")
         self.registry.set_active(group, str(wanted))
         return str(wanted)

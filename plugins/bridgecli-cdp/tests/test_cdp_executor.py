@@ -54,7 +54,8 @@ def test_failures_are_one_line_errors_and_the_executor_keeps_serving(cdp_setup, 
     bridge.send("open", "g", {"url": page_server + "/form.html"})
     with pytest.raises(CommandError, match=r"no element matches #missing — check the selector"):
         bridge.send("click", "g", {"selector": "#missing"})
-    with pytest.raises(CommandError, match=r"tab nope is not in group 'g'"):
+    with pytest.raises(CommandError,
+                       match=r'tab nope is not in group "g" — list the group\'s tabs with the tabs action'):
         bridge.send("text", "g", {"tab": "nope"})
     with pytest.raises(CommandError, match=r"is not a text field"):
         bridge.send("type", "g", {"selector": "#go", "text": "x"})
