@@ -35,6 +35,11 @@ def test_target_routes_new_groups_to_the_named_browser(two_browsers, page_server
     listing = {g["group"]: g["label"] for g in bridge.send("tabs")["groups"]}
     assert listing == {"docs": "work-chrome", "ci": "ci-chromium"}
 
+    # both executors read a page identically (one page.js), so agents need not care which runs it
+    bridge.send("navigate", "ci", {"url": page_server + "/form.html"})
+    for action in ("snapshot", "text"):
+        assert bridge.send(action, "docs") == bridge.send(action, "ci")
+
 
 def test_ambiguous_and_unknown_targets_are_errors_naming_the_candidates(two_browsers, chromium_factory,
                                                                        cdp_executors):
