@@ -54,7 +54,7 @@ def test_killing_the_quorum_leader_mid_burst_loses_nothing(healthy_cluster: Clus
     "gateway's reconnect fails with 404 'home node ... is down', so a gateway cannot fail over to the "
     "next URI. Fix: declare them as quorum queues when messaging.inbox_queue_type = quorum"))
 def test_gateways_fail_over_when_their_node_dies(healthy_cluster: Cluster, tmp_path: Path):
-    outcome = leader_failover(healthy_cluster, tmp_path, mode="gateway-node", timeout=45)
+    outcome = leader_failover(healthy_cluster, tmp_path, mode="gateway-node", timeout=30)
     assert outcome.lost == 0, outcome
     assert outcome.times.get("receiver gateway reconnect") is not None, outcome
     assert outcome.times.get("sender gateway reconnect") is not None, outcome

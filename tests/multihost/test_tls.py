@@ -3,20 +3,26 @@ requires client certificates (``verify_peer`` + ``fail_if_no_peer_cert``)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from bridgecli.errors import ExitCode
-from bridgecli.localbroker import free_port
-from tests.multihost.tls import make_pki
+from bridgecli.localbroker import LocalNode, free_port, stop_epmd_if_idle
+from tests.multihost.tls import Pki, make_pki
+from tests.support.rabbitmq import ManagedBroker
 
 
-@pytest.fixture
-def tls_broker(rabbitmq_node_factory, tmp_path: Path):
-    pki = make_pki(tmp_path / "pki")
+@pytest.fixture(scope="module")
+def tls_broker(tmp_path_factory) -> Iterator[tuple[ManagedBroker, Pki, str]]:
+    """A node with an amqps listener requiring client certificates (module scope: a node
+    start costs ~5-15 s)."""
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
     port = free_port()
-    node = rabbitmq_node_factory([
+    node = LocalNode(Path(tempfile.mkdtemp(prefix="btl", dir="/tmp")), extra_conf=[
         f"listeners.ssl.default = 127.0.0.1:{port}",
         f"ssl_options.cacertfile = {pki.ca}",
         f"ssl_options.certfile = {pki.server_cert}",
@@ -24,7 +30,13 @@ def tls_broker(rabbitmq_node_factory, tmp_path: Path):
         "ssl_options.verify = verify_peer",
         "ssl_options.fail_if_no_peer_cert = true",
     ])
-    return node, pki, f"amqps://guest:guest@localhost:{port}/"
+    try:
+        node.start()
+        yield ManagedBroker(node), pki, f"amqps://guest:guest@localhost:{port}/"
+    finally:
+        node.stop()
+        shutil.rmtree(node.base, ignore_errors=True)
+        stop_epmd_if_idle()
 
 
 def test_gateway_and_cli_over_amqps_with_client_certificate(tls_broker, host_factory):
