@@ -104,7 +104,7 @@ def gw_host(rabbitmq) -> Iterator[Host]:
     """One host with a running gateway, shared by a module's tests (labels keep them apart)."""
     root = Path(tempfile.mkdtemp(prefix="hmcp", dir="/tmp"))
     host = Host(f"mcp-{uuid.uuid4().hex[:6]}", root, rabbitmq.uri)
-    host.start_gateway()
+    host.start_gateway(timeout=90)
     yield host
     host.close()
     shutil.rmtree(root, ignore_errors=True)

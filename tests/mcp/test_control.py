@@ -20,7 +20,7 @@ command = "echo READY; exec sleep 300"
 ready_line = "^READY$"
 """)
     b.register("beta")
-    a.start_gateway(), b.start_gateway()
+    a.start_gateway(timeout=90), b.start_gateway(timeout=90)
 
     async def scenario():
         async with mcp_client(a, "main") as (session, _):
@@ -59,7 +59,7 @@ ready_line = "^READY$"
 def test_u6_main_pair_across_two_hosts(host_factory):
     """Two mains, each an MCP session on its own host, message each other by label."""
     a, b = host_factory("a", extra_env=FAST), host_factory("b", extra_env=FAST)
-    a.start_gateway(), b.start_gateway()
+    a.start_gateway(timeout=90), b.start_gateway(timeout=90)
 
     async def scenario():
         async with mcp_client(a, "opus") as (opus, _), mcp_client(b, "cloud") as (cloud, cloud_pushed):

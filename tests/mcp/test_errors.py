@@ -42,7 +42,7 @@ def test_call_errors_are_one_line_tool_errors(gw_host, label):
 def test_ambiguous_label_lists_the_candidates(host_factory):
     """Two entities called the same on two hosts: a label is then ambiguous (needs the roster)."""
     a, b = host_factory("a", extra_env=FAST), host_factory("b", extra_env=FAST)
-    a.start_gateway(), b.start_gateway()
+    a.start_gateway(timeout=90), b.start_gateway(timeout=90)
     a.register("twin"), b.register("twin")
 
     async def scenario():
@@ -90,7 +90,7 @@ def test_a_label_is_served_by_one_session_at_a_time(gw_host, label):
 
 def test_gateway_killed_mid_session_then_back(host_factory):
     host = host_factory("k")
-    host.start_gateway()
+    host.start_gateway(timeout=90)
     host.register("shell")
 
     async def scenario():
@@ -99,7 +99,7 @@ def test_gateway_killed_mid_session_then_back(host_factory):
             assert_tool_error(await session.call_tool("bridge_send", {"target": "shell", "content": "x"}),
                               "gateway")
             assert_tool_error(await session.call_tool("bridge_poll", {}), "gateway")
-            await anyio.to_thread.run_sync(host.start_gateway)
+            await anyio.to_thread.run_sync(lambda: host.start_gateway(timeout=90))
             # the same MCP server keeps working, push included, once the gateway is back
             host.bridge("send", "main", "after restart", "--from", "shell", check=True)
             await pushed.wait_channel("arrived")

@@ -57,7 +57,7 @@ def test_u1_mcp_main_to_tmux_worker_on_another_host(host_factory, worker_pane):
     b, tmux, pane = worker_pane
     a = host_factory("a", extra_env=FAST)
     worker = b.register("worker", deliver=f"tmux:{pane}")
-    a.start_gateway(), b.start_gateway()
+    a.start_gateway(timeout=90), b.start_gateway(timeout=90)
 
     def agent_answers() -> None:
         """What the agent in the pane does: read the frame, run the answer command it shows."""
