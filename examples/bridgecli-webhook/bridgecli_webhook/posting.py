@@ -59,7 +59,8 @@ def post(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> O
             return Outcome(True, False, f"HTTP {response.status}", response.status)
     except urllib.error.HTTPError as exc:
         code = exc.code
-        text = exc.read(200).decode("utf-8", errors="replace").strip()
+        # the start of the answer, on one line: enough to recognise it in `bridge dlq show`
+        text = " ".join(exc.read(200).decode("utf-8", errors="replace").split())[:80]
         detail = f"HTTP {code}" + (f": {text!r}" if text else "")
         if 300 <= code < 400:
             detail += f" (redirect to {exc.headers.get('Location')!r} not followed)"
