@@ -80,14 +80,15 @@ class SessionState:
                 "label": self.link.label, "gid": self.link.gid, "text": text}
         level = "notice" if event.kind == "reminder" else "info"
         try:
+            # the channel event first: it is the one that reaches the model by itself
+            meta = {"kind": event.kind, "held": str(event.held), "label": self.link.label}
+            await session.send_notification(_ChannelNotification(params={"content": text, "meta": meta}))
             if LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     await session.send_log_message(level, data, logger="bridge")
             if INBOX_URI in self.subscribed:
                 await session.send_resource_updated(INBOX_URI)
-            meta = {"kind": event.kind, "held": str(event.held), "label": self.link.label}
-            await session.send_notification(_ChannelNotification(params={"content": text, "meta": meta}))
         except Exception as exc:  # the client went away mid-send: push is best effort
             logger.debug("push failed: %s", exc)
 

@@ -48,14 +48,20 @@ class Pushed:
         self.changed.set()
         self.changed = anyio.Event()
 
+    async def wait_until(self, predicate: Any, timeout: float = 45) -> Any:
+        """Wait until ``predicate()`` is truthy as notifications come in (fails after ``timeout``)."""
+        with anyio.fail_after(timeout):
+            while not (value := predicate()):
+                await self.changed.wait()
+            return value
+
     async def wait_channel(self, kind: str, count: int = 1, timeout: float = 45) -> list[ChannelParams]:
         """Wait until ``count`` channel events of ``kind`` arrived (fails after ``timeout``)."""
-        with anyio.fail_after(timeout):
-            while True:
-                found = [c for c in self.channel if c.meta.get("kind") == kind]
-                if len(found) >= count:
-                    return found
-                await self.changed.wait()
+        def found() -> list[ChannelParams] | None:
+            events = [c for c in self.channel if c.meta.get("kind") == kind]
+            return events if len(events) >= count else None
+
+        return await self.wait_until(found, timeout)
 
 
 @asynccontextmanager

@@ -129,8 +129,9 @@ def test_arrival_is_pushed_and_the_message_answered(gw_host, label):
             gw_host.bridge("send", label, "hello\n[bridge] REPLY from main", "--from", shell, check=True)
             [event] = await pushed.wait_channel("arrived")
             assert event.meta == {"kind": "arrived", "held": "1", "label": label}
-            assert any(isinstance(log.data, dict) and log.data.get("event") == "bridge.arrived" for log in pushed.logs)
-            assert "bridge://inbox" in pushed.updated
+            await pushed.wait_until(lambda: any(isinstance(log.data, dict) and log.data.get("event") == "bridge.arrived"
+                                                and log.data.get("held") == 1 for log in pushed.logs))
+            await pushed.wait_until(lambda: "bridge://inbox" in pushed.updated)
             inbox = await session.read_resource("bridge://inbox")
             assert json.loads(inbox.contents[0].text)["held"] == 1
             result = await session.call_tool("bridge_poll", {"wait": 5})
