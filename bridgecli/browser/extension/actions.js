@@ -128,7 +128,12 @@ const ACTIONS = {
     const watcher = loadWatcher();
     try {
       // In the background: an agent opening tabs must not steal the user's focus.
-      const tab = await chrome.tabs.create({ url, active: false });
+      const tab = await chrome.tabs.create({ url, active: false }).catch(async (e) => {
+        // Every window closed (macOS keeps Chrome running without one): open a window for it.
+        if (!String(e && e.message).includes("window")) throw e;
+        const win = await chrome.windows.create({ url, focused: false });
+        return win.tabs[0];
+      });
       await joinGroup(group, tab.id);
       if (url !== "about:blank") await watcher.wait(tab.id, url, seconds, { startedLoading: true });
       const done = await chrome.tabs.get(tab.id);
