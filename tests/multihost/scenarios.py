@@ -39,6 +39,8 @@ class Outcome:
     send_errors: int = 0
     times: dict[str, float | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: facts the tests check besides the counts (e.g. the exit code a sender got)
+    observed: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +111,7 @@ def partition(lab: NetnsLab, seconds: float = 15.0, burst: int = 20) -> Outcome:
     t_cut = time.monotonic()
     lab.partition("hostB")
     out_notes = []
+    observed: dict[str, Any] = {"roster": has_roster}
     roster_gone = None
     if has_roster:
         try:
@@ -118,6 +121,7 @@ def partition(lab: NetnsLab, seconds: float = 15.0, burst: int = 20) -> Outcome:
             out_notes.append("hostB's entity did not expire from hostA's roster during the partition")
         refused = lab.bridge("hostA", "send", traffic.receiver, "no force", "--from", traffic.sender_label,
                              check=False)
+        observed["send without --force while expired"] = refused.returncode
         out_notes.append(f"send without --force to the expired gid: exit {refused.returncode} "
                          f"({refused.stderr.strip()[:120]})")
     traffic.send(burst, force=True)  # the documented way to queue for an absent entity
@@ -147,6 +151,7 @@ def partition(lab: NetnsLab, seconds: float = 15.0, burst: int = 20) -> Outcome:
                     "reconnect after heal": _round(reconnected), "all delivered after heal": _round(done),
                     "roster recovers after heal": _round(roster_back)}
     result.notes = out_notes
+    result.observed = observed
     return result
 
 

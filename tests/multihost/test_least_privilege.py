@@ -142,6 +142,17 @@ def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(netns_lab: Ne
     assert s["b"] in headers[topology.DETAIL_HEADER] and user in headers[topology.DETAIL_HEADER]
     assert poll(lab, s["b"], s["worker"], "1s") == []
 
+    # B's own user, claiming its own host, but speaking for an entity the roster puts on A
+    b_user, b_password = s["creds"]["B"]
+    borrowed = Envelope(kind="SEND", sender=s["main"], recipient=s["worker"], content="as main",
+                        sender_label="lp-main", sender_host=s["b"])
+    _as_user(lab, b_user, b_password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
+        topology.MSG, s["worker"], borrowed.to_bytes(),
+        pika.BasicProperties(**borrowed.amqp_properties(), user_id=b_user), mandatory=True)))
+    headers = wait_for(lambda: dead_letter_of(borrowed.msg_id), 30, 0.5, "the borrowed-gid message in bridge.dlq")
+    assert headers[topology.REASON_HEADER] == "sender_mismatch"
+    assert f"announced on host '{s['a']}'" in headers[topology.DETAIL_HEADER]
+
 
 def _guest_channel(lab: NetnsLab, fn) -> Any:
     connection = pika.BlockingConnection(pika.URLParameters(lab.broker_uri()))
