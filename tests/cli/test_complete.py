@@ -173,3 +173,29 @@ def test_roster_from_the_live_gateway_then_from_its_cache_after_it_stops(host_fa
     a.stop_gateway()
     assert not a.socket.exists()
     assert "worker" in tab(a.env, "bridge send ")
+
+
+def test_browser_commands_fill_the_cache_that_a_tab_reads(bridge_home):
+    """`bridge browser targets`/`open` against a served broker with a (fake) browser leave
+    behind what TAB then offers — without TAB ever talking to the broker."""
+    from tests.browser.conftest import free_port
+    from tests.browser.fake_executor import FakeExecutor
+    from tests.cli.test_browser import serve, stop
+
+    env = dict(bridge_home.env, BRIDGE_BROWSER_PORT=str(free_port()))
+    server = serve(env)
+    try:
+        assert "hosting the browser broker" in server.stderr.readline()
+        token = json.loads(run_bridge("token", "show", "--json", env=env).stdout)["token"]
+        executor = FakeExecutor(int(env["BRIDGE_BROWSER_PORT"]), token, id="e1", label="work").start()
+        try:
+            assert run_bridge("browser", "targets", env=env, timeout=30).returncode == 0
+            assert tab(env, "bridge browser open g http://x --target ") == {"e1": "browser work",
+                                                                              "work": "browser e1"}
+            opened = run_bridge("browser", "open", "research", "http://example.test/", env=env, timeout=30)
+            assert opened.returncode == 0, opened.stderr
+        finally:
+            executor.stop()
+    finally:
+        stop(server)
+    assert set(tab(env, "bridge browser do ")) == {"research"}  # the broker is gone: the cache answers
