@@ -23,8 +23,10 @@ messages arrive, the watcher sends *itself* a delayed message through the gatewa
 delayed-message plugin, or TTL tiers without it) — so no timer thread of ours has to
 survive, and the clock keeps running across an MCP server restart. When the nudge lands in
 our own inbox and real messages are *still* held, the client gets a reminder ("N messages
-waiting, call bridge_poll") and the next nudge is scheduled; if the client has drained
-meanwhile, the nudge does nothing. Nudge messages are filtered out of ``bridge_poll``
+waiting, call bridge_poll") and the next nudge is scheduled, each one twice as far out as
+the last (up to 64 × ``nudge_after``: a client that never polls is not nagged forever, and
+its hold does not fill with timers); if the client has drained meanwhile, the nudge does
+nothing, and the next arrival starts again at ``nudge_after``. Nudge messages are filtered out of ``bridge_poll``
 results (:func:`is_nudge`). The price of this honest use of ``bridge.delay``: a nudge that
 lands after the client drained stays held (invisible, filtered) until the next poll, and a
 plain ``bridge poll`` from a shell shows it as a SEND to yourself with that turn marker.
@@ -50,6 +52,8 @@ NUDGE_TEXT = "bridge mcp: reminder timer (internal; filtered out of bridge_poll)
 LONG_POLL = 25.0
 #: how often the held count is re-read while messages wait undrained (seconds)
 BUSY_INTERVAL = 2.0
+#: reminders back off: the k-th waits nudge_after * 2**min(k, MAX_DOUBLINGS)
+MAX_DOUBLINGS = 6
 #: how long an arrival is re-checked later while a reply is awaited (seconds)
 DEFER = 0.3
 #: the longest pause after a failed gateway call (seconds); shorter ones come first
@@ -95,6 +99,7 @@ class InboxWatcher:
     nudges: dict[str, str] = field(default_factory=dict)  #: nudge msgId -> "pending" | "landed"
     _failures: int = 0
     _deferred: int | None = None
+    _reminders: int = 0  #: reminders sent since the hold was last empty
 
     async def run(self) -> None:
         """Watch until cancelled. A missing gateway pauses the watch, never ends it: a
@@ -146,9 +151,11 @@ class InboxWatcher:
         elif fired and real > 0:
             waited = now - self.since if self.since is not None else None
             await self.notify(InboxEvent("reminder", held=real, waited=waited))
+            self._reminders += 1
             await self._schedule_nudge()
         if real == 0:
             self.since = None
+            self._reminders = 0
         self.real = real
 
     async def _landed(self) -> set[str]:
@@ -165,11 +172,15 @@ class InboxWatcher:
                 del self.nudges[msg_id]  # drained by a poll
         return landed
 
+    def nudge_delay(self) -> float:
+        """Seconds until the next reminder: ``nudge_after``, doubling with each one sent."""
+        return self.nudge_after * 2 ** min(self._reminders, MAX_DOUBLINGS)
+
     async def _schedule_nudge(self) -> None:
         """Send ourselves the delayed reminder message through ``bridge.delay``."""
         try:
             sent = await self.link.call("send", command="send", sender=self.link.gid, target=self.link.gid,
-                                        content=NUDGE_TEXT, delay=self.nudge_after, turn=NUDGE_TURN,
+                                        content=NUDGE_TEXT, delay=self.nudge_delay(), turn=NUDGE_TURN,
                                         force=True, timeout=30)
         except BridgeError as exc:
             logger.warning("could not schedule the reminder through bridge.delay: %s", exc)

@@ -58,6 +58,21 @@ def test_push_texts_and_nudge_marker():
     assert not is_nudge({"from": "g", "turn": None}, "g")
 
 
+def test_reminders_back_off():
+    from bridgecli.mcp.link import GatewayLink
+    from bridgecli.mcp.push import InboxWatcher
+
+    async def quiet(event):
+        pass
+
+    watcher = InboxWatcher(GatewayLink(), quiet, nudge_after=300)
+    delays = []
+    for count in range(9):
+        watcher._reminders = count
+        delays.append(watcher.nudge_delay())
+    assert delays == [300, 600, 1200, 2400, 4800, 9600, 19200, 19200, 19200]
+
+
 def test_mcp_help_does_not_import_the_sdk(bridge_home):
     probe = ("import sys\nfrom bridgecli.cli import main\n"
              "try:\n    main(['mcp', '--help'])\nexcept SystemExit:\n    pass\n"
