@@ -73,6 +73,13 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def _clean_env() -> dict[str, str]:
+    """os.environ minus PYTHONDONTWRITEBYTECODE: with it set (as in some dev shells) an
+    editable checkout has no ``__pycache__`` and every ``bridge`` run recompiles its modules,
+    which no installed copy ever does; the warm-up runs write the bytecode once."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _noop_site(root: Path) -> str:
     """A PYTHONPATH entry holding a ``.dist-info`` with the noop plugin's entry point, so the
     gateway finds it without installing anything into the shared venv."""
@@ -90,7 +97,7 @@ class Host:
     def __init__(self, name: str, root: Path, broker_uri: str, extra_env: dict[str, str] | None = None) -> None:
         self.name = name
         self.root = root
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "XDG_", "OCB_"))}
+        self.env = {k: v for k, v in _clean_env().items() if not k.startswith(("BRIDGE_", "XDG_", "OCB_"))}
         for part in ("CONFIG", "DATA", "STATE", "CACHE", "RUNTIME"):
             path = root / part.lower()
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -235,12 +242,17 @@ def _delivered_span(db: Path, n: int, timeout: float) -> tuple[float, float]:
     """Wait until the gateway has ``n`` dedup records; return (first, last) received times."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            with sqlite3.connect(db, timeout=5) as conn:
-                count, first, last = conn.execute(
-                    "SELECT COUNT(*), MIN(received), MAX(received) FROM messages").fetchone()
-        except sqlite3.Error:
-            count, first, last = 0, None, None
+        count, first, last = 0, None, None
+        if db.exists():  # read-only and closed at once: a lingering reader would stall the gateway's commits
+            try:
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+                try:
+                    count, first, last = conn.execute(
+                        "SELECT COUNT(*), MIN(received), MAX(received) FROM messages").fetchall()[0]
+                finally:
+                    conn.close()
+            except sqlite3.Error:
+                pass
         if count >= n:
             return first, last
         if time.monotonic() > deadline:
@@ -288,7 +300,7 @@ def _raw_round(bench: Bench, bodies_for: Callable[[str], list], n: int, prefetch
     queue_obj = topology.inbox_queue(raw_gid)
     _fill(bench, queue_obj, bodies_for(raw_gid))
     proc = subprocess.run([PYTHON, "-c", _RAW_CONSUMER, bench.node.uri, queue_obj.name, str(n), str(prefetch)],
-                          capture_output=True, text=True, timeout=300)
+                          env=_clean_env(), capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"raw consumer failed: {proc.stderr.strip()[-500:]}")
     state = json.loads(proc.stdout)
@@ -360,13 +372,13 @@ def _imports_pika(cmd: list[str], env: dict[str, str]) -> tuple[bool, float]:
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
-        parts = [p.strip() for p in line[len("import time:"):].split("|")]
-        if len(parts) != 3 or not parts[1].isdigit():
+        parts = line[len("import time:"):].rstrip("\n").split("|")
+        if len(parts) != 3 or not parts[1].strip().isdigit():
             continue
-        name = parts[2]
+        name = parts[2][1:]  # one space after the bar, then two per nesting level
         if name.strip().split(".")[0] == "pika":
             pika_seen = True
-        if not name.startswith(" "):  # top level: cumulative covers its children
+        if not name.startswith(" "):  # top level: its cumulative time covers its children
             total_us += int(parts[1])
     return pika_seen, total_us / 1000
 
@@ -503,7 +515,8 @@ def _raw_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
     import pika
 
     queue = f"bench.rpc.{uuid.uuid4().hex[:8]}"
-    worker = subprocess.Popen([PYTHON, "-c", _RAW_WORKER, bench.node.uri, queue], stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen([PYTHON, "-c", _RAW_WORKER, bench.node.uri, queue], env=_clean_env(),
+                              stdout=subprocess.PIPE, text=True)
     conn = bench.pika()
     try:
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
@@ -567,8 +580,7 @@ def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
     rows.append(_row("(b) bridge send via gateway vs pika script", s["gateway"], "ms",
                      f"pika connect+confirm+publish script {s['pika']:.1f} ms", s["gateway"] / s["pika"],
                      "<= 0.45x", s["gateway"] / s["pika"] <= 0.45 and not oneshot["gateway_imports_pika"],
-                     f"{pika_import} ({oneshot['gateway_import_ms']:.0f} ms of imports); "
-                     f"median of {oneshot['runs']}"))
+                     f"{pika_import} (-X importtime); median of {oneshot['runs']}"))
     rows.append(_row("(b) bridge send via gateway vs amqp-publish", s["gateway"], "ms",
                      f"amqp-publish -p {s['amqp-publish']:.1f} ms", s["gateway"] / s["amqp-publish"],
                      "<= 10x", s["gateway"] / s["amqp-publish"] <= 10))
@@ -598,6 +610,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main(quick: bool = False, profile: str | None = None) -> list[dict[str, Any]]:
     """Rows for bench/run_all.py (see the module docstring); also prints the table."""
+    load_before = os.getloadavg()[0]
     with Bench(quick) as bench:
         delivery = bench_delivery(bench, rounds=1 if quick else 3, n=2000 if quick else 10000)
         oneshot = bench_oneshot(bench, runs=10 if quick else 30, bulk_rounds=1 if quick else 3,
@@ -609,7 +622,10 @@ def main(quick: bool = False, profile: str | None = None) -> list[dict[str, Any]
             rate = _gateway_round(bench, _bodies(10000), 10000, profile_to=out / "gateway-delivery.prof")
             print(f"profiled gateway round: {rate:.0f} msg/s (under cProfile)", file=sys.stderr)
     rows = rows_from(delivery, oneshot, rtt)
+    shared = f"shared machine: load avg {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    rows[0]["note"] += f"; {shared}"
     print_table(rows)
+    print(shared)
     for row in rows:
         row.pop("goal"), row.pop("met")
     return rows
