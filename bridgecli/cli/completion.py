@@ -36,12 +36,17 @@ def script(shell: str) -> str:
 def completion(shell: str) -> None:
     """Print the shell completion script for bash, zsh or fish.
 
-    Install it once (see the README's "Shell completion"), e.g.
-    bridge completion bash > ~/.local/share/bash-completion/completions/bridge
-    ; zsh: save as _bridge in a directory on $fpath; fish: save as
-    ~/.config/fish/completions/bridge.fish. TAB then completes commands, options, labels
-    and gids from the roster, hosts, spawn profiles, message ids and browser groups,
-    without ever connecting to the broker.
+    The script is click's own (the same bytes as completions/ in the source tree). Install
+    it once, then open a new shell (the README's "Shell completion" has the details):
+
+    \b
+      bash: bridge completion bash > ~/.local/share/bash-completion/completions/bridge
+      zsh:  bridge completion zsh > ~/.zfunc/_bridge   (~/.zfunc on $fpath before compinit)
+      fish: bridge completion fish > ~/.config/fish/completions/bridge.fish
+
+    TAB then completes commands and options, and labels, gids, hosts, spawn profiles,
+    message ids and browser groups — from the local gateway's socket or local files and
+    caches, never from the broker.
     """
     # as click does for SHELL_source: bytes, no added newline (no CRLF translation either)
     click.echo(script(shell).encode(), nl=False)
