@@ -52,7 +52,11 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
     announced: dict[str, Any] = {}
 
     def on_status(state: str, info: dict[str, Any]) -> None:
-        # Called from the executor's thread; click.echo is fine from any thread.
+        # Called from the executor's thread; click.echo is fine from any thread. A retry loop
+        # repeats its state every few seconds: say each state once, until it changes.
+        if state == announced.get("last") and state in ("refused", "disconnected"):
+            return
+        announced["last"] = state
         if state == "launched":
             announced.update(info)
             output.note(f"bridge: started {kind} browser (DevTools {info.get('devtools')})")
@@ -67,7 +71,8 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
         elif state in ("refused", "replaced"):
             output.warn(str(info.get("error")))
         elif state == "disconnected":
-            output.note(f"bridge: broker connection lost ({info.get('error')}); reconnecting")
+            output.note(f"bridge: no broker connection ({info.get('error')}); retrying until one "
+                        f"answers (start it with `bridge browser serve`)")
 
     return ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label=label,
                            executor_id=executor_id,

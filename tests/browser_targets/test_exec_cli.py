@@ -114,3 +114,37 @@ def test_launch_with_a_window_but_no_display_says_to_use_headless(host_bridge, b
     assert done.returncode == ExitCode.BROWSER
     assert ("Chromium cannot open a window: no display ($DISPLAY unset) — pass --headless, or run "
             "it inside a desktop session") in done.stderr
+
+
+def test_launch_before_the_broker_waits_for_it_and_says_so_once(bridge_home, page_server):
+    """Start order does not matter: launched first, the executor retries quietly and joins the
+    broker as soon as it is up."""
+    import time
+
+    from bridgecli.browser.connect import BrowserBridge
+    from tests.support.chromium import free_port
+
+    port = free_port()
+    env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="test-token")
+    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(port), "launch", "--headless",
+                             "--label", "early", "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bridge = None
+    try:
+        time.sleep(4)  # several failed attempts
+        bridge = BrowserBridge(port, "test-token", label="late-host").start()
+        assert json.loads(proc.stdout.readline())["label"] == "early"
+        assert wait_for_target(bridge, "early")["browser"] == "cdp"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        stderr = proc.stderr.read()
+        assert stderr.count("no broker connection") == 1, stderr
+        assert "start it with `bridge browser serve`" in stderr
+    finally:
+        if bridge is not None:
+            bridge.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
