@@ -38,7 +38,8 @@ def _connect(config: Config):
 
     connection = connect(config, name="bridge-dlq", heartbeat=0)
     channel = connection.channel()
-    topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE)
+    topology.declare(channel, *topology.SHARED_EXCHANGES,
+                     topology.dead_letter_queue(config.values["messaging.inbox_queue_type"]))
     return connection, channel
 
 

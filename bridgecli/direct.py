@@ -17,6 +17,10 @@ from bridgecli.gateway.entities import Entity, Registry
 from bridgecli.gateway.store import Store
 
 
+def _dlq(config: Config):
+    return topology.dead_letter_queue(config.values["messaging.inbox_queue_type"])
+
+
 def _open(config: Config, name: str):
     from bridgecli.amqp.connection import connect
 
@@ -28,7 +32,7 @@ def declare_inbox(config: Config, entity: Entity) -> None:
     connection = _open(config, "bridge-register")
     try:
         channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE,
+        topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config),
                          topology.inbox_queue(entity.gid, config.values["messaging.inbox_queue_type"],
                                               config.values["messaging.max_attempts"]))
     finally:
@@ -43,7 +47,7 @@ def remove_inbox(config: Config, entity: Entity) -> int:
     connection = _open(config, "bridge-unregister")
     try:
         channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE)
+        topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config))
         publisher = Publisher(connection.channel())
         moved = drain_to_dlq(channel, publisher, topology.inbox_name(entity.gid), "recipient_unregistered",
                              f"entity {entity.label} was unregistered")
@@ -61,7 +65,7 @@ def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = No
     connection = _open(config, "bridge-send")
     try:
         channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE)
+        topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config))
         if delay_ms:
             _declare_delay(connection, channel, delay_ms)
         publisher = Publisher(channel, user_id=connection._impl.params.credentials.username)

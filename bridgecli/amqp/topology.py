@@ -65,6 +65,15 @@ SHARED_EXCHANGES = (
 
 DEAD_LETTER_QUEUE = Queue(DLQ, bindings=(Binding(DLX),))
 
+
+def dead_letter_queue(queue_type: str = "classic") -> Queue:
+    """``bridge.dlq``. On a cluster (quorum inboxes) it is a quorum queue too: a classic
+    queue lives on one node, and while that node is down every gateway's declare fails with
+    404 "home node is down" — the gateway could not fail over to another node."""
+    if queue_type == "quorum":
+        return Queue(DLQ, arguments={"x-queue-type": "quorum"}, bindings=(Binding(DLX),))
+    return DEAD_LETTER_QUEUE
+
 DELAYED_PLUGIN_EXCHANGE = Exchange(DELAY, "x-delayed-message", arguments={"x-delayed-type": "topic"})
 DELAY_FALLBACK_EXCHANGE = Exchange(DELAY, "headers")
 
@@ -85,9 +94,11 @@ def inbox_queue(gid: str, queue_type: str = "classic", max_attempts: int = 5) ->
     return Queue(inbox_name(gid), arguments=args, bindings=(Binding(MSG, gid),))
 
 
-def control_queue(host: str) -> Queue:
-    """``control.<host>``: durable, bound to ``bridge.control`` with the host id."""
-    return Queue(f"control.{host}", bindings=(Binding(CONTROL, host),))
+def control_queue(host: str, queue_type: str = "classic") -> Queue:
+    """``control.<host>``: durable, bound to ``bridge.control`` with the host id (quorum on a
+    cluster, for the same reason as :func:`dead_letter_queue`)."""
+    args = {"x-queue-type": "quorum"} if queue_type == "quorum" else {}
+    return Queue(f"control.{host}", arguments=args, bindings=(Binding(CONTROL, host),))
 
 
 def roster_queue(host: str) -> Queue:

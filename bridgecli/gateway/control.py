@@ -45,7 +45,7 @@ class Control:
 
     def on_connect(self) -> None:
         channel = self.gw.channel
-        topology.declare(channel, topology.control_queue(self.gw.host))
+        topology.declare(channel, topology.control_queue(self.gw.host, self.gw.queue_type))
         channel.basic_consume(f"control.{self.gw.host}", self._on_request)
 
     def _on_request(self, channel: Any, method: Any, props: Any, body: bytes) -> None:

@@ -190,7 +190,7 @@ class Gateway:
                        error=str(exc))
 
         retrying = tenacity.Retrying(
-            wait=tenacity.wait_random_exponential(multiplier=0.5, max=30),
+            wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
             retry=tenacity.retry_if_exception_type(
                 amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)),
             stop=tenacity.stop_when_event_set(self.should_stop),
@@ -209,7 +209,7 @@ class Gateway:
             self.server_info = {}
         self.delay_mode = self._probe_delay(connection)
         channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.DEAD_LETTER_QUEUE)
+        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type))
         if self.delay_mode == "plugin":
             topology.declare(channel, topology.DELAYED_PLUGIN_EXCHANGE)
             channel.exchange_bind(topology.MSG, topology.DELAY, routing_key="#")

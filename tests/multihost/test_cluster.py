@@ -49,10 +49,6 @@ def test_killing_the_quorum_leader_mid_burst_loses_nothing(healthy_cluster: Clus
     assert new != "None" and new != old, outcome
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bridge.dlq and control.<host> are classic durable queues: while their home node is down the "
-    "gateway's reconnect fails with 404 'home node ... is down', so a gateway cannot fail over to the "
-    "next URI. Fix: declare them as quorum queues when messaging.inbox_queue_type = quorum"))
 def test_gateways_fail_over_when_their_node_dies(healthy_cluster: Cluster, tmp_path: Path):
     outcome = leader_failover(healthy_cluster, tmp_path, mode="gateway-node", timeout=30)
     assert outcome.lost == 0, outcome
