@@ -96,7 +96,8 @@ def _declare_delay(connection: Any, channel: Any, delay_ms: int) -> None:
 
 def send(config: Config, registry: Registry, store: Store, *, command: str, contents: list[str],
          sender: str | None, target: str | None = None, msg_id: str | None = None,
-         delay: float | None = None, force: bool = False, turn: str | None = None) -> list[Envelope]:
+         delay: float | None = None, force: bool = False, turn: str | None = None,
+         new_id: str | None = None) -> list[Envelope]:
     identity = messaging.sender_identity(registry, sender)
     in_reply_to = None
     if command in ("reply", "answer"):
@@ -108,7 +109,7 @@ def send(config: Config, registry: Registry, store: Store, *, command: str, cont
         recipient = resolve_target(target or "", registry=registry, roster=None, force=force)
     envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content,
                                    host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"],
-                                   in_reply_to=in_reply_to, turn=turn) for content in contents]
+                                   in_reply_to=in_reply_to, turn=turn, msg_id=new_id) for content in contents]
     publish(config, envelopes, int(delay * 1000) if delay else None)
     return envelopes
 

@@ -44,15 +44,19 @@ def sender_identity(registry: Registry, given: str | None) -> Identity:
 
 
 def compose(kind: str, sender: Identity, recipient: str, content: str, *, host: str,
-            max_content_bytes: int, in_reply_to: str | None = None, turn: str | None = None) -> Envelope:
+            max_content_bytes: int, in_reply_to: str | None = None, turn: str | None = None,
+            msg_id: str | None = None) -> Envelope:
     """Build and validate an outgoing envelope; an oversize content is a clear error."""
     try:
         env_mod.check_content_size(content, max_content_bytes)
     except InvalidEnvelope as exc:
         raise Rejected(f"message too large: {exc.detail}",
                        "send a shorter message or raise messaging.max_content_bytes") from None
+    if msg_id is not None and not env_mod.is_uuid(msg_id.lower()):
+        raise ConfigError(f"bad message id {msg_id!r}", "--id takes a UUID, e.g. from `uuidgen`")
     envelope = Envelope(kind=kind, sender=sender.gid, recipient=recipient, content=content,
-                        in_reply_to=in_reply_to, turn=turn, sender_label=sender.label, sender_host=host)
+                        in_reply_to=in_reply_to, turn=turn, sender_label=sender.label, sender_host=host,
+                        **({"msg_id": msg_id.lower()} if msg_id else {}))
     env_mod.from_wire(envelope.to_wire())  # the receiver will validate it; fail here first
     return envelope
 

@@ -81,6 +81,10 @@ def connect(config: "Config", *, name: str = "bridge", heartbeat: int | None = N
                                 "check the vhost in broker.uri and the user's permissions") from None
     except (pika.exceptions.AMQPConnectionError, OSError) as exc:
         hosts = ", ".join(f"{p.host}:{p.port}" for p in params)
+        if any(p.ssl_options is not None for p in params):
+            raise BrokerUnavailable(
+                f"cannot open a TLS connection to the AMQP broker at {hosts} ({type(exc).__name__})",
+                "check the broker's TLS listener and broker.tls_ca / tls_cert / tls_key") from None
         raise BrokerUnavailable(
             f"cannot reach the AMQP broker at {hosts} ({type(exc).__name__})",
             "start one with `bridge broker start` or fix broker.uri / BRIDGE_BROKER_URI",

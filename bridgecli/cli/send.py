@@ -30,12 +30,15 @@ def _read_content(message: str) -> str:
 
 def _deliver(app, *, command: str, contents: list[str], sender: str | None, target: str | None = None,
              msg_id: str | None = None, delay: float | None = None, force: bool = False,
-             turn: str | None = None, wait: float | None = None, bulk: bool = False) -> dict[str, Any]:
+             turn: str | None = None, wait: float | None = None, bulk: bool = False,
+             new_id: str | None = None) -> dict[str, Any]:
     from bridgecli.gateway.client import GatewayClient
 
     client = GatewayClient.connect()
     params: dict[str, Any] = {"command": command, "sender": sender, "target": target, "msg_id": msg_id,
                               "delay": delay, "force": force, "turn": turn}
+    if new_id is not None:
+        params["new_id"] = new_id
     if client is not None:
         with client:
             if bulk:
@@ -53,7 +56,7 @@ def _deliver(app, *, command: str, contents: list[str], sender: str | None, targ
 
     envelopes = direct.send(app.config, open_registry(), open_store(app.config), command=command,
                             contents=contents, sender=sender, target=target, msg_id=msg_id, delay=delay,
-                            force=force, turn=turn)
+                            force=force, turn=turn, new_id=new_id)
     if bulk:
         return {"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None}
     return {"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}
@@ -83,11 +86,13 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
 @click.option("--lines", is_flag=True,
               help="With MESSAGE '-': send each non-empty stdin line as its own message (bulk mode).")
 @click.option("--force", is_flag=True, help="Send to a gid even if no gateway announces it in the roster.")
+@click.option("--id", "new_id", default=None, metavar="UUID",
+              help="Use this message id: resending with the same id after an unclear failure is deduplicated.")
 @_turn
 @output.json_option
 @click.pass_obj
 def send(app, target: str, message: str, sender: str | None, wait: float | None, delay: float | None,
-         lines: bool, force: bool, turn: str | None, as_json: bool) -> None:
+         lines: bool, force: bool, new_id: str | None, turn: str | None, as_json: bool) -> None:
     """Send a message to an entity (gid or label).
 
     MESSAGE '-' reads it from stdin; with --lines every stdin line becomes one message
@@ -98,14 +103,14 @@ def send(app, target: str, message: str, sender: str | None, wait: float | None,
     if lines:
         if message != "-":
             raise click.UsageError("--lines reads stdin: pass '-' as MESSAGE")
-        if wait:
-            raise click.UsageError("--lines cannot be combined with --wait")
+        if wait or new_id:
+            raise click.UsageError("--lines cannot be combined with --wait or --id")
         contents = [line for line in sys.stdin.read().splitlines() if line.strip()]
         result = _deliver(app, command="send", contents=contents, sender=sender, target=target,
                           delay=delay, force=force, turn=turn, bulk=True)
     else:
         result = _deliver(app, command="send", contents=[_read_content(message)], sender=sender, target=target,
-                          delay=delay, force=force, turn=turn, wait=wait)
+                          delay=delay, force=force, turn=turn, wait=wait, new_id=new_id)
     _print(result, as_json)
 
 

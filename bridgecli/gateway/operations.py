@@ -119,7 +119,7 @@ def op_resolve(gw: "Gateway", target: str, force: bool = False) -> dict[str, Any
 def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str | None = None,
             target: str | None = None, msg_id: str | None = None, delay: float | None = None,
             force: bool = False, turn: str | None = None, wait: float | None = None,
-            contents: list[str] | None = None) -> dict[str, Any]:
+            contents: list[str] | None = None, new_id: str | None = None) -> dict[str, Any]:
     """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional --wait.
 
     ``contents`` sends several messages in one request (bulk mode of ``bridge send -``)."""
@@ -145,7 +145,7 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
         return {"msgIds": [e.msg_id for e in envelopes], "to": recipient, "kind": envelopes[0].kind if envelopes else None}
     envelope = messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content or "",
                                  host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
-                                 turn=turn)
+                                 turn=turn, msg_id=new_id)
     waiter = gw.add_waiter(identity.gid, envelope.msg_id) if wait else None
     try:
         delay_ms = int(delay * 1000) if delay else None

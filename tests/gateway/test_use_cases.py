@@ -172,3 +172,17 @@ def _cli(host) -> list[str]:
     from tests.support.env import BRIDGE_BIN
 
     return [BRIDGE_BIN]
+
+
+def test_resending_with_the_same_id_is_delivered_once(host_factory):
+    a = host_factory("a")
+    main = a.register("main", role="main")
+    a.start_gateway()
+    fixed = "3f1e2d3c-4b5a-4697-8a8b-9c0d1e2f3a4b"
+    for _ in range(3):  # e.g. a script retrying after a timeout it could not interpret
+        assert a.bridge_json("send", main, "once", "--from", "main", "--id", fixed)["msgId"] == fixed
+    got = _poll(a, main, "2s")
+    assert [m["msgId"] for m in got] == [fixed]
+    assert _poll(a, main, "1s") == []
+    bad = a.bridge("send", main, "x", "--from", "main", "--id", "not-a-uuid")
+    assert bad.returncode == ExitCode.CONFIG and "--id takes a UUID" in bad.stderr
