@@ -45,7 +45,8 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
 
     config = ctx.obj.config
     port = config.get("browser.port")  # `bridge browser --port` overrides it
-    token = token or config.get("browser.token") or token_file.guest_token(None)
+    explicit = token or config.get("browser.token")
+    token = explicit or token_file.guest_token(None)
     if not token:
         raise BrowserError(f"no browser-bridge token ({token_file.path()} does not exist)",
                            "start the broker first with `bridge browser serve`, or pass --token")
@@ -76,7 +77,10 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
 
     return ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label=label,
                            executor_id=executor_id,
-                           settings={"on_status": on_status, "default": make_default})
+                           settings={"on_status": on_status, "default": make_default,
+                                     # a token from the file is re-read on every reconnect
+                                     "token_source": None if explicit else
+                                     (lambda: token_file.guest_token(None))})
 
 
 def _target(ctx: click.Context, kind: str):

@@ -148,3 +148,23 @@ def test_launch_before_the_broker_waits_for_it_and_says_so_once(bridge_home, pag
             proc.wait(10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_a_rotated_token_is_picked_up_on_reconnect(host_bridge, bridge_home):
+    """The host goes away and a new one starts with a rotated token (`bridge token rotate`):
+    a launched executor re-reads the token file and joins it without a restart."""
+    first = host_bridge(token="token-one")
+    port = first.port
+    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(port), "launch", "--headless",
+                             "--label", "rotating", "--json"],
+                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        json.loads(proc.stdout.readline())
+        first.close()
+        second = host_bridge(port=port, token="token-two")  # writes the new token to the file
+        assert wait_for_target(second, "rotating")["browser"] == "cdp"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        proc.stdout.close()

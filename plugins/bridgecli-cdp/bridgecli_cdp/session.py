@@ -78,6 +78,18 @@ class ExecutorSession:
         """Send an event frame (tab/group closed) to the broker."""
         self.send(event)
 
+    def _token(self) -> str:
+        """The token for this attempt. ``settings["token_source"]`` (a callable), when given,
+        is asked every time, so a token rotated while we run (`bridge token rotate`, a new
+        host with another token) is picked up on the next reconnect."""
+        source = self.options.settings.get("token_source")
+        if source is not None:
+            try:
+                return source() or self.options.token
+            except Exception:
+                pass
+        return self.options.token
+
     # --- lifecycle ----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -113,7 +125,7 @@ class ExecutorSession:
                                          enable_multithread=True)
         try:
             ws.send(frames.encode(dict(frames.hello(
-                self.options.token, frames.ROLE_EXTENSION, label=self.options.label,
+                self._token(), frames.ROLE_EXTENSION, label=self.options.label,
                 id=self.executor_id, browser=self.browser),
                 default=bool(self.options.settings.get("default", False)))))
             ready = self._recv_ready(ws)
