@@ -442,6 +442,9 @@ class Gateway:
 
     def _deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
         """Hand one message to the backend and write its dedup record."""
+        records_itself = getattr(backend, "records_itself", False)
+        if not records_itself:
+            self.store.stage(envelope)
         try:
             backend.deliver(entity, envelope)
         except DeliveryError:
@@ -450,7 +453,7 @@ class Gateway:
             raise DeliveryError(str(exc)) from exc
         except Exception as exc:  # a plugin bug must not kill the gateway
             raise DeliveryError(f"backend {entity.backend} raised {type(exc).__name__}: {exc}") from exc
-        if not getattr(backend, "records_itself", False):
+        if not records_itself:
             self.store.record(envelope, DELIVERED)
         glog.event(logger, "delivered", entity=entity.label, kind=envelope.kind, msg=envelope.msg_id,
                    sender=envelope.sender_label or envelope.sender[:8])

@@ -173,13 +173,19 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
         waiter.event.clear()
 
 
-def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int = 100) -> dict[str, Any]:
+def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int = 100,
+            peek: bool = False) -> dict[str, Any]:
+    """Drain held messages; with ``peek`` return them without draining — the caller then
+    confirms with op ``ack`` once it has handed them on (no loss if it dies in between)."""
     identity = messaging.sender_identity(gw.registry, gid)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
     waiter = gw.add_waiter(identity.gid) if wait else None
     try:
         while True:
-            messages = gw.store.drain(identity.gid, limit=int(limit))
+            if peek:
+                messages = gw.store.peek(identity.gid, limit=int(limit))
+            else:
+                messages = gw.store.drain(identity.gid, limit=int(limit))
             if messages or waiter is None or time.monotonic() >= deadline:
                 return {"gid": identity.gid, "messages": [message_dict(m) for m in messages]}
             waiter.event.wait(min(deadline - time.monotonic(), 1.0))
@@ -189,16 +195,25 @@ def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int
             gw.remove_waiter(waiter)
 
 
-def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0) -> dict[str, Any]:
-    """How many messages are held for an entity, without draining them; with ``wait``,
-    block until at least one is (the MCP server uses this to push notifications)."""
+def op_ack(gw: "Gateway", msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
+    """Confirm messages returned by ``poll`` with ``peek``: they leave the hold."""
+    identity = messaging.sender_identity(gw.registry, gid)
+    return {"gid": identity.gid, "acked": gw.store.ack(identity.gid, list(msg_ids))}
+
+
+def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0,
+            baseline: int | None = None) -> dict[str, Any]:
+    """How many messages are held for an entity, without draining them. With ``wait``,
+    block until at least one is — or, given ``baseline``, until the count differs from it
+    (the MCP server uses this to push notifications without re-polling)."""
     identity = messaging.sender_identity(gw.registry, gid)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
     waiter = gw.add_waiter(identity.gid) if wait else None
     try:
         while True:
             count = gw.store.held_count(identity.gid)
-            if count or waiter is None or time.monotonic() >= deadline:
+            changed = count != baseline if baseline is not None else count > 0
+            if changed or waiter is None or time.monotonic() >= deadline:
                 return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid)}
             waiter.event.wait(min(deadline - time.monotonic(), 1.0))
             waiter.event.clear()
@@ -266,6 +281,7 @@ OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "poll": op_poll,
     "show": op_show,
     "held": op_held,
+    "ack": op_ack,
     "roster": op_roster,
     "spawn": op_spawn,
     "stop": op_stop,

@@ -25,6 +25,9 @@ from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope
 
 HELD, DELIVERED, DRAINED = "held", "delivered", "drained"
+#: handed to a backend, not confirmed yet: visible to ``bridge reply``/``show`` (an exec
+#: command may answer from inside its own delivery) but not a duplicate on redelivery
+DELIVERING = "delivering"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -103,16 +106,27 @@ class Store:
 
     def seen(self, msg_id: str) -> bool:
         """True when ``msg_id`` was already taken (held, delivered or drained): a duplicate."""
-        row = self._db().execute("SELECT 1 FROM messages WHERE msg_id = ?", (msg_id,)).fetchone()
+        row = self._db().execute("SELECT 1 FROM messages WHERE msg_id = ? AND state != 'delivering'",
+                                 (msg_id,)).fetchone()
         return row is not None
+
+    def stage(self, envelope: Envelope) -> None:
+        """Make a message visible to ``reply``/``show`` while its backend works on it."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
+                " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)",
+                (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind, envelope.in_reply_to,
+                 json.dumps(envelope.to_wire(), ensure_ascii=False), envelope.user_id, DELIVERING, time.time()))
 
     def record(self, envelope: Envelope, state: str) -> bool:
         """Record a received message as ``held`` or ``delivered``. Returns False (and changes
         nothing) when it was already recorded — the dedup check and the write are one step."""
         with self._tx() as db:
             cur = db.execute(
-                "INSERT OR IGNORE INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
-                " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
+                " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT(msg_id) DO UPDATE SET state = excluded.state WHERE state = 'delivering'",
                 (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind,
                  envelope.in_reply_to, json.dumps(envelope.to_wire(), ensure_ascii=False),
                  envelope.user_id, state, time.time()),
@@ -129,8 +143,8 @@ class Store:
         """Forget the oldest non-held ids beyond the dedup window."""
         with self._tx() as db:
             cur = db.execute(
-                "DELETE FROM messages WHERE state != 'held' AND msg_id IN ("
-                " SELECT msg_id FROM messages WHERE state != 'held' ORDER BY received DESC"
+                "DELETE FROM messages WHERE state NOT IN ('held', 'delivering') AND msg_id IN ("
+                " SELECT msg_id FROM messages WHERE state NOT IN ('held', 'delivering') ORDER BY received DESC"
                 " LIMIT -1 OFFSET ?)", (self.dedup_window,))
             return cur.rowcount
 
@@ -180,6 +194,20 @@ class Store:
                 db.execute("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?",
                            (time.time(), row["msg_id"]))
         return _row_to_message(row)
+
+    def peek(self, recipient: str, limit: int = 100) -> list[StoredMessage]:
+        """Held messages for ``recipient`` without taking them (see :meth:`ack`)."""
+        rows = self._db().execute("SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
+                                  " ORDER BY received LIMIT ?", (recipient, limit)).fetchall()
+        return [_row_to_message(row) for row in rows]
+
+    def ack(self, recipient: str, msg_ids: list[str]) -> int:
+        """Mark peeked messages drained once the client has them; returns how many were."""
+        with self._tx() as db:
+            cur = db.executemany("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?"
+                                 " AND recipient = ? AND state = 'held'",
+                                 [(time.time(), m.lower(), recipient) for m in msg_ids])
+            return cur.rowcount
 
     def held_count(self, recipient: str | None = None) -> int:
         if recipient is None:

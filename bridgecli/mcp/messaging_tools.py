@@ -82,8 +82,12 @@ def _tools(link: GatewayLink) -> list[Tool]:
         deadline = time.monotonic() + wait
         while True:
             remaining = max(0.0, deadline - time.monotonic())
-            result = await link.call("poll", gid=link.gid, wait=remaining, limit=limit, timeout=remaining + 30)
+            # peek, then ack once the result is built: a server that dies in between loses nothing
+            result = await link.call("poll", gid=link.gid, wait=remaining, limit=limit, peek=True,
+                                     timeout=remaining + 30)
             drained = result.get("messages") or []
+            if drained:
+                await link.call("ack", gid=link.gid, msg_ids=[m["msgId"] for m in drained], timeout=30)
             messages = [m for m in drained if not is_nudge(m, link.gid)]
             # only our own reminder timers came back: keep waiting for a real message
             if messages or not drained or remaining <= 0:

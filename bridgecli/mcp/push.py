@@ -11,10 +11,9 @@ but the *fact* that messages are waiting, and how many. Each announcement goes o
 * ``notifications/claude/channel`` — Claude Code's channel event, which lands in the
   running session's context (advertised as the experimental ``claude/channel`` capability).
 
-How arrivals are seen: op ``held`` with ``wait`` blocks in the gateway until something is
-held for our gid. That op answers at once while anything is held, so while messages wait
-undrained the watcher re-asks every :data:`BUSY_INTERVAL` seconds instead (one local socket
-round trip; a ``held`` variant that blocks until the count *changes* would remove even that).
+How arrivals are seen: op ``held`` with ``wait`` and ``baseline`` blocks in the gateway until
+the number of messages held for our gid differs from the count we last saw, so an arrival is
+announced at once even while earlier messages wait undrained.
 
 The nudge (seed §9 "Remind/backoff — optionally broker-driven via bridge.delay"): when
 messages arrive, the watcher sends *itself* a delayed message through the gateway (op
@@ -50,8 +49,6 @@ NUDGE_TURN = "bridge-mcp-nudge"
 NUDGE_TEXT = "bridge mcp: reminder timer (internal; filtered out of bridge_poll)"
 #: how long one ``held`` long-poll lasts before it is re-issued (seconds)
 LONG_POLL = 25.0
-#: how often the held count is re-read while messages wait undrained (seconds)
-BUSY_INTERVAL = 2.0
 #: reminders back off: the k-th waits nudge_after * 2**min(k, MAX_DOUBLINGS)
 MAX_DOUBLINGS = 6
 #: how long an arrival is re-checked later while a reply is awaited (seconds)
@@ -122,11 +119,11 @@ class InboxWatcher:
     async def step(self) -> None:
         """One observation: read the held count, account for nudges, announce changes."""
         landed = await self._landed()
-        busy = self.real > 0 or bool(landed)
-        if busy:
-            await asyncio.sleep(BUSY_INTERVAL)
-        wait = 0.0 if busy else LONG_POLL
-        answer = await self.link.call("held", gid=self.link.gid, wait=wait, timeout=wait + 15)
+        # block in the gateway until the held count differs from what we last saw (arrivals
+        # wake it at once; a drain is noticed within a second)
+        baseline = self.real + len(landed)
+        answer = await self.link.call("held", gid=self.link.gid, wait=LONG_POLL, baseline=baseline,
+                                      timeout=LONG_POLL + 15)
         if await self._landed() != landed:
             return  # a nudge landed during the read: the count is ambiguous, read again
         real = max(0, int(answer.get("held") or 0) - len(landed))

@@ -186,3 +186,16 @@ def test_resending_with_the_same_id_is_delivered_once(host_factory):
     assert _poll(a, main, "1s") == []
     bad = a.bridge("send", main, "x", "--from", "main", "--id", "not-a-uuid")
     assert bad.returncode == ExitCode.CONFIG and "--id takes a UUID" in bad.stderr
+
+
+def test_an_exec_entity_can_reply_from_inside_its_own_delivery(host_factory, tmp_path):
+    a = host_factory("a")
+    main = a.register("main", role="main")
+    from tests.support.env import BRIDGE_BIN
+
+    # the handler answers synchronously, while its own delivery is still in progress
+    a.register("bot", deliver=f"exec:{BRIDGE_BIN} reply \"$BRIDGE_MSG_ID\" \"pong\"")
+    a.start_gateway()
+    sent = a.bridge_json("send", "bot", "ping", "--from", "main")
+    got = _poll(a, main, "10s")
+    assert [(m["kind"], m["content"], m["inReplyTo"]) for m in got] == [("REPLY", "pong", sent["msgId"])]
