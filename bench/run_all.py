@@ -58,8 +58,8 @@ def parse_existing(text: str) -> list[dict]:
     block = text.split(START, 1)[1].split(END, 1)[0]
     rows = []
     for line in block.splitlines():
-        if not line.startswith("| ") or line.startswith("| benchmark |"):
-            continue
+        if not line.startswith("| ") or line.startswith("| benchmark |") or set(line) <= set("|- "):
+            continue  # not a row, the header, or the | --- | separator
         cells = [c.strip().replace("\\|", "|") for c in line.strip("|").split(" | ")]
         if len(cells) == len(COLUMNS):
             rows.append(dict(zip(COLUMNS, cells)))
