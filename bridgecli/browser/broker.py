@@ -74,6 +74,9 @@ class Pending:
     created_group: bool
     started: float = field(default=0.0)
     internal: bool = False  #: the broker's own query; the answer is never sent to an agent
+    #: for the rebuild query: the groups recorded for this executor when it was asked, so the
+    #: answer can drop the ones it no longer runs without touching groups opened since
+    known: frozenset[str] = frozenset()
 
 
 class Broker:
@@ -153,7 +156,9 @@ class Broker:
         if hello.get("default") or self.primary is None or self._live_executor(self.primary) is None:
             self.primary = executor_id
         self._queue(conn, F.ready(client_id, role))
-        self._forward(executor, None, None, F.TABS_ACTION, None, {}, False, internal=True)
+        known = frozenset(g for g, o in self.group_owner.items() if o.executor_id == executor_id)
+        self._forward(executor, None, None, F.TABS_ACTION, None, {}, False, internal=True,
+                      known=known)
         self._log(f"executor {executor.label} ({executor_id}) connected")
         return client_id
 
@@ -276,10 +281,11 @@ class Broker:
 
     def _forward(self, executor: Executor, agent_id: str | None, agent_req_id: Any, action: str,
                  group: str | None, params: dict[str, Any], created_group: bool,
-                 internal: bool = False) -> None:
+                 internal: bool = False, known: frozenset[str] = frozenset()) -> None:
         broker_id = f"b{next(self._ids)}"
         self.pending[broker_id] = Pending(agent_id, agent_req_id, executor.executor_id, action,
-                                          group, params, created_group, self._clock(), internal)
+                                          group, params, created_group, self._clock(), internal,
+                                          known)
         self._queue(executor.conn, F.command(broker_id, action, group, params))
 
     def _reply_fail(self, pending: Pending, code: str, message: str) -> None:
@@ -301,7 +307,7 @@ class Broker:
         del self.pending[str(result["id"])]
         if pending.internal:
             if result["ok"]:
-                self._rebuild(executor, result.get("data"))
+                self._rebuild(executor, result.get("data"), pending.known)
             return
         if result["ok"]:
             if pending.action == "close" and "tab" not in pending.params:
@@ -312,9 +318,29 @@ class Broker:
         else:
             self._reply_fail(pending, result["error"]["code"], result["error"]["message"])
 
-    def _rebuild(self, executor: Executor, data: Any) -> None:
-        """Record every group an executor reports as run by it and orphaned (failover rule)."""
-        for name in group_names(data):
+    def _rebuild(self, executor: Executor, data: Any, known: frozenset[str] = frozenset()) -> None:
+        """Make the executor's answer its group set: record every group it reports as run by it
+        (new ones orphaned — the failover rule), and forget the groups recorded for it when it
+        was asked that it no longer reports (closed while it was away), telling their owner.
+
+        Only ``known`` groups may be dropped: a group opened on this executor after the query
+        went out is legitimately missing from the answer."""
+        names = list(group_names(data))
+        reported = set(names)
+        for name in sorted(known - reported):
+            owner = self.group_owner.get(name)
+            if owner is None or owner.executor_id != executor.executor_id:
+                continue
+            if any(p.group == name and p.executor_id == executor.executor_id and not p.internal
+                   for p in self.pending.values()):
+                continue  # a command on it is in flight: let its answer decide
+            del self.group_owner[name]
+            self._log(f"group {name!r} is no longer run by {executor.executor_id}; forgotten")
+            agent = self.agents.get(owner.agent_id) if owner.agent_id else None
+            if agent is not None:
+                self._queue(agent.conn, dict(F.event("group_closed", name),
+                                             executor=executor.executor_id))
+        for name in names:
             owner = self.group_owner.get(name)
             if owner is None:
                 self.group_owner[name] = Owner(executor.executor_id, None)

@@ -221,6 +221,28 @@ def test_ownership_rebuilt_from_tabs_answers_starts_orphaned(net):
     assert [t["groups"] for t in frame["data"]["targets"]] == [["old1", "old2"], ["other"]]
 
 
+def test_rebuild_replaces_the_reconnecting_executors_group_set(net):
+    """Groups closed while their browser was away are forgotten when it reconnects (not left
+    as routable ghosts); its owner is told; groups opened after the query went out survive."""
+    net.executor("e1", groups=["kept", "gone"])
+    net.executor("e2", groups=["elsewhere"])
+    net.agent("a")
+    net.roundtrip("a", 1, "open", "mine")  # on e1 (the default), owned by "a"
+    net.broker.detach(net.ids["e1"])
+    net.executor("e1", groups=["kept"], answer_tabs=False)  # "gone" and "mine" closed meanwhile
+    query_id = next(k for k, p in net.broker.pending.items() if p.internal)
+    net.cmd("a", 2, "open", "fresh", target="e1")  # opened before the rebuild answer arrives
+    net.reply("e1", net.forwarded("e1")["id"], {"tab": 7})
+    assert net.conns["a"].pop() == [F.ok(2, {"tab": 7})]
+    net.reply("e1", query_id, {"groups": [{"group": "kept", "tabs": []}]})
+    assert net.broker.snapshot()["groups"] == {"kept": ("e1", None), "elsewhere": ("e2", None),
+                                               "fresh": ("e1", net.ids["a"])}
+    assert net.conns["a"].pop() == [{"type": "event", "event": "group_closed", "group": "mine",
+                                     "data": None, "executor": "e1"}]
+    hit, frame = net.roundtrip("a", 3, "text", "gone")
+    assert hit is None and frame["error"]["code"] == F.E_UNKNOWN_GROUP
+
+
 def test_group_listing_relative_to_caller(net):
     net.executor("e1", label="work")
     net.agent("a1")
