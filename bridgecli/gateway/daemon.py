@@ -47,6 +47,8 @@ from bridgecli.gateway.store import DELIVERED, Store, open_store
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
 
 logger = logging.getLogger("bridgecli.gateway")
+#: most inline deliveries committed and acked together
+BATCH_MAX = 256
 
 
 @dataclass
@@ -139,6 +141,7 @@ class Gateway:
         self.on_stop_hooks: list[Callable[[], None]] = []
         self.api = None
         self._delay_tiers: set[int] = set()
+        self._batch: list[tuple[int, Entity, Envelope]] = []
         #: monotonic time by which the roster has heard every live gateway at least once
         self.roster_complete_at = 0.0
         self.status_extras: dict[str, Callable[[], Any]] = {}
@@ -254,6 +257,8 @@ class Gateway:
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()
+        self._batch = []  # never acked: the broker redelivers them
+        self.store.rollback_batch()
         self.generation += 1
         for consumer in self.consumers.values():
             if consumer.worker is not None:
@@ -275,6 +280,11 @@ class Gateway:
                 glog.event(logger, "stop hook failed", logging.WARNING, error=str(exc))
         if self.api is not None:
             self.api.stop()
+        if self.connected.is_set():
+            try:
+                self._flush_batch()
+            except Exception:
+                self.store.rollback_batch()  # not acked: redelivered next time
         workers = [c.worker for c in self.consumers.values() if c.worker is not None]
         for worker in workers:
             _drain_queue(worker.items)  # not started yet: the broker redelivers them
@@ -308,6 +318,7 @@ class Gateway:
         while not self.should_stop.is_set() and (end is None or time.monotonic() < end):
             assert self.connection is not None
             self.connection.process_data_events(time_limit=0.2)
+            self._flush_batch()
             self._run_periodic()
 
     def add_periodic(self, interval: float, fn: Callable[[], None]) -> None:
@@ -330,8 +341,13 @@ class Gateway:
     def backend_for(self, entity: Entity) -> DeliveryBackend:
         if entity.backend not in self.backends:
             factory = self.plugins.provider("backends", entity.backend)
-            self.backends[entity.backend] = factory(BackendContext(
-                config=self.config, state_dir=self.store.path.parent, host_id=self.host))
+            backend = factory(BackendContext(config=self.config, state_dir=self.store.path.parent,
+                                             host_id=self.host))
+            if getattr(backend, "records_itself", False):
+                # it writes the dedup record itself: through our store, so that its write
+                # joins the batch transaction of the I/O thread
+                backend.store = self.store
+            self.backends[entity.backend] = backend
         return self.backends[entity.backend]
 
     def _attach(self, entity: Entity) -> None:
@@ -426,25 +442,43 @@ class Gateway:
         if consumer is not None and consumer.worker is not None:
             consumer.worker.items.put(item)
             return
+        # inline backend: deliver now, inside the open batch transaction; the commit and the
+        # acks follow in _flush_batch (end of this burst of deliveries, or BATCH_MAX)
         backend = self.backend_for(entity)
+        self.store.begin_batch()
         try:
-            self._deliver_once(entity, backend, envelope)
+            self._deliver_once(entity, backend, envelope, announce=False)
         except DeliveryError as exc:
+            self._flush_batch()
             attempts = self.store.add_attempt(envelope.msg_id, str(exc))
             if not exc.retryable or attempts >= self.max_attempts:
                 self._dead_letter(method, props, body, queue_name, "delivery_failed", str(exc), attempts)
             else:
                 self.channel.basic_nack(method.delivery_tag, requeue=True)
             return
-        self.channel.basic_ack(method.delivery_tag)
+        self._batch.append((method.delivery_tag, entity, envelope))
+        if len(self._batch) >= BATCH_MAX:
+            self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        """Commit the batch's dedup/hold records, then ack and announce each message."""
+        if not self._batch:
+            self.store.commit_batch()
+            return
+        batch, self._batch = self._batch, []
+        self.store.commit_batch()
+        for tag, entity, envelope in batch:
+            self.channel.basic_ack(tag)
+            self._announce(entity, envelope)
 
     # --- delivering ---------------------------------------------------------------------
 
-    def _deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
+    def _deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope,
+                      announce: bool = True) -> None:
         """Hand one message to the backend and write its dedup record."""
         records_itself = getattr(backend, "records_itself", False)
-        if not records_itself:
-            self.store.stage(envelope)
+        if getattr(backend, "stage", False):
+            self.store.stage(envelope)  # visible to `bridge reply` while the backend runs
         try:
             backend.deliver(entity, envelope)
         except DeliveryError:
@@ -455,6 +489,10 @@ class Gateway:
             raise DeliveryError(f"backend {entity.backend} raised {type(exc).__name__}: {exc}") from exc
         if not records_itself:
             self.store.record(envelope, DELIVERED)
+        if announce:
+            self._announce(entity, envelope)
+
+    def _announce(self, entity: Entity, envelope: Envelope) -> None:
         glog.event(logger, "delivered", entity=entity.label, kind=envelope.kind, msg=envelope.msg_id,
                    sender=envelope.sender_label or envelope.sender[:8])
         self._notify(envelope)

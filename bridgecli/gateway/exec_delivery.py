@@ -21,6 +21,8 @@ TIMEOUT = 60.0
 
 class ExecBackend:
     inline = False
+    #: the command may `bridge reply` to the message it is handling: make it findable first
+    stage = True
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context

@@ -99,8 +99,41 @@ class Store:
         def __exit__(self, exc_type, exc, tb) -> None:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
 
-    def _tx(self) -> "_Tx":
+    class _Joined:
+        """Inside :meth:`begin_batch`: statements join the open transaction."""
+
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            return self.db
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            pass
+
+    def _tx(self) -> "_Tx | _Joined":
+        if getattr(self._local, "batch", False):
+            return Store._Joined(self._db())
         return Store._Tx(self._db())
+
+    # --- batching (the gateway's I/O thread) ------------------------------------------
+
+    def begin_batch(self) -> None:
+        """Open one transaction that the following writes of this thread join, so a burst
+        of deliveries costs one commit instead of one each."""
+        if not getattr(self._local, "batch", False):
+            self._db().execute("BEGIN IMMEDIATE")
+            self._local.batch = True
+
+    def commit_batch(self) -> None:
+        if getattr(self._local, "batch", False):
+            self._local.batch = False
+            self._db().execute("COMMIT")
+
+    def rollback_batch(self) -> None:
+        if getattr(self._local, "batch", False):
+            self._local.batch = False
+            self._db().execute("ROLLBACK")
 
     # --- receiving ----------------------------------------------------------------------
 
