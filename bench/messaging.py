@@ -124,9 +124,11 @@ class Host:
         return proc
 
     def register(self, label: str, deliver: str, role: str = "agent") -> str:
+        """``bridge register`` as this host (direct path, before its gateway runs); the gid."""
         return self.bridge("register", "--label", label, "--role", role, "--deliver", deliver).stdout.strip()
 
     def start_gateway(self, argv: list[str] | None = None, timeout: float = 60) -> None:
+        """Start ``bridge gateway`` (or ``argv``) and wait until its socket says connected."""
         with open(self.log_path, "ab") as log:
             self.gateway = subprocess.Popen(argv or [BRIDGE, "gateway"], env=self.env, stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -186,6 +188,7 @@ class Bench:
         return host
 
     def pika(self):
+        """A fresh pika BlockingConnection to the private node (pika is imported here only)."""
         import pika
 
         return pika.BlockingConnection(pika.URLParameters(self.node.uri))
@@ -553,6 +556,7 @@ def _raw_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
 
 
 def bench_round_trip(bench: Bench, count: int, warmup: int = 20) -> dict[str, Any]:
+    """(c): ``count`` sequential round trips through two gateways, then through raw pika."""
     bridge = _bridge_round_trips(bench, count, warmup)
     raw = _raw_round_trips(bench, count, warmup)
     return {"bridge": bridge, "raw": raw, "count": count}
@@ -571,6 +575,7 @@ def _row(metric: str, value: float, unit: str, baseline: str, ratio: float | Non
 
 
 def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
+    """run_all rows (plus ``goal``/``met`` for the printed table) from the raw samples."""
     rows = []
     gw, raw = _median(delivery["gateway"]), _median(delivery["raw"])
     rows.append(_row(f"(a) delivery into noop backend, prefetch {delivery['prefetch']}, dedup on", gw, "msg/s",
@@ -602,6 +607,7 @@ def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
+    """metric, bridge, baseline, ratio, goal, met? — one line per row."""
     print(f"{'metric':<58} {'bridge':>10} {'baseline':>44} {'ratio':>7} {'goal':>22} met?")
     for r in rows:
         met = "" if r["met"] is None else ("yes" if r["met"] else "NO")
@@ -622,6 +628,12 @@ def main(quick: bool = False, profile: str | None = None) -> list[dict[str, Any]
             out.mkdir(parents=True, exist_ok=True)
             rate = _gateway_round(bench, _bodies(10000), 10000, profile_to=out / "gateway-delivery.prof")
             print(f"profiled gateway round: {rate:.0f} msg/s (under cProfile)", file=sys.stderr)
+            import io
+            import pstats
+
+            text = io.StringIO()
+            pstats.Stats(str(out / "gateway-delivery.prof"), stream=text).sort_stats("cumtime").print_stats(25)
+            (out / "gateway-delivery.txt").write_text(text.getvalue())
     rows = rows_from(delivery, oneshot, rtt)
     shared = f"shared machine: load avg {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     rows[0]["note"] += f"; {shared}"
