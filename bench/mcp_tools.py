@@ -76,7 +76,7 @@ async def _mcp_side(host: Any, main: str, worker: str, n: int, push_n: int) -> d
             box["event"].set()
 
     out: dict[str, list[float]] = {"send": [], "rtt": [], "push": [], "floor": []}
-    params = StdioServerParameters(command=msgbench.BRIDGE, args=["mcp", "--label", main], env=host.env)
+    params = StdioServerParameters(command=msgbench.BRIDGE, args=["mcp", "--label", main, "--no-browser"], env=host.env)
     with open(host.root / "mcp.log", "a") as log:
         async with stdio_client(params, errlog=log) as (read, write):
             async with ClientSession(read, write, notification_bindings=[NotificationBinding(

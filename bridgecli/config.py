@@ -169,6 +169,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("browser.token", str, None,
                 "Shared browser-bridge token; wins over the token file (also OCB_TOKEN).",
                 secret=True),
+        Setting("mcp.browser", bool, True,
+                "Whether `bridge mcp` offers the browser tools and takes part in the browser-broker "
+                "election (--browser/--no-browser)."),
+        Setting("mcp.messaging", bool, True,
+                "Whether `bridge mcp` offers the messaging tools, which need the local gateway "
+                "(--messaging/--no-messaging)."),
     ]
 }
 

@@ -3,6 +3,13 @@
 The MCP SDK is imported only when this command runs (never for ``bridge --help``), and
 only after the gateway answered: a client that starts ``bridge mcp`` without a gateway gets
 one line on stderr and exit code 5, with nothing written to stdout (which is the protocol's).
+
+Two tool sets, each with its switch: messaging (needs the local gateway at start) and the
+browser tools (this server joins the browser-broker election like ``bridge browser serve``;
+see :mod:`bridgecli.mcp.browser_tools`). A browser-only user runs ``--no-messaging`` and
+needs no gateway at all; we chose an explicit switch over "start anyway and fail every
+messaging call", because a main session silently running without its inbox is worse than a
+clear exit.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import sys
 
 import click
 
-from bridgecli.errors import MissingDependency
+from bridgecli.errors import ConfigError, GatewayUnavailable, MissingDependency
 
 
 @click.command()
@@ -22,8 +29,15 @@ from bridgecli.errors import MissingDependency
                    "existing hold entity with that label, so replies held for an earlier session are kept.")
 @click.option("--role", "-r", type=click.Choice(["main", "orchestrator"]), default="main", show_default=True,
               help="The entity's role in the roster.")
+@click.option("--browser/--no-browser", "browser", default=None,
+              help="Offer the browser tools and join the browser-broker election on browser.port "
+                   "(default on; env BRIDGE_MCP_BROWSER, config mcp.browser).")
+@click.option("--messaging/--no-messaging", "messaging", default=None,
+              help="Offer the messaging tools, which need this host's gateway (default on; env "
+                   "BRIDGE_MCP_MESSAGING, config mcp.messaging). --no-messaging: browser tools only, "
+                   "no gateway needed.")
 @click.pass_obj
-def mcp(app, label: str | None, role: str) -> None:
+def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool | None) -> None:
     """Run the stdio MCP server for a main or orchestrator session.
 
     Speaks MCP on stdin/stdout for an MCP client (Claude Code, OpenCode, Codex …). Registers
@@ -31,23 +45,52 @@ def mcp(app, label: str | None, role: str) -> None:
     are held until the client calls bridge_poll, and the client is notified when they arrive.
     Tools: bridge_send, bridge_ask, bridge_reply, bridge_answer, bridge_poll, bridge_roster,
     bridge_spawn, bridge_stop. Needs a running `bridge gateway` and the extra bridgecli[mcp].
+
+    Browser tools (browser_targets, browser_open, browser_tabs, browser_navigate,
+    browser_click, browser_type, browser_text, browser_snapshot, browser_screenshot,
+    browser_release): the server hosts the browser broker on 127.0.0.1:browser.port when it
+    wins the bind, joins it as a guest otherwise, and takes over if the host exits — like
+    `bridge browser serve`. They need the extra bridgecli[browser].
     """
+    cfg = app.config
+    use_browser = cfg.get("mcp.browser") if browser is None else browser
+    use_messaging = cfg.get("mcp.messaging") if messaging is None else messaging
+    if not (use_browser or use_messaging):
+        raise ConfigError("bridge mcp has nothing to serve with both --no-messaging and --no-browser",
+                          "drop one of them")
     _check_sdk()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="bridge mcp: %(levelname)s: %(message)s")
+    logging.getLogger("bridgecli.mcp.browser").setLevel(logging.INFO)  # host/guest changes: worth a line
     from bridgecli.mcp.link import GatewayLink, SessionLock
 
-    link = GatewayLink()
-    link.attach(label or role, role)  # raises GatewayUnavailable before any protocol traffic
-    lock = SessionLock(link.gid)
-    lock.acquire(link.label)  # held until the process exits
-    nudge_after = float(app.config.values["messaging.nudge_after"])
+    link = None
+    if use_messaging:
+        link = GatewayLink()
+        try:
+            link.attach(label or role, role)  # raises before any protocol traffic
+        except GatewayUnavailable as exc:
+            hint = f"{exc.hint}; " if exc.hint else ""
+            raise GatewayUnavailable(exc.message, f"{hint}or run `bridge mcp --no-messaging` for the "
+                                                  "browser tools only") from None
+        lock = SessionLock(link.gid)
+        lock.acquire(link.label)  # held until the process exits
+    nudge_after = float(cfg.values["messaging.nudge_after"])
 
     import anyio
 
+    from bridgecli.mcp import messaging_tools
     from bridgecli.mcp.server import serve
 
-    anyio.run(serve, link, nudge_after)
+    tool_sets: list = [messaging_tools.register] if use_messaging else []
+    notes: list[str] = []
+    if use_browser:
+        from bridgecli.mcp import browser_tools
+
+        tool_sets.append(browser_tools.tool_set(cfg.get("browser.port"), cfg.get("browser.token"),
+                                                f"mcp-{label or role}"))
+        notes.append(browser_tools.BROWSER_INSTRUCTIONS)
+    anyio.run(serve, link, nudge_after, tool_sets, notes)
 
 
 def _check_sdk() -> None:

@@ -33,6 +33,8 @@ class ToolResult:
     text: str
     data: dict[str, Any] | None = None
     is_error: bool = False
+    #: images shown after the text, as (base64 data, MIME type) — e.g. a browser screenshot
+    images: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def error(cls, exc: BridgeError | str) -> "ToolResult":

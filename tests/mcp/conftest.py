@@ -28,6 +28,11 @@ from tests.support.env import BRIDGE_BIN  # noqa: E402
 from tests.support.hosts import Host  # noqa: E402
 
 
+#: messaging tests keep `bridge mcp` out of the browser-broker election (its default port is
+#: shared machine-wide); tests/mcp/test_browser_tools.py turns it on with a private port
+MESSAGING_ONLY = {"BRIDGE_MCP_BROWSER": "0"}
+
+
 class ChannelParams(BaseModel):
     content: str
     meta: dict[str, str] = {}
@@ -88,7 +93,7 @@ async def mcp_client(host: Host, label: str, *args: str, env: dict[str, str] | N
             pushed._poke()
 
     server = StdioServerParameters(command=BRIDGE_BIN, args=["mcp", "--label", label, *args],
-                                   env={**host.env, **(env or {})})
+                                   env={**MESSAGING_ONLY, **host.env, **(env or {})})
     log_path = errlog or (host.root / f"mcp-{label}.log")
     with open(log_path, "a") as log:
         async with stdio_client(server, errlog=log) as (read, write):
@@ -109,7 +114,7 @@ def text_of(result: Any) -> str:
 def gw_host(rabbitmq) -> Iterator[Host]:
     """One host with a running gateway, shared by a module's tests (labels keep them apart)."""
     root = Path(tempfile.mkdtemp(prefix="hmcp", dir="/tmp"))
-    host = Host(f"mcp-{uuid.uuid4().hex[:6]}", root, rabbitmq.uri)
+    host = Host(f"mcp-{uuid.uuid4().hex[:6]}", root, rabbitmq.uri, extra_env=MESSAGING_ONLY)
     host.start_gateway(timeout=90)
     yield host
     host.close()
