@@ -95,7 +95,8 @@ def load(*, builtin_only: bool = False) -> Plugins:
     every provider through the ``register(...)`` hooks."""
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
-    if os.environ.get("BRIDGE_TRACE_HOOKS"):
+    trace = bool(os.environ.get("BRIDGE_TRACE_HOOKS"))
+    if trace:
         _tracer(pm)
     infos: dict[str, PluginInfo] = {}
     failures: dict[str, str] = {}
@@ -146,6 +147,8 @@ def load(*, builtin_only: bool = False) -> Plugins:
                 providers[_kind][name] = (_plugin, (value, *extra) if extra else value)
                 infos[_plugin].provides.setdefault(_kind, []).append(name)
 
+            if trace:  # called per implementation (not via pm.hook), so trace it here
+                print(f"bridge: hook {hook_name} -> {plugin_name!r}", file=sys.stderr)
             try:
                 impl.function(register=register)
             except Exception as exc:

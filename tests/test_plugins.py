@@ -156,3 +156,13 @@ def test_bad_command_target_names_the_target():
     with pytest.raises(PluginError) as err:
         plugins.resolve_target("no_such_module_xyz:cmd")
     assert "no_such_module_xyz:cmd" in str(err.value)
+
+
+def test_trace_hooks_switch_prints_every_hook_call(bridge_home, plugin_site):
+    env = {**_env(bridge_home, plugin_site, "sample"), "BRIDGE_TRACE_HOOKS": "1"}
+    result = run_bridge("plugins", env=env)
+    assert result.returncode == 0
+    for hook in ("register_commands", "register_delivery_backends", "register_launchers",
+                 "register_browser_targets"):
+        assert f"bridge: hook {hook} -> " in result.stderr
+    assert "'sample'" in result.stderr
