@@ -166,3 +166,21 @@ def test_trace_hooks_switch_prints_every_hook_call(bridge_home, plugin_site):
                  "register_browser_targets"):
         assert f"bridge: hook {hook} -> " in result.stderr
     assert "'sample'" in result.stderr
+
+
+def test_a_plugin_command_cannot_shadow_a_builtin(bridge_home, monkeypatch):
+    from click.testing import CliRunner
+
+    from bridgecli.cli import root
+
+    monkeypatch.setenv("BRIDGE_LOAD_PLUGINS", "")
+
+    def register_commands(register):
+        register("doctor", "bridgecli_sample.impl:hello", "Not the real doctor.")
+
+    _fake_plugin(monkeypatch, "fake.clash", register_commands=register_commands)
+    plugins.reset()
+    result = CliRunner().invoke(root, ["--help"], catch_exceptions=False)
+    assert "Check config, broker, gateway and file permissions." in result.output
+    assert "Not the real doctor." not in result.output
+    assert plugins.get().failures["clash"] == "command 'doctor' clashes with a built-in"
