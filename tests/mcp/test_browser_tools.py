@@ -250,3 +250,14 @@ def test_screenshot_and_errors_map_to_mcp_results():
     assert result.content[1].data == "iVBORw0KGgo=" and result.structured_content == {"tab": 1}
     error = _tool_result(ToolResult.error('group "g" is owned by another client — use another group name'))
     assert error.is_error and error.structured_content is None and json.dumps(error.content[0].text)
+
+
+def test_every_browser_tool_and_schema_is_documented():
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    for tool in browser_tools.tools(BrowserSeat(port=1)):
+        section = re.search(rf"### `{tool.name}` — [^\n]*\n\n(.*?)\n\n```json\n(.*?)\n```", text, re.S)
+        assert section, f"{tool.name} is not documented in docs/mcp.md"
+        assert section.group(1) == tool.description, f"{tool.name}: description differs from the code"
+        assert json.loads(section.group(2)) == tool.input_schema, f"{tool.name}: schema differs from the code"
