@@ -60,6 +60,11 @@ class StoredMessage:
     received: float
 
 
+def _body(envelope: Envelope) -> str:
+    """The JSON body to store: as received when we have it (no re-encoding)."""
+    return envelope.raw if envelope.raw is not None else json.dumps(envelope.to_wire(), ensure_ascii=False)
+
+
 def _row_to_message(row: sqlite3.Row) -> StoredMessage:
     envelope = env_mod.from_wire(json.loads(row["body"]))
     if row["user_id"]:
@@ -75,6 +80,9 @@ class Store:
         self.dedup_window = dedup_window
         self._local = threading.local()
         self._inserts = 0
+        #: msg ids with attempt rows written by this process (attempt rows left by an earlier
+        #: process are swept by prune(): a message delivered since has no use for them)
+        self._attempted: set[str] = set()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db().executescript(_SCHEMA)
 
@@ -150,7 +158,7 @@ class Store:
                 "INSERT OR IGNORE INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
                 " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)",
                 (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind, envelope.in_reply_to,
-                 json.dumps(envelope.to_wire(), ensure_ascii=False), envelope.user_id, DELIVERING, time.time()))
+                 _body(envelope), envelope.user_id, DELIVERING, time.time()))
 
     def record(self, envelope: Envelope, state: str) -> bool:
         """Record a received message as ``held`` or ``delivered``. Returns False (and changes
@@ -161,10 +169,12 @@ class Store:
                 " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)"
                 " ON CONFLICT(msg_id) DO UPDATE SET state = excluded.state WHERE state = 'delivering'",
                 (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind,
-                 envelope.in_reply_to, json.dumps(envelope.to_wire(), ensure_ascii=False),
+                 envelope.in_reply_to, _body(envelope),
                  envelope.user_id, state, time.time()),
             )
-            db.execute("DELETE FROM attempts WHERE msg_id = ?", (envelope.msg_id,))
+            if envelope.msg_id in self._attempted:  # rare: skip the DELETE on the hot path
+                db.execute("DELETE FROM attempts WHERE msg_id = ?", (envelope.msg_id,))
+                self._attempted.discard(envelope.msg_id)
             inserted = cur.rowcount == 1
         if inserted:
             self._inserts += 1
@@ -173,8 +183,10 @@ class Store:
         return inserted
 
     def prune(self) -> int:
-        """Forget the oldest non-held ids beyond the dedup window."""
+        """Forget the oldest non-held ids beyond the dedup window (and stale attempt counts)."""
         with self._tx() as db:
+            db.execute("DELETE FROM attempts WHERE msg_id IN (SELECT msg_id FROM messages"
+                       " WHERE state IN ('held', 'delivered', 'drained'))")
             cur = db.execute(
                 "DELETE FROM messages WHERE state NOT IN ('held', 'delivering') AND msg_id IN ("
                 " SELECT msg_id FROM messages WHERE state NOT IN ('held', 'delivering') ORDER BY received DESC"
@@ -185,6 +197,7 @@ class Store:
 
     def add_attempt(self, msg_id: str, error: str) -> int:
         """Count one failed delivery attempt; returns the total so far (survives restarts)."""
+        self._attempted.add(msg_id)
         with self._tx() as db:
             db.execute(
                 "INSERT INTO attempts (msg_id, count, last_error, updated) VALUES (?, 1, ?, ?)"
