@@ -95,12 +95,17 @@ class BrowserSeat:
                 self._starting = bridge
                 try:
                     await run_blocking(bridge.start)
-                except BridgeError as exc:
+                except Exception as exc:  # noqa: BLE001 - must never take the MCP server down
                     bridge.close()
-                    self.problem = exc
+                    if isinstance(exc, BridgeError):
+                        self.problem = exc
+                        logger.warning("cannot join the browser bridge on port %s: %s (retrying)",
+                                       self.port, exc)
+                    else:  # a bug: traceback to stderr, one line to the model
+                        logger.exception("joining the browser bridge failed unexpectedly")
+                        self.problem = BrowserError(f"internal error ({type(exc).__name__}: {exc})",
+                                                    "a bug in bridge; details in the MCP server's stderr")
                     self.settled.set()
-                    logger.warning("cannot join the browser bridge on port %s: %s (retrying)",
-                                   self.port, exc)
                     await anyio.sleep(RETRY_EVERY)
                     continue
                 self.bridge, self.problem = bridge, None

@@ -261,3 +261,28 @@ def test_every_browser_tool_and_schema_is_documented():
         assert section, f"{tool.name} is not documented in docs/mcp.md"
         assert section.group(1) == tool.description, f"{tool.name}: description differs from the code"
         assert json.loads(section.group(2)) == tool.input_schema, f"{tool.name}: schema differs from the code"
+
+
+def test_default_serves_both_tool_sets_and_no_browser_keeps_out_of_the_election(gw_host, label):
+    """With a gateway: by default messaging and browser tools side by side (and the session
+    hosts the broker on its port); --no-browser wins over the env switch and binds nothing."""
+    from tests.mcp.conftest import mcp_client
+    from tests.mcp.test_messaging import TOOLS as MESSAGING_TOOLS
+
+    port = free_port()
+    browser_on = {"BRIDGE_MCP_BROWSER": "1", "BRIDGE_BROWSER_PORT": str(port)}
+
+    async def scenario() -> None:
+        async with mcp_client(gw_host, label, env=browser_on) as (session, _):
+            assert {t.name for t in (await session.list_tools()).tools} == MESSAGING_TOOLS | BROWSER_TOOLS
+            assert await until("the session to host", lambda: _is(mode_of(session), "host"))
+            assert listening(port)
+            assert not (await call(session, "bridge_roster")).is_error
+        other = free_port()
+        async with mcp_client(gw_host, label + "x", "--no-browser",
+                              env=dict(browser_on, BRIDGE_BROWSER_PORT=str(other))) as (session, _):
+            assert {t.name for t in (await session.list_tools()).tools} == MESSAGING_TOOLS
+            assert not (await call(session, "bridge_roster")).is_error  # served, and still not bound:
+            assert not listening(other)
+
+    anyio.run(scenario)
