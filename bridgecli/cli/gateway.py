@@ -20,6 +20,11 @@ def gateway(app, log_format: str | None) -> None:
     from bridgecli.gateway import log as glog
     from bridgecli.gateway.daemon import Gateway
 
+    import sys
+
+    # the I/O thread, delivery workers and socket clients hand work to each other: a short
+    # GIL switch interval keeps each hand-off from waiting out the default 5 ms slice
+    sys.setswitchinterval(0.0005)
     config = app.config
     glog.setup(log_format or config.values["gateway.log_format"])
     gw = Gateway(config)
