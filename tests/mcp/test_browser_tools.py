@@ -286,3 +286,41 @@ def test_default_serves_both_tool_sets_and_no_browser_keeps_out_of_the_election(
             assert not listening(other)
 
     anyio.run(scenario)
+
+
+def test_broker_refusals_come_back_as_tool_errors(host_bridge):
+    """Against a real broker (hosted in-process) and two fake browsers with one label: the
+    ambiguous and unknown targets and another agent's group are the broker's own words."""
+    from tests.browser.fake_executor import FakeExecutor
+
+    host = host_bridge(token="test-token", label="other-agent")
+    assert host.mode == "host"
+    browsers = [FakeExecutor(host.port, "test-token", id=f"id-{n}", label="twin").start() for n in (1, 2)]
+    seat = BrowserSeat(port=host.port, token="test-token", label="mcp-test")
+    registry = ToolRegistry()
+    for tool in browser_tools.tools(seat):
+        registry.add(tool)
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(seat.run)
+            result = await registry.call("browser_open", {"group": "g", "url": "http://x/", "target": "twin"})
+            assert result.is_error and result.text == ("target 'twin' matches several browsers: id-1, id-2 — "
+                                                       "pass one of these ids instead")
+            result = await registry.call("browser_open", {"group": "g", "url": "http://x/", "target": "nope"})
+            assert result.is_error and "no connected browser has id or label 'nope'" in result.text
+            await anyio.to_thread.run_sync(lambda: host.send("open", "theirs", {"url": "http://x/"}))
+            result = await registry.call("browser_click", {"group": "theirs", "selector": "#go"})
+            assert result.text == ('group "theirs" is owned by another client — use another group name, or '
+                                   "wait until the owning agent exits") and result.is_error
+            result = await registry.call("browser_open", {"group": "g", "url": "http://x/", "target": "id-2"})
+            assert not result.is_error and result.data["tab"]
+            assert seat.mode() == "guest"
+            group.cancel_scope.cancel()
+
+    try:
+        anyio.run(scenario)
+    finally:
+        seat.close()
+        for browser in browsers:
+            browser.stop()
