@@ -24,9 +24,11 @@ def broker() -> None:
 @click.option("--timeout", type=float, default=90.0, show_default=True,
               help="Seconds to wait for the node to accept AMQP connections.")
 @output.json_option
-def start(timeout: float, as_json: bool) -> None:
+@click.pass_obj
+def start(app, timeout: float, as_json: bool) -> None:
     """Start the node and wait until it accepts connections; prints its URI."""
     from bridgecli import localbroker
+    from bridgecli.errors import ConfigError
 
     result = localbroker.start(timeout)
     info = result.info
@@ -40,6 +42,13 @@ def start(timeout: float, as_json: bool) -> None:
     else:
         output.note(f"bridge: started RabbitMQ node {info.nodename} (pid {info.pid}) in "
                     f"{result.seconds:.1f}s; commands use it while broker.uri is unset")
+    try:
+        configured = app.config.values.get("broker.uri")
+    except ConfigError:
+        configured = None
+    if configured:
+        source = app.config.sources.get("broker.uri")
+        output.warn(f"broker.uri is set ({source}), so commands use that broker, not this node")
 
 
 @broker.command()

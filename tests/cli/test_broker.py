@@ -24,6 +24,10 @@ def test_broker_lifecycle(bridge_home):
         assert again.returncode == 0
         assert json.loads(again.stdout)["already_running"] is True
         assert "already running" in again.stderr
+        assert "broker.uri is set" not in again.stderr
+        elsewhere = run_bridge("broker", "start", env={**env, "BRIDGE_BROKER_URI": "amqp://x/"})
+        assert "broker.uri is set (env BRIDGE_BROKER_URI), so commands use that broker" \
+            in elsewhere.stderr
 
         status = json.loads(run_bridge("broker", "status", "--json", env=env).stdout)
         assert status["running"] and status["accepting"] and status["uri"] == uri
