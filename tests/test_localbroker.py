@@ -163,7 +163,7 @@ def test_start_timeout_stops_the_half_started_node(tmp_path):
             node.start(timeout=0.5)
         assert "did not accept AMQP connections within 0.5s" in str(err.value)
         assert not node.is_running() and not localbroker.group_alive(node.pgid)
-        assert time.monotonic() - began < 15  # a booting node is killed, not waited for
+        assert time.monotonic() - began < 25  # killed at once, not after stop()'s 30 s wait
     finally:
         node.stop()
         shutil.rmtree(node.base, ignore_errors=True)
