@@ -122,11 +122,20 @@ def load(*, builtin_only: bool = False) -> Plugins:
                 continue
             version = ep.dist.version if ep.dist is not None else None
             infos[ep.name] = PluginInfo(name=ep.name, version=version, builtin=False)
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"a plugin implements an unknown hook: {exc}",
-                          "fix the hook name in that plugin (see docs/plugin-hooks.md)") from None
+    # a misspelt hook fails loudly — the plugin is named with the unknown hook, dropped, and
+    # reported on every command (and `bridge plugins` exits non-zero) — but never takes the
+    # rest of bridge down with it
+    for _ in range(len(infos) + 1):
+        try:
+            pm.check_pending()
+            break
+        except pluggy.PluginValidationError as exc:
+            name = pm.get_name(exc.plugin) or str(exc.plugin)
+            if infos.get(name) is not None and infos[name].builtin:
+                raise PluginError(f"built-in plugin {name}: {exc}", "this is a bug in bridge") from None
+            failures[name] = f"{exc} (see docs/plugin-hooks.md for the hook names)"
+            pm.unregister(exc.plugin)
+            infos.pop(name, None)
 
     for name, info in infos.items():
         plugin = pm.get_plugin(name)

@@ -99,8 +99,11 @@ def test_load_plugins_switch(bridge_home, plugin_site):
 def test_misspelt_hook_fails_loudly(bridge_home, plugin_site):
     result = run_bridge("plugins", env=_env(bridge_home, plugin_site, "misspelt"))
     assert result.returncode == 10  # ExitCode.PLUGIN
-    assert "unknown hook 'register_comands'" in result.stderr
-    assert "bridgecli_misspelt" in result.stderr
+    assert "unknown hook 'register_comands'" in result.stdout + result.stderr
+    assert "bridgecli_misspelt" in result.stdout + result.stderr
+    # loud on every command, but the rest of bridge keeps working
+    helped = run_bridge("--help", env=_env(bridge_home, plugin_site, "misspelt"))
+    assert helped.returncode == 0 and "register_comands" in helped.stderr
     # --version never loads plugins, so even a broken install can report its version
     assert run_bridge("--version", env=_env(bridge_home, plugin_site, "misspelt")).returncode == 0
 

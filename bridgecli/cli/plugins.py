@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from bridgecli.cli import output
+from bridgecli.errors import ExitCode
 
 
 @click.command()
@@ -26,6 +27,8 @@ def plugins(as_json: bool) -> None:
     ]
     if as_json:
         output.data({"plugins": rows, "failures": loaded.failures})
+        if loaded.failures:
+            raise SystemExit(int(ExitCode.PLUGIN))
         return
     for row in rows:
         kind = "built-in" if row["builtin"] else "plugin"
@@ -35,3 +38,8 @@ def plugins(as_json: bool) -> None:
             output.line(f"  {what.replace('_', ' ')}: {', '.join(sorted(names))}")
     for name, problem in loaded.failures.items():
         output.line(f"{name} FAILED: {problem}")
+    if loaded.failures:
+        from bridgecli.errors import PluginError
+
+        raise PluginError(f"{len(loaded.failures)} plugin(s) failed to load: {', '.join(loaded.failures)}",
+                          "fix or uninstall them (details above); everything else works")
