@@ -159,7 +159,7 @@ def build_server(state: SessionState) -> Server:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # on_set_logging_level: deprecated in 2026, live in 2025 clients
         server: Server = Server(
-            "bridge", version=__version__, title="bridge messaging",
+            "bridge", version=__version__, title="bridge messaging and browsers",
             instructions=state.instructions or INSTRUCTIONS.format(label=state.link.label, gid=state.link.gid),
             on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
             on_read_resource=read_resource, on_subscribe_resource=subscribe,
