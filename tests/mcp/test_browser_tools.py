@@ -42,13 +42,17 @@ def browser_env(home, port: int) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def browser_mcp(env: dict[str, str], label: str, log: Path, *args: str) -> AsyncIterator[ClientSession]:
-    """An initialized SDK session with a real `bridge mcp`; the SDK stops the process on exit."""
+async def browser_mcp(env: dict[str, str], label: str, log: Path, *args: str,
+                      inits: list[Any] | None = None) -> AsyncIterator[ClientSession]:
+    """An initialized SDK session with a real `bridge mcp`; the SDK stops the process on exit.
+    The initialize result is appended to ``inits`` when given."""
     server = StdioServerParameters(command=BRIDGE_BIN, args=["mcp", "--label", label, *args], env=env)
     with open(log, "a") as errlog:
         async with stdio_client(server, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                init = await session.initialize()
+                if inits is not None:
+                    inits.append(init)
                 yield session
 
 
@@ -181,7 +185,11 @@ def test_tool_listing_schemas_and_no_browser(bridge_home):
     env = browser_env(bridge_home, port)
 
     async def scenario() -> None:
-        async with browser_mcp(env, "lister", bridge_home.root / "lister.log") as session:
+        inits: list[Any] = []
+        async with browser_mcp(env, "lister", bridge_home.root / "lister.log", inits=inits) as session:
+            instructions = inits[0].instructions
+            assert "without its messaging tools" in instructions and "browser_open creates it" in instructions
+            assert "bridge_poll" not in instructions  # no inbox to tell the model about
             listed = await session.list_tools()
             tools = {t.name: t for t in listed.tools}
             assert set(tools) == BROWSER_TOOLS  # --no-messaging (via env): browser tools only
