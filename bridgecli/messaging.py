@@ -54,11 +54,13 @@ def compose(kind: str, sender: Identity, recipient: str, content: str, *, host: 
                        "send a shorter message or raise messaging.max_content_bytes") from None
     if msg_id is not None and not env_mod.is_uuid(msg_id.lower()):
         raise ConfigError(f"bad message id {msg_id!r}", "--id takes a UUID, e.g. from `uuidgen`")
-    envelope = Envelope(kind=kind, sender=sender.gid, recipient=recipient, content=content,
-                        in_reply_to=in_reply_to, turn=turn, sender_label=sender.label, sender_host=host,
-                        **({"msg_id": msg_id.lower()} if msg_id else {}))
-    env_mod.from_wire(envelope.to_wire())  # the receiver will validate it; fail here first
-    return envelope
+    if turn is not None and len(turn) > 256:
+        raise ConfigError("--turn is longer than 256 characters", "use a shorter turn id")
+    # every other field comes from validated sources (gids, kinds, labels), so the receiver's
+    # full validation (envelope.from_wire) would accept it; not repeated on this hot path
+    return Envelope(kind=kind, sender=sender.gid, recipient=recipient, content=content,
+                    in_reply_to=in_reply_to, turn=turn, sender_label=sender.label, sender_host=host,
+                    **({"msg_id": msg_id.lower()} if msg_id else {}))
 
 
 def original_message(store: Store, msg_id: str) -> Envelope:

@@ -19,6 +19,7 @@ dropped: the broker redelivers those messages and the dedup store absorbs the re
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import signal
@@ -142,6 +143,8 @@ class Gateway:
         self.api = None
         self._delay_tiers: set[int] = set()
         self._batch: list[tuple[int, Entity, Envelope]] = []
+        #: delivery tags handed to worker threads and not yet acked (see _flush_batch)
+        self._worker_tags: set[int] = set()
         self._identity_policy = identity.IdentityPolicy.from_config(config.values)
         #: monotonic time by which the roster has heard every live gateway at least once
         self.roster_complete_at = 0.0
@@ -225,6 +228,7 @@ class Gateway:
         self.connection, self.channel = connection, channel
         self.publisher = Publisher(pub_channel, user_id=username)
         self.generation += 1
+        self._worker_tags = set()
         self.consumers = {}
         for entity in self.registry.all():
             self._attach(entity)
@@ -259,6 +263,7 @@ class Gateway:
     def _on_connection_lost(self) -> None:
         self.connected.clear()
         self._batch = []  # never acked: the broker redelivers them
+        self._worker_tags = set()
         self.store.rollback_batch()
         self.generation += 1
         for consumer in self.consumers.values():
@@ -413,9 +418,25 @@ class Gateway:
                                               pika.exceptions.ChannelClosed):
             raise
         except Exception as exc:  # a bug or a plugin surprise: keep the message, keep serving
+            detail = f"{type(exc).__name__}: {exc}"
+            key = getattr(props, "message_id", None) or "body-" + hashlib.sha256(body).hexdigest()[:32]
+            self._batch_safe_rollback()
+            attempts = self.store.add_attempt(key, detail)
+            if attempts >= self.max_attempts:  # never an endless hot requeue loop
+                self._dead_letter(method, props, body, topology.inbox_name(entity.gid), "gateway_error",
+                                  detail, attempts)
+                return
             glog.event(logger, "message handling failed; requeued", logging.ERROR, entity=entity.label,
-                       error=f"{type(exc).__name__}: {exc}")
+                       attempt=attempts, error=detail)
             self.channel.basic_nack(method.delivery_tag, requeue=True)
+
+    def _batch_safe_rollback(self) -> None:
+        """After an unexpected error mid-burst: commit what was delivered so far (acks follow)."""
+        try:
+            self._flush_batch()
+        except Exception:
+            self._batch = []
+            self.store.rollback_batch()
 
     def _handle_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         queue_name = topology.inbox_name(entity.gid)
@@ -442,6 +463,7 @@ class Gateway:
         item = _Delivery(generation, method.delivery_tag, envelope, props, body, queue_name)
         consumer = self.consumers.get(entity.gid)
         if consumer is not None and consumer.worker is not None:
+            self._worker_tags.add(method.delivery_tag)
             consumer.worker.items.put(item)
             return
         # inline backend: deliver now, inside the open batch transaction; the commit and the
@@ -469,8 +491,15 @@ class Gateway:
             return
         batch, self._batch = self._batch, []
         self.store.commit_batch()
-        for tag, entity, envelope in batch:
-            self.channel.basic_ack(tag)
+        last = batch[-1][0]
+        if not any(tag < last for tag in self._worker_tags):
+            # one ack frame for the whole burst: every unacked delivery up to `last` on this
+            # channel is in the batch (workers' deliveries are tracked and none is older)
+            self.channel.basic_ack(last, multiple=True)
+        else:
+            for tag, _, _ in batch:
+                self.channel.basic_ack(tag)
+        for _, _, envelope in batch:
             self._notify(envelope)
         if len(batch) == 1:
             _, entity, envelope = batch[0]
@@ -557,6 +586,7 @@ class Gateway:
     def _ack_threadsafe(self, item: _Delivery) -> None:
         def ack() -> None:
             if item.generation == self.generation and self.channel is not None:
+                self._worker_tags.discard(item.tag)
                 self.channel.basic_ack(item.tag)
 
         self._threadsafe(ack)
@@ -564,6 +594,7 @@ class Gateway:
     def _dead_letter_item(self, item: _Delivery, reason: str, detail: str, attempts: int) -> None:
         if item.generation != self.generation:
             return
+        self._worker_tags.discard(item.tag)
         self._dead_letter(_Tag(item.tag), item.properties, item.body, item.queue, reason, detail, attempts)
 
     def _dead_letter(self, method: Any, props: Any, body: bytes, queue_name: str, reason: str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -57,13 +58,18 @@ class Registry:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30)
-        db.row_factory = sqlite3.Row
+        """This thread's connection (kept: the gateway reads the registry on every send)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            self._local.db = db
         return db
 
     @staticmethod

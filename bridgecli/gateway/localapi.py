@@ -122,8 +122,8 @@ class LocalApi:
                        error=f"{type(exc).__name__}: {exc}")
             return _error(BridgeError(f"gateway failed on {op}: {type(exc).__name__}: {exc}",
                                       "see the gateway's log"))
-        if op not in ("status", "poll"):
-            glog.event(logger, "api", op=op, ms=round((time.monotonic() - started) * 1000, 1))
+        if logger.isEnabledFor(logging.DEBUG):  # the op's own events are logged at INFO already
+            glog.event(logger, "api", logging.DEBUG, op=op, ms=round((time.monotonic() - started) * 1000, 1))
         return {"ok": True, **result}
 
 
