@@ -13,12 +13,14 @@ import os
 import warnings
 from pathlib import Path
 
-import platformdirs
-
 APP = "bridge"
 
 
-def _dirs() -> platformdirs.PlatformDirs:
+def _dirs():  # -> platformdirs.PlatformDirs
+    # imported here, not at module level: `bridge send` through the gateway only needs the
+    # socket path, which XDG_RUNTIME_DIR gives without platformdirs' import cost
+    import platformdirs
+
     return platformdirs.PlatformDirs(APP, appauthor=False)
 
 
@@ -51,6 +53,8 @@ def cache_dir() -> Path:
 def user_cache_root() -> Path:
     """The user cache dir *without* our app suffix (the browser seed puts
     ``opencode-browser/bridge.json`` directly under it)."""
+    import platformdirs
+
     return Path(platformdirs.user_cache_dir())
 
 
