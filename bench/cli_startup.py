@@ -30,6 +30,8 @@ HEAVY = ("pika", "websockets", "websocket", "mcp")
 def _env() -> dict[str, str]:
     root = Path(tempfile.mkdtemp(prefix="bcs", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "XDG_"))}
+    # a user's shell writes bytecode caches; with this set every run would recompile bridge
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     for name in ("CONFIG", "DATA", "STATE", "CACHE"):
         env[f"XDG_{name}_HOME"] = str(root / name.lower())
     env["XDG_RUNTIME_DIR"] = str(root / "run")
