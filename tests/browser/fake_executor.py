@@ -26,7 +26,8 @@ ORIGIN = "chrome-extension://abcdefghijklmnopabcdefghijklmnop"
 
 class FakeExecutor:
     def __init__(self, port: int, token: str, *, id: str, label: str | None = None,
-                 default: bool = False, reconnect: bool = True, origin: str | None = ORIGIN) -> None:
+                 default: bool = False, reconnect: bool = True, origin: str | None = ORIGIN,
+                 groups: dict[str, list[dict[str, Any]]] | None = None) -> None:
         self.url = f"ws://127.0.0.1:{port}/"
         self.token = token
         self.id = id
@@ -34,7 +35,8 @@ class FakeExecutor:
         self.default = default
         self.reconnect = reconnect
         self.origin = origin
-        self.groups: dict[str, list[dict[str, Any]]] = {}
+        #: what the browser already has open (a reconnecting browser reports it on `tabs`)
+        self.groups: dict[str, list[dict[str, Any]]] = dict(groups or {})
         self.commands: list[dict[str, Any]] = []
         self.ready = threading.Event()
         self.readies = 0

@@ -234,9 +234,9 @@ def test_fragmented_messages_are_reassembled_and_order_is_kept(strict_host, star
 def test_same_executor_id_replaces_the_old_socket(strict_host, start_executor):
     old = start_executor("e1", reconnect=False)
     strict_host.send("open", "g", {"url": "http://old"})
-    new = start_executor("e1")
+    # the same browser, reconnecting on a new socket, still has its group open
+    new = start_executor("e1", groups={"g": [{"tab": 1, "url": "http://new", "title": ""}]})
     eventually(lambda: F.CLOSE_REPLACED in old.close_codes)
-    new.groups["g"] = [{"tab": 1, "url": "http://new", "title": ""}]
     assert strict_host.send("text", "g")["text"] == "text of http://new"
     assert strict_host.broker.snapshot()["executors"] == ["e1"]
 

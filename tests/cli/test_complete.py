@@ -168,8 +168,18 @@ def test_roster_from_the_live_gateway_then_from_its_cache_after_it_stops(host_fa
         time.sleep(0.5)
     assert offered["worker"].startswith(f"agent on {b.name}")
     assert set(tab(no_cache, "bridge spawn p --host ")) == {a.name, b.name}
-    rostered = json.loads((a.root / "cache" / "bridge" / "roster.json").read_text())
-    assert worker in {e["gid"] for e in rostered["entries"]}
+    cached = a.root / "cache" / "bridge" / "roster.json"
+
+    def cached_gids() -> set[str]:  # written on each heartbeat: may lag the live view by one
+        try:
+            return {e["gid"] for e in json.loads(cached.read_text())["entries"]}
+        except (FileNotFoundError, ValueError):
+            return set()
+
+    deadline = time.monotonic() + 10
+    while worker not in cached_gids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert worker in cached_gids()
     a.stop_gateway()
     assert not a.socket.exists()
     assert "worker" in tab(a.env, "bridge send ")
