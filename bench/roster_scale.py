@@ -255,7 +255,9 @@ def worker(args: argparse.Namespace) -> int:
                            random_phase=not args.target)
                 for host in args.hosts.split(",")]
     for gw in gateways:
-        gw.connect()
+        # a fleet in steady state did not boot in the same second: spread the connects (and
+        # the announce burst each makes) over one interval; a joining gateway starts at once
+        ioloop.call_later(0 if args.target else random.uniform(0, args.interval), gw.connect)
 
     def report() -> None:
         emit({"t": time.time(), "sent": sum(g.sent for g in gateways),
