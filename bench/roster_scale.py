@@ -8,8 +8,10 @@ The fleet (issue #4, "Benchmark in bench/"):
 * G - 2 **simulated** gateways in a few worker processes (this file run with ``--worker``):
   each has its own pika connection (``SelectConnection``; a worker's gateways share one
   I/O loop), its own ``roster.<host>`` queue declared from :mod:`bridgecli.amqp.topology`
-  (exclusive, auto-delete, bound ``roster.#``), publishes the frames of
-  :func:`bridgecli.roster.heartbeat_frame` for its 40 entities and itself every interval
+  (exclusive, auto-delete, bound ``roster.#``), connects at a random moment within the
+  first interval (a fleet in steady state did not boot in the same second; a synchronized
+  start is a burst that can tip the broker over, see docs/roster.md), publishes the frames
+  of :func:`bridgecli.roster.heartbeat_frame` for its 40 entities and itself every interval
   (at a random phase, with the properties the gateway uses) and applies every frame it
   receives to its own :class:`bridgecli.roster.RosterView`;
 * one **new** gateway, the G-th: a simulated gateway in a fresh process that joins the
@@ -31,7 +33,10 @@ Measured, with the fleet in steady state (G gateways):
 Run: ``.venv/bin/python bench/roster_scale.py [--interval S] [--profile DIR]``; prints a
 table; ``main()`` returns rows for bench/run_all.py. Asserts nothing. ``--profile DIR`` also
 runs the real gateway under cProfile for one window and writes ``DIR/gateway-roster.prof``
-and a text summary. Everything (broker node, processes, temp dirs) is removed at the end.
+and a text summary; ``--gateways 10,20,30`` sweeps fleet sizes; ``--ab-cache-at G`` also
+measures the real gateway with its per-heartbeat ``roster.json`` write stubbed out.
+Everything (broker node, processes, temp dirs) is removed at the end. Figures and their
+reading: docs/roster.md.
 """
 
 from __future__ import annotations
