@@ -233,7 +233,7 @@ def flatten(data: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], dict[s
         if section in FREE_FORM_SECTIONS:
             if not isinstance(body, dict) or not all(isinstance(v, dict) for v in body.values()):
                 raise ConfigError(f"{path}: [{section}] must hold tables like [{section}.NAME]",
-                                  f"see `bridge config --help`")
+                                  "see `bridge config --help`")
             tables[section] = body
             continue
         if not isinstance(body, dict):

@@ -42,7 +42,7 @@ def declare_inbox(config: Config, entity: Entity) -> None:
 def remove_inbox(config: Config, entity: Entity) -> int:
     """Dead-letter what is left in the inbox (nothing is lost) and delete it."""
     from bridgecli.amqp.publisher import Publisher
-    from bridgecli.gateway.daemon import drain_to_dlq
+    from bridgecli.gateway.deadletter import drain_to_dlq
 
     connection = _open(config, "bridge-unregister")
     try:

@@ -17,7 +17,7 @@ def _via_gateway_or_direct(app, op: str, **params):
             result = client.call(op, timeout=None, **params)
             result.pop("ok", None)
             return result
-    from bridgecli import control_client, messaging
+    from bridgecli import control_client
 
     view = control_client.listen_roster(app.config, app.config.values["roster.interval"] + 0.5)
     if op == "spawn":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import queue
 import signal
 import threading
 import time
@@ -44,7 +43,9 @@ from bridgecli.errors import BridgeError, BrokerUnavailable, DeliveryError
 from bridgecli.gateway import identity
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.entities import Registry, open_registry
+from bridgecli.gateway.deadletter import drain_to_dlq
 from bridgecli.gateway.store import DELIVERED, Store, open_store
+from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
 
 logger = logging.getLogger("bridgecli.gateway")
@@ -53,47 +54,11 @@ BATCH_MAX = 256
 
 
 @dataclass
-class _Delivery:
-    generation: int
-    tag: int
-    envelope: Envelope
-    properties: Any
-    body: bytes
-    queue: str
-
-
-@dataclass
 class _Consumer:
     entity: Entity
     tag: str | None = None
-    worker: "EntityWorker | None" = None
+    worker: EntityWorker | None = None
     ready: int = 0
-
-
-class EntityWorker(threading.Thread):
-    """Delivers one entity's messages in order through a blocking backend."""
-
-    def __init__(self, gateway: "Gateway", entity: Entity, backend: DeliveryBackend) -> None:
-        super().__init__(name=f"deliver-{entity.label}", daemon=True)
-        self.gateway = gateway
-        self.entity = entity
-        self.backend = backend
-        self.items: "queue.Queue[_Delivery | None]" = queue.Queue()
-        self.busy = False
-
-    def run(self) -> None:
-        while True:
-            item = self.items.get()
-            if item is None:
-                return
-            self.busy = True
-            try:
-                self.gateway._deliver_with_retries(self.entity, self.backend, item)
-            finally:
-                self.busy = False
-
-    def stop(self) -> None:
-        self.items.put(None)
 
 
 @dataclass
@@ -268,7 +233,7 @@ class Gateway:
         self.generation += 1
         for consumer in self.consumers.values():
             if consumer.worker is not None:
-                _drain_queue(consumer.worker.items)
+                drain_queue(consumer.worker.items)
         try:
             if self.connection is not None and self.connection.is_open:
                 self.connection.close()
@@ -293,7 +258,7 @@ class Gateway:
                 self.store.rollback_batch()  # not acked: redelivered next time
         workers = [c.worker for c in self.consumers.values() if c.worker is not None]
         for worker in workers:
-            _drain_queue(worker.items)  # not started yet: the broker redelivers them
+            drain_queue(worker.items)  # not started yet: the broker redelivers them
             worker.stop()  # the delivery in flight finishes and is acked below
         deadline = time.monotonic() + 10
         while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
@@ -460,7 +425,7 @@ class Gateway:
             glog.event(logger, "duplicate dropped", entity=entity.label, msg=envelope.msg_id)
             self.channel.basic_ack(method.delivery_tag)
             return
-        item = _Delivery(generation, method.delivery_tag, envelope, props, body, queue_name)
+        item = Delivery(generation, method.delivery_tag, envelope, props, body, queue_name)
         consumer = self.consumers.get(entity.gid)
         if consumer is not None and consumer.worker is not None:
             self._worker_tags.add(method.delivery_tag)
@@ -537,32 +502,6 @@ class Gateway:
         glog.event(logger, "delivered", entity=entity.label, kind=envelope.kind, msg=envelope.msg_id,
                    sender=envelope.sender_label or envelope.sender[:8])
 
-    def _deliver_with_retries(self, entity: Entity, backend: DeliveryBackend, item: _Delivery) -> None:
-        """Worker thread: deliver with capped exponential backoff; dead-letter after N."""
-        wait = tenacity.wait_exponential(multiplier=0.5, max=30)
-        while True:
-            if item.generation != self.generation or self.should_stop.is_set() and not self.connected.is_set():
-                return  # the broker will redeliver it to the next channel
-            if self.store.seen(item.envelope.msg_id):
-                self._ack_threadsafe(item)
-                return
-            try:
-                self._deliver_once(entity, backend, item.envelope)
-            except DeliveryError as exc:
-                attempts = self.store.add_attempt(item.envelope.msg_id, str(exc))
-                glog.event(logger, "delivery failed", logging.WARNING, entity=entity.label,
-                           msg=item.envelope.msg_id, attempt=attempts, error=str(exc))
-                if not exc.retryable or attempts >= self.max_attempts:
-                    detail = str(exc)
-                    self._threadsafe(lambda: self._dead_letter_item(item, "delivery_failed", detail, attempts))
-                    return
-                delay = wait(_Attempt(attempts))
-                if self.should_stop.wait(delay):
-                    return
-                continue
-            self._ack_threadsafe(item)
-            return
-
     def _threadsafe(self, fn: Callable[[], None]) -> None:
         """Queue ``fn`` for the I/O thread. A failure inside it is logged, never fatal
         (a lost connection still propagates, so the reconnect loop takes over)."""
@@ -583,7 +522,7 @@ class Gateway:
         except Exception:
             pass  # connection gone: the broker redelivers
 
-    def _ack_threadsafe(self, item: _Delivery) -> None:
+    def _ack_threadsafe(self, item: Delivery) -> None:
         def ack() -> None:
             if item.generation == self.generation and self.channel is not None:
                 self._worker_tags.discard(item.tag)
@@ -591,7 +530,7 @@ class Gateway:
 
         self._threadsafe(ack)
 
-    def _dead_letter_item(self, item: _Delivery, reason: str, detail: str, attempts: int) -> None:
+    def _dead_letter_item(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
         if item.generation != self.generation:
             return
         self._worker_tags.discard(item.tag)
@@ -719,39 +658,3 @@ class Gateway:
 @dataclass
 class _Tag:
     delivery_tag: int
-
-
-@dataclass
-class _Attempt:
-    attempt_number: int
-
-
-def _drain_queue(items: "queue.Queue") -> None:
-    try:
-        while True:
-            items.get_nowait()
-    except queue.Empty:
-        pass
-
-
-def drain_to_dlq(channel: Any, publisher: Publisher | None, queue_name: str, reason: str, detail: str) -> int:
-    """Move every message of ``queue_name`` to ``bridge.dlx`` with ``reason`` (nothing lost)."""
-    moved = 0
-    try:
-        channel.queue_declare(queue_name, passive=True)
-    except pika.exceptions.ChannelClosedByBroker:
-        return 0
-    while True:
-        method, props, body = channel.basic_get(queue_name, auto_ack=False)
-        if method is None:
-            return moved
-        headers = dict(props.headers or {})
-        headers.update({topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail,
-                        topology.QUEUE_HEADER: queue_name})
-        props.headers = headers
-        if publisher is not None:
-            publisher.publish_raw(topology.DLX, method.routing_key, body, props, mandatory=False)
-        else:
-            channel.basic_publish(topology.DLX, method.routing_key, body, props)
-        channel.basic_ack(method.delivery_tag)
-        moved += 1

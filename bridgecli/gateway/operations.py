@@ -168,7 +168,7 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise Timeout(f"no reply to {msg_id} within {timeout:g}s",
-                          f"the reply will be held for you: collect it later with `bridge poll`")
+                          "the reply will be held for you: collect it later with `bridge poll`")
         waiter.event.wait(min(remaining, 1.0))
         waiter.event.clear()
 
