@@ -179,7 +179,7 @@ class Gateway:
                                 if k in ("product", "version", "cluster_name")}
         except Exception:
             self.server_info = {}
-        self.delay_mode = self._probe_delay(connection)
+        self.delay_mode = self._probe_delay()
         channel = connection.channel()
         topology.declare(channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type))
         if self.delay_mode == "plugin":
@@ -194,9 +194,18 @@ class Gateway:
         self.publisher = Publisher(pub_channel, user_id=username)
         self.generation += 1
         self._worker_tags = set()
-        self.consumers = {}
+        # keep each entity's worker thread across reconnects: a second worker for the same
+        # entity would break per-recipient order (stale items are dropped by generation)
+        previous, self.consumers = self.consumers, {}
         for entity in self.registry.all():
+            if entity.gid in previous:
+                kept = previous.pop(entity.gid)
+                kept.tag = None
+                self.consumers[entity.gid] = kept
             self._attach(entity)
+        for stale in previous.values():
+            if stale.worker is not None:
+                stale.worker.stop()
         for hook in self.on_connect_hooks:
             hook()
         interval = self.config.values["roster.interval"]
@@ -206,7 +215,7 @@ class Gateway:
                    version=self.server_info.get("version"), entities=len(self.consumers),
                    delay=self.delay_mode)
 
-    def _probe_delay(self, connection: pika.BlockingConnection) -> str:
+    def _probe_delay(self) -> str:
         """Does the broker have the delayed-message plugin? RabbitMQ answers an unknown
         exchange type by closing the whole connection (503), so the probe runs on a
         throwaway connection of its own. The answer is kept for the gateway's lifetime."""
