@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import errno
 import hmac
+import queue
 import socket
 import threading
 import time
 from typing import Any, Callable
 
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, ConnectionClosedError
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.sync.server import Server, ServerConnection, serve
@@ -79,19 +80,48 @@ def origin_allowed(origin: str | None) -> bool:
 
 class WsConn:
     """Adapts a websockets connection to the broker's ``Conn``; remembers when it last sent
-    so keepalive pings only go to quiet connections."""
+    so keepalive pings only go to quiet connections.
+
+    Frames go out through a per-connection writer thread. Sending inline was a deadlock: when
+    a send to a peer fails, websockets joins that connection's reading thread — and that
+    thread may itself be waiting for the broker's send lock, held by the sender. The queue
+    keeps each connection's frames in order; a peer that stops reading makes only its own
+    writer time out (``send_timeout``), after which the connection is dead and dropped.
+    """
 
     def __init__(self, ws: ServerConnection) -> None:
         self.ws = ws
         self.last_send = time.monotonic()
+        self._outbox: "queue.SimpleQueue[str | None]" = queue.SimpleQueue()
+        self._dead: ConnectionClosed | None = None
+        self._writer = threading.Thread(target=self._write_loop, name="bridge-conn-writer", daemon=True)
+        self._writer.start()
 
     def send(self, frame: dict[str, Any]) -> None:
-        self.ws.send(F.encode(frame))
+        if self._dead is not None:
+            raise self._dead
+        self._outbox.put(F.encode(frame))
         self.last_send = time.monotonic()
+
+    def _write_loop(self) -> None:
+        while True:
+            data = self._outbox.get()
+            if data is None:
+                return
+            try:
+                self.ws.send(data)
+            except Exception as exc:  # the peer is gone or stuck: drop what is queued
+                self._dead = exc if isinstance(exc, ConnectionClosed) else ConnectionClosedError(None, None)
+                return
+
+    def stop(self) -> None:
+        """End the writer once the queued frames are out (the connection is being detached)."""
+        self._outbox.put(None)
 
     def close(self, code: int, reason: str) -> None:
         # close() waits for the peer's closing frame, which that connection's reading thread
         # may be unable to deliver while the broker is flushing frames: never wait here.
+        self.stop()
         threading.Thread(target=self.ws.close, args=(code, reason), daemon=True).start()
 
 
@@ -187,6 +217,7 @@ class BrokerServer:
                 self._serve(ws, conn, client_id)
             finally:
                 self.broker.detach(client_id)
+                conn.stop()
         finally:
             self._slots.release()
 
