@@ -44,12 +44,6 @@ def poll_until(lab: NetnsLab, host: str, gid: str, count: int, timeout: float = 
     return got
 
 
-def roster_available(lab: NetnsLab, host: str) -> bool:
-    """Whether this revision has ``bridge roster`` (the presence plane)."""
-    result = lab.bridge(host, "roster", "--help", check=False)
-    return result.returncode == 0
-
-
 def roster_gids(lab: NetnsLab, host: str) -> dict[str, dict[str, Any]]:
     """{gid: entry} of ``bridge roster --json`` on ``host`` ({} when it fails)."""
     result = lab.bridge(host, "roster", "--json", check=False)
@@ -61,9 +55,8 @@ def roster_gids(lab: NetnsLab, host: str) -> dict[str, dict[str, Any]]:
 
 
 def wait_announced(lab: NetnsLab, host: str, gid: str, timeout: float = 30.0) -> None:
-    """Wait until ``gid`` is in ``host``'s union roster (no-op without a roster)."""
-    if roster_available(lab, host):
-        wait_for(lambda: gid in roster_gids(lab, host), timeout, 0.3, f"{gid[:8]} in {host}'s roster")
+    """Wait until ``gid`` is in ``host``'s union roster."""
+    wait_for(lambda: gid in roster_gids(lab, host), timeout, 0.3, f"{gid[:8]} in {host}'s roster")
 
 
 def exec_sink(path: Path) -> str:

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from bridgecli.errors import ExitCode
-from tests.multihost.helpers import (exec_sink, poll, poll_until, read_sink, register, roster_available,
-                                     roster_gids, wait_announced, wait_for)
+from tests.multihost.helpers import (exec_sink, poll, poll_until, read_sink, register, roster_gids,
+                                     wait_announced, wait_for)
 from tests.support.env import BRIDGE_BIN
 from tests.support.netns import NetnsLab, ns_pids
 
@@ -115,8 +115,6 @@ def test_exec_worker_on_b_gets_the_authenticated_user(lab: NetnsLab):
 
 
 def test_u5_roster_is_the_union_of_both_hosts(lab: NetnsLab):
-    if not roster_available(lab, "hostA"):
-        pytest.skip("bridge roster is not in this revision yet")
     a = register(lab, "hostA", "u5-a")
     b = register(lab, "hostB", "u5-b")
     for host in ("hostA", "hostB"):
