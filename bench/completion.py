@@ -21,13 +21,14 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from cli_startup import median_ms  # the same timing loop as the start-up benchmark (bench/ is on sys.path)
 
 VENV_BIN = Path(sys.executable).parent
 PYTHON = str(VENV_BIN / "python")
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def make_env(root: Path) -> dict[str, str]:
     """An isolated host: its own XDG dirs, no BRIDGE_* from the caller."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "XDG_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # time with bytecode caches, as users run it
     for name in ("CONFIG", "DATA", "STATE", "CACHE"):
         (root / name.lower()).mkdir(parents=True, exist_ok=True)
         env[f"XDG_{name}_HOME"] = str(root / name.lower())
@@ -51,16 +53,6 @@ def tab_env(env: dict[str, str], line: str) -> dict[str, str]:
     words = line.split()
     cword = len(words) if line.endswith(" ") else len(words) - 1
     return {**env, "_BRIDGE_COMPLETE": "bash_complete", "COMP_WORDS": line, "COMP_CWORD": str(cword)}
-
-
-def median_ms(cmd: list[str], env: dict[str, str], runs: int, warmup: int = 3) -> float:
-    samples = []
-    for i in range(warmup + runs):
-        began = time.perf_counter()
-        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if i >= warmup:
-            samples.append((time.perf_counter() - began) * 1000)
-    return statistics.median(samples)
 
 
 def offered(env: dict[str, str]) -> int:
