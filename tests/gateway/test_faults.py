@@ -235,7 +235,7 @@ def test_a_slow_delivery_does_not_stall_heartbeats_and_sigterm_loses_nothing(hos
     a = host_factory("a", extra_env={"BRIDGE_BROKER_HEARTBEAT": "2"})
     out = tmp_path / "out"
     a.register("main", role="main")
-    a.register("slow", deliver=f"exec:sleep 4; cat >> {out}; echo >> {out}")
+    a.register("slow", deliver=f"exec:sleep 4; line=$(cat); printf '%s\\n' \"$line\" >> {out}")
     a.start_gateway()
     ids = [a.bridge_json("send", "slow", f"job {i}", "--from", "main")["msgId"] for i in range(3)]
     deadline = time.monotonic() + 30

@@ -116,7 +116,7 @@ def test_exec_backend_receives_json_and_direct_path_without_gateway(host_factory
     a = host_factory("a")
     out = tmp_path / "got.jsonl"
     a.register("main", role="main")
-    worker = a.register("script", deliver=f"exec:cat >> {out}; echo >> {out}")
+    worker = a.register("script", deliver=f"exec:line=$(cat); printf '%s\\n' \"$line\" >> {out}")
     # no gateway yet: the direct path publishes to the broker; the inbox keeps it
     direct = a.bridge("send", "script", "queued while gateway down", "--from", "main")
     assert direct.returncode == 0, direct.stderr

@@ -60,8 +60,13 @@ def wait_announced(lab: NetnsLab, host: str, gid: str, timeout: float = 30.0) ->
 
 
 def exec_sink(path: Path) -> str:
-    """A ``--deliver`` spec that appends every delivered envelope as one JSON line."""
-    return f"exec:cat >> {path}; echo >> {path}"
+    """A ``--deliver`` spec that appends every delivered envelope as one JSON line.
+
+    The line goes out in a single ``write`` (dash's printf flushes once): with ``cat; echo`` a
+    gateway killed between the two left an envelope without its newline, and the redelivered copy
+    was glued onto it.
+    """
+    return f"exec:line=$(cat); printf '%s\\n' \"$line\" >> {path}"
 
 
 def read_sink(path: Path) -> list[dict[str, Any]]:
