@@ -1,6 +1,6 @@
 """``python -m bridgecli`` behaves exactly like the ``bridge`` console script."""
 
-from bridgecli.cli import main
+from bridgecli.entry import main
 
 if __name__ == "__main__":
     main()

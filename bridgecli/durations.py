@@ -1,11 +1,12 @@
 """Durations as people type them on the command line: ``30s``, ``10m``, ``1h30m``, ``500ms``,
-or a bare number of seconds."""
+or a bare number of seconds.
+
+Pure (no click): the click-free send path (:mod:`bridgecli.fast_send`) parses ``--wait`` with
+it too. The click parameter type lives in :mod:`bridgecli.cli.params`."""
 
 from __future__ import annotations
 
 import re
-
-import click
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -28,20 +29,3 @@ def parse(text: str) -> float:
     if value < 0:
         raise ValueError("a duration cannot be negative")
     return value
-
-
-class Duration(click.ParamType):
-    """click type for ``--wait 10m`` and friends."""
-
-    name = "duration"
-
-    def convert(self, value, param, ctx):  # type: ignore[override]
-        if isinstance(value, (int, float)):
-            return float(value)
-        try:
-            return parse(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-DURATION = Duration()

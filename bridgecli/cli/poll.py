@@ -7,7 +7,7 @@ import datetime
 import click
 
 from bridgecli.cli import complete, output
-from bridgecli.durations import DURATION
+from bridgecli.cli.params import DURATION
 
 
 def _human(message: dict) -> None:

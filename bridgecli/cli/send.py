@@ -1,7 +1,9 @@
 """``bridge send`` / ``ask`` / ``reply`` / ``answer``: the commands scripts and agents call.
 
-Through a running local gateway these go over its Unix socket and never import pika (the
-fast path); without one they publish directly to the broker.
+Through a running local gateway these go over its Unix socket and never import pika; without
+one they publish directly to the broker. The console script first tries the same commands
+without click (:mod:`bridgecli.fast_send`, which also holds the request and output code shared
+with this module); these click commands handle what it declines.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Any
 import click
 
 from bridgecli.cli import complete, output
-from bridgecli.durations import DURATION
+from bridgecli.cli.params import DURATION
+from bridgecli.fast_send import call_gateway, read_content, result_lines
 
 _from = click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
                      shell_complete=complete.local_targets,
@@ -22,12 +25,6 @@ _wait = click.option("--wait", "-w", type=DURATION, default=None, metavar="DUR",
 _turn = click.option("--turn", default=None, metavar="ID", help="Turn id to correlate a mid-turn exchange.")
 
 
-def _read_content(message: str) -> str:
-    if message == "-":
-        return sys.stdin.read()
-    return message
-
-
 def _deliver(app, *, command: str, contents: list[str], sender: str | None, target: str | None = None,
              msg_id: str | None = None, delay: float | None = None, force: bool = False,
              turn: str | None = None, wait: float | None = None, bulk: bool = False,
@@ -35,16 +32,11 @@ def _deliver(app, *, command: str, contents: list[str], sender: str | None, targ
     from bridgecli.gateway.client import GatewayClient
 
     client = GatewayClient.connect()
-    params: dict[str, Any] = {"command": command, "sender": sender, "target": target, "msg_id": msg_id,
-                              "delay": delay, "force": force, "turn": turn}
-    if new_id is not None:
-        params["new_id"] = new_id
     if client is not None:
         with client:
-            if bulk:
-                return client.call("send", contents=contents, timeout=None, **params)
-            return client.call("send", content=contents[0], wait=wait,
-                               timeout=None if wait else 60, **params)
+            return call_gateway(client, command=command, contents=contents, sender=sender, target=target,
+                                msg_id=msg_id, delay=delay, force=force, turn=turn, wait=wait, bulk=bulk,
+                                new_id=new_id)
     if wait:
         from bridgecli.errors import GatewayUnavailable
 
@@ -63,17 +55,11 @@ def _deliver(app, *, command: str, contents: list[str], sender: str | None, targ
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        output.data(result)
-        return
-    if "reply" in result:
-        output.line(result["reply"]["content"])
-        output.note(f"reply {result['reply']['msgId']} from {result['reply'].get('fromLabel') or result['reply']['from']}")
-    elif "msgIds" in result:
-        for msg_id in result["msgIds"]:
-            output.line(msg_id)
-    else:
-        output.line(result["msgId"])
+    out, err = result_lines(result, as_json)
+    for text in out:
+        output.line(text)
+    for text in err:
+        output.note(text)
 
 
 @click.command()
@@ -109,7 +95,7 @@ def send(app, target: str, message: str, sender: str | None, wait: float | None,
         result = _deliver(app, command="send", contents=contents, sender=sender, target=target,
                           delay=delay, force=force, turn=turn, bulk=True)
     else:
-        result = _deliver(app, command="send", contents=[_read_content(message)], sender=sender, target=target,
+        result = _deliver(app, command="send", contents=[read_content(message)], sender=sender, target=target,
                           delay=delay, force=force, turn=turn, wait=wait, new_id=new_id)
     _print(result, as_json)
 
@@ -130,7 +116,7 @@ def ask(app, target: str, question: str, sender: str | None, wait: float | None,
     The mid-turn ask (seed U2): a worker pauses its turn, asks, and resumes on the answer.
     QUESTION '-' reads stdin.
     """
-    result = _deliver(app, command="ask", contents=[_read_content(question)], sender=sender, target=target,
+    result = _deliver(app, command="ask", contents=[read_content(question)], sender=sender, target=target,
                       force=force, turn=turn, wait=wait)
     _print(result, as_json)
 
@@ -148,7 +134,7 @@ def reply(app, msg_id: str, message: str, sender: str | None, wait: float | None
     Sends a REPLY to whoever sent MSGID (a message received on this host). MESSAGE '-'
     reads stdin.
     """
-    result = _deliver(app, command="reply", contents=[_read_content(message)], sender=sender, msg_id=msg_id,
+    result = _deliver(app, command="reply", contents=[read_content(message)], sender=sender, msg_id=msg_id,
                       wait=wait)
     _print(result, as_json)
 
@@ -165,5 +151,5 @@ def answer(app, msg_id: str, message: str, sender: str | None, as_json: bool) ->
     Sends an ANSWER to whoever asked MSGID, so the asker's `bridge ask --wait` resumes.
     MESSAGE '-' reads stdin.
     """
-    result = _deliver(app, command="answer", contents=[_read_content(message)], sender=sender, msg_id=msg_id)
+    result = _deliver(app, command="answer", contents=[read_content(message)], sender=sender, msg_id=msg_id)
     _print(result, as_json)

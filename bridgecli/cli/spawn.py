@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from bridgecli.cli import complete, output
-from bridgecli.durations import DURATION
+from bridgecli.cli.params import DURATION
 
 
 def _via_gateway_or_direct(app, op: str, **params):
