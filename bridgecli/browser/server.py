@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import hmac
+import os
 import queue
 import socket
 import threading
@@ -82,47 +83,137 @@ class WsConn:
     """Adapts a websockets connection to the broker's ``Conn``; remembers when it last sent
     so keepalive pings only go to quiet connections.
 
-    Frames go out through a per-connection writer thread. Sending inline was a deadlock: when
-    a send to a peer fails, websockets joins that connection's reading thread — and that
-    thread may itself be waiting for the broker's send lock, held by the sender. The queue
-    keeps each connection's frames in order; a peer that stops reading makes only its own
-    writer time out (``send_timeout``), after which the connection is dead and dropped.
+    A frame is written straight from the calling thread when that cannot block: the
+    connection's lock is free, nothing is queued for it, and the kernel takes the bytes at
+    once (a non-blocking write). Whatever does not fit — the whole frame, or the unwritten
+    tail of it — goes to a per-connection writer thread (started on first need), and every
+    later frame queues behind it until the writer has caught up, so frames stay in order.
+
+    Why never block the caller: it is usually another connection's reading thread, inside the
+    broker's send lock. Sending inline with a blocking send was a deadlock (b333126): when a
+    send to a stuck peer fails, websockets joins that connection's reading thread — and that
+    thread may itself be waiting for the broker's send lock, held by the sender. So the inline
+    write never waits and never handles a failure itself: errors and would-block both hand the
+    frame to the writer, which alone may block (up to ``send_timeout``), fail, and close; a
+    peer that stops reading makes only its own writer time out, after which the connection is
+    dead and dropped.
     """
 
     def __init__(self, ws: ServerConnection) -> None:
         self.ws = ws
         self.last_send = time.monotonic()
-        self._outbox: "queue.SimpleQueue[str | None]" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._backlog = 0  #: items handed to the writer and not yet written
+        self._outbox: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self._dead: ConnectionClosed | None = None
-        self._writer = threading.Thread(target=self._write_loop, name="bridge-conn-writer", daemon=True)
-        self._writer.start()
+        self._writer: threading.Thread | None = None
+        self._stopped = False
+        # the inline write pokes at websockets' Protocol buffer; without it, always queue
+        self._inline = isinstance(getattr(ws.protocol, "writes", None), list) \
+            and hasattr(ws, "protocol_mutex") and hasattr(ws, "send_context")
 
     def send(self, frame: dict[str, Any]) -> None:
+        self.send_text(F.encode(frame))
+
+    def send_text(self, text: str) -> None:
+        """Send an already encoded frame (the broker forwards some frames without re-encoding)."""
         if self._dead is not None:
             raise self._dead
-        self._outbox.put(F.encode(frame))
         self.last_send = time.monotonic()
+        with self._lock:
+            if self._backlog == 0 and self._inline:
+                outcome = self._write_now(text.encode("utf-8"))
+                if outcome is _SENT:
+                    return
+                item: Any = _FLUSH if outcome is _PARTIAL else text
+            else:
+                item = text
+            self._backlog += 1
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_loop, daemon=True,
+                                                 name="bridge-conn-writer")
+                self._writer.start()
+            self._outbox.put(item)
+
+    def _write_now(self, payload: bytes) -> object:
+        """One non-blocking attempt; → ``_SENT``, ``_NOT_SENT`` (queue the frame) or
+        ``_PARTIAL`` (the frame is in websockets' buffer, partly written: queue a flush)."""
+        ws = self.ws
+        if not ws.protocol_mutex.acquire(blocking=False):
+            return _NOT_SENT  # its reading thread is busy with it (maybe blocked): do not wait
+        try:
+            if ws.protocol.state is not State.OPEN or ws.send_in_progress \
+                    or ws.protocol.writes:
+                return _NOT_SENT
+            ws.protocol.send_text(payload)
+            chunks = ws.protocol.data_to_send()
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            try:
+                sent = _write_nonblocking(ws.socket, data)
+            except OSError:  # the writer's send meets it again and closes the connection
+                sent = 0
+            if sent < len(data):
+                # put the tail back first in line: websockets writes it before anything else
+                ws.protocol.writes.insert(0, data[sent:])
+                return _PARTIAL
+            return _SENT
+        finally:
+            ws.protocol_mutex.release()
 
     def _write_loop(self) -> None:
         while True:
-            data = self._outbox.get()
-            if data is None:
+            item = self._outbox.get()
+            if item is None:
                 return
             try:
-                self.ws.send(data)
+                if item is _FLUSH:
+                    with self.ws.send_context():  # writes what websockets has buffered
+                        pass
+                else:
+                    self.ws.send(item)
             except Exception as exc:  # the peer is gone or stuck: drop what is queued
                 self._dead = exc if isinstance(exc, ConnectionClosed) else ConnectionClosedError(None, None)
                 return
+            with self._lock:
+                self._backlog -= 1
+
+    @property
+    def backlog(self) -> int:
+        """Frames waiting for the writer thread (0 while sends go out inline)."""
+        return self._backlog
 
     def stop(self) -> None:
         """End the writer once the queued frames are out (the connection is being detached)."""
-        self._outbox.put(None)
+        with self._lock:
+            self._stopped = True
+            if self._writer is not None:
+                self._outbox.put(None)
 
     def close(self, code: int, reason: str) -> None:
         # close() waits for the peer's closing frame, which that connection's reading thread
         # may be unable to deliver while the broker is flushing frames: never wait here.
         self.stop()
         threading.Thread(target=self.ws.close, args=(code, reason), daemon=True).start()
+
+
+_SENT, _NOT_SENT, _PARTIAL = object(), object(), object()
+#: writer-queue item: "write what websockets holds in its buffer" (a partial inline write's tail)
+_FLUSH = object()
+
+
+def _write_nonblocking(sock: socket.socket, data: bytes) -> int:
+    """Write what the kernel takes now; 0 if it would block. With a timeout set, CPython keeps
+    the descriptor non-blocking and would *poll* before ``send`` (that is, wait): write to the
+    descriptor directly instead."""
+    if sock.gettimeout() is None:
+        try:
+            return sock.send(data, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return 0
+    try:
+        return os.write(sock.fileno(), data)
+    except (BlockingIOError, InterruptedError):
+        return 0
 
 
 class BrokerServer:
