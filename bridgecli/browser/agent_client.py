@@ -41,12 +41,36 @@ class NotConnected(BrowserError):
     """No broker answered at the URL (refused, reset, or not a bridge)."""
 
 
+#: makes "first resolve wins" atomic across all waiters (held for two attribute accesses)
+_RESOLVING = threading.Lock()
+
+
 class Waiter:
-    __slots__ = ("event", "frame")
+    """One request's answer slot: the first :meth:`resolve` wins and wakes the caller.
+
+    A bare lock held until resolved, not a :class:`threading.Event`: building an Event (a
+    Condition and two locks) per command cost more than the broker's routing of it."""
+
+    __slots__ = ("_done", "frame")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self._done = threading.Lock()
+        self._done.acquire()
         self.frame: dict[str, Any] | None = None
+
+    def resolve(self, frame: dict[str, Any]) -> None:
+        with _RESOLVING:
+            if self.frame is not None:
+                return  # e.g. "connection lost" racing a result that just came in
+            self.frame = frame
+        self._done.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the answer is in (waiting up to ``timeout`` seconds)."""
+        if self._done.acquire(timeout=max(timeout, 0.0)):
+            self._done.release()  # stays resolved for any later wait
+            return True
+        return False
 
 
 def await_result(waiter: Waiter, timeout: float, abort: threading.Event | None,
@@ -54,14 +78,14 @@ def await_result(waiter: Waiter, timeout: float, abort: threading.Event | None,
     """Block until ``waiter`` has its result frame; raise ``timeout``/``aborted`` errors.
 
     Shared by the WebSocket client and the host's in-process agent so both behave the same.
-    Without ``abort`` this is a single ``Event.wait`` (no polling on the fast path).
+    Without ``abort`` this is a single lock wait (no polling on the fast path).
     """
     if abort is None:
-        if not waiter.event.wait(timeout):
+        if not waiter.wait(timeout):
             raise F.CommandError(F.E_TIMEOUT, f"no answer to {action!r} within {timeout:g} s")
     else:
         remaining = timeout
-        while not waiter.event.wait(min(0.05, max(remaining, 0.0))):
+        while not waiter.wait(min(0.05, max(remaining, 0.0))):
             remaining -= 0.05
             if abort.is_set():
                 raise F.CommandError(F.E_ABORTED, f"{action!r} aborted by the caller")
@@ -190,8 +214,7 @@ class AgentClient:
             if waiter is not None:
                 if kind == "error":
                     frame = dict(frame, ok=False)
-                waiter.frame = frame
-                waiter.event.set()
+                waiter.resolve(frame)
         elif kind == "ping":
             try:
                 self._ws.send(F.encode(F.PONG))
@@ -208,8 +231,7 @@ class AgentClient:
             self._closed.set()
             waiters, self._waiters = list(self._waiters.values()), {}
         for waiter in waiters:
-            waiter.frame = F.fail(None, F.E_NOT_CONNECTED, "lost the browser broker")
-            waiter.event.set()
+            waiter.resolve(F.fail(None, F.E_NOT_CONNECTED, "lost the browser broker"))
         if self._on_close is not None:
             self._on_close(self)
 

@@ -50,8 +50,7 @@ class LocalAgent:
             with self._lock:
                 waiter = self._waiters.get(frame.get("id"))
             if waiter is not None:
-                waiter.frame = frame if frame["type"] == "result" else dict(frame, ok=False)
-                waiter.event.set()
+                waiter.resolve(frame if frame["type"] == "result" else dict(frame, ok=False))
         elif frame.get("type") == "event" and self._on_event is not None:
             self._on_event(frame)
 

@@ -91,9 +91,14 @@ class FrameError(BrowserError):
         self.frame_id = frame_id
 
 
+#: one encoder for every frame: ``json.dumps`` with non-default options builds a new
+#: ``JSONEncoder`` per call, which costs more than encoding a small frame
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def encode(frame: dict[str, Any]) -> str:
     """Serialise a frame (compact JSON; non-ASCII kept as is)."""
-    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+    return _encode(frame)
 
 
 def decode(raw: str | bytes) -> dict[str, Any]:
