@@ -1,4 +1,4 @@
-"""Browser broker overhead and failover time (no real browser: an echo executor).
+"""Browser broker overhead (an echo executor, then real CDP actions) and failover time.
 
 Three ways to get one command answered by the same executor code (websocket-client, as the
 CDP executor uses, dialling in as role ``extension``):
@@ -8,12 +8,22 @@ CDP executor uses, dialling in as role ``extension``):
 * **host** — the agent is the broker host's in-process loopback agent (one WebSocket hop);
 * **guest** — the agent is a guest ``AgentClient`` (agent → broker → executor: two hops).
 
-Sequential round trips, so commands/s = 1 / latency. Then **failover**: a ``bridge browser
-serve`` host process is SIGKILLed; we time until the first command succeeds on the guest that
-re-elected itself host (includes the executor's reconnect, whose delay here is 0.1 s — the
-real extension retries every 1 s, which adds up to that much in practice).
+Sequential round trips, so commands/s = 1 / latency. The echo executor answers at once, so
+these rows are the relay's own overhead, nothing else. The same three paths are then timed
+with a **real executor**: bridgecli-cdp's executor doing ``text`` and ``click`` on a small page
+in headless Chromium (one executor per path, same browser, same page; the direct baseline is
+that executor dialled into a bare server that answers its hello) — what the overhead means
+for actual commands. Every ratio is against the direct path measured in the same run,
+interleaved in rounds so load from other processes hits all paths alike. All parts (agents,
+broker, executors) run in this one process, so they also share its GIL.
 
-Run: ``python bench/browser_broker.py`` (prints a table). ``main()`` returns rows for
+Then **failover**: a ``bridge browser serve`` host process is SIGKILLed; we time until the
+first command succeeds on the guest that re-elected itself host (includes the executor's
+reconnect, whose delay here is 0.1 s — the real extension retries every 1 s, which adds up to
+that much in practice).
+
+Run: ``python bench/browser_broker.py [--quick] [--runs N] [--cdp-runs N] [--failovers N]``
+(prints a table; ``--cdp-runs 0`` skips Chromium). ``main()`` returns rows for
 bench/run_all.py. No assertions: benchmarks report, tests judge.
 """
 
@@ -102,9 +112,14 @@ def time_calls(call: Callable[[], Any], runs: int) -> list[float]:
 
 
 class DirectPath:
-    """Baseline: the agent hosts a bare websockets server, the executor dials in, no broker."""
+    """Baseline: the agent hosts a bare websockets server, the executor dials in, no broker.
 
-    def __init__(self) -> None:
+    ``start_executor(port)`` starts the executor (default: the echo executor, which sends no
+    hello); with ``hello=True`` the server answers the executor's hello with ``ready``, which
+    is all a real executor (the CDP one) needs before it takes commands."""
+
+    def __init__(self, start_executor: Callable[[int], Any] | None = None,
+                 hello: bool = False) -> None:
         from websockets.sync.server import serve
 
         port = free_port()
@@ -113,24 +128,42 @@ class DirectPath:
         holder: dict[str, Any] = {}
 
         def handler(conn) -> None:
+            if hello:
+                conn.recv(timeout=10)
+                conn.send(json.dumps({"v": 1, "type": "ready", "clientId": "c1",
+                                      "role": "extension"}))
             holder["conn"] = conn
             got.set()
             self.done.wait()
 
-        self.server = serve(handler, "127.0.0.1", port, compression=None)
+        self.server = serve(handler, "127.0.0.1", port, compression=None, max_size=None)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.executor = EchoExecutor(port, hello=False)
-        got.wait(10)
+        self.executor = (start_executor or (lambda p: EchoExecutor(p, hello=False)))(port)
+        got.wait(20)
         self.conn = holder["conn"]
         self.counter = iter(range(10**9))
 
+    def send(self, action: str = "text", group: str = "g",
+             params: dict[str, Any] | None = None) -> Any:
+        """One command, its result's data (what ``BrowserBridge.send`` returns)."""
+        frame_id = next(self.counter)
+        self.conn.send(json.dumps({"type": "command", "id": frame_id, "action": action,
+                                   "group": group, "params": params or {}}))
+        while True:
+            frame = json.loads(self.conn.recv())
+            if frame.get("type") == "ping":
+                self.conn.send('{"type":"pong"}')
+            elif frame.get("id") == frame_id:
+                if not frame.get("ok"):
+                    raise RuntimeError(f"direct {action} failed: {frame}")
+                return frame.get("data")
+
     def call(self) -> None:
-        self.conn.send(json.dumps({"type": "command", "id": next(self.counter), "action": "text",
-                                   "group": "g", "params": {}}))
-        json.loads(self.conn.recv())
+        self.send()
 
     def close(self) -> None:
-        self.executor.close()
+        if hasattr(self.executor, "close"):
+            self.executor.close()
         self.done.set()
         self.server.shutdown()
 
@@ -161,6 +194,73 @@ def latencies(runs: int, rounds: int = 5) -> dict[str, list[float]]:
         executor.close()
         host.close()
         direct.close()
+
+
+#: A small page for the real-executor rows (served as a data: URL, no HTTP server needed).
+PAGE_URL = ("data:text/html,<!doctype html><title>Bench</title><h1>Bench</h1>"
+            "<input id=name><button id=go onclick=\"out.textContent='Hi '+name.value\">Go</button>"
+            "<p id=out>-</p>")
+#: The real actions timed through the CDP executor: a read and a DOM interaction.
+CDP_ACTIONS = {"text": {}, "click": {"selector": "#go"}}
+
+
+def cdp_latencies(runs: int, rounds: int = 5) -> dict[str, dict[str, list[float]]]:
+    """The same three paths with a real executor: bridgecli-cdp's executor driving a tab in
+    headless Chromium, one executor per path (each with its own tab of the same page, in the
+    same browser). ``{action: {"direct"|"host"|"guest": samples}}``."""
+    from bridgecli.browser.connect import BrowserBridge
+    from bridgecli.interfaces import ExecutorOptions
+    from bridgecli_cdp.chromium import Chromium
+    from bridgecli_cdp.target import CdpTarget
+
+    browser = Chromium().start()
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def start_cdp(port: int, label: str) -> None:
+        options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=TOKEN, label=label,
+                                  executor_id=label)
+        thread = threading.Thread(target=CdpTarget().attach, args=(options,), daemon=True,
+                                  kwargs={"endpoint": browser.endpoint, "stop": stop})
+        thread.start()
+        threads.append(thread)
+
+    direct = host = guest = None
+    try:
+        direct = DirectPath(lambda p: start_cdp(p, "direct"), hello=True)
+        port = free_port()
+        host = BrowserBridge(port, TOKEN).start()
+        start_cdp(port, "brokered")
+        deadline = time.monotonic() + 20
+        while not host.send("targets")["targets"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the CDP executor never connected to the broker")
+            time.sleep(0.05)
+        guest = BrowserBridge(port, TOKEN).start()
+        direct.send("open", "d", {"url": PAGE_URL})
+        host.send("open", "h", {"url": PAGE_URL})
+        guest.send("open", "g", {"url": PAGE_URL})
+        out: dict[str, dict[str, list[float]]] = {}
+        for action, params in CDP_ACTIONS.items():
+            calls = {"direct": lambda: direct.send(action, "d", params),
+                     "host": lambda: host.send(action, "h", params),
+                     "guest": lambda: guest.send(action, "g", params)}
+            samples: dict[str, list[float]] = {name: [] for name in calls}
+            for _ in range(rounds):
+                for name, call in calls.items():
+                    samples[name] += time_calls(call, runs // rounds)
+            out[action] = samples
+        return out
+    finally:
+        for path in (guest, host):
+            if path is not None:
+                path.close()
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        if direct is not None:
+            direct.close()
+        browser.stop()
 
 
 def failover_once(env: dict[str, str]) -> float:
@@ -201,7 +301,7 @@ def failover_once(env: dict[str, str]) -> float:
         proc.stderr.close()
 
 
-def main(runs: int = 2000, failovers: int = 5) -> list[dict[str, Any]]:
+def main(runs: int = 2000, failovers: int = 5, cdp_runs: int = 200) -> list[dict[str, Any]]:
     """Measure; return rows in bench/run_all.py's format."""
     root = Path(tempfile.mkdtemp(prefix="bench-broker-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "OCB_", "XDG_"))}
@@ -209,6 +309,7 @@ def main(runs: int = 2000, failovers: int = 5) -> list[dict[str, Any]]:
         env[f"XDG_{name}_HOME"] = str(root / name.lower())
         os.environ[f"XDG_{name}_HOME"] = env[f"XDG_{name}_HOME"]
     samples = latencies(runs)
+    load = f"load {os.getloadavg()[0]:.2f} (1-min avg, 2-core VM)"
     direct, in_host, in_guest = (statistics.median(samples[k]) for k in ("direct", "host", "guest"))
     failover = [failover_once(env) for _ in range(failovers)]
     base = f"direct agent→executor WebSocket {direct * 1e3:.3f} ms"
@@ -216,10 +317,10 @@ def main(runs: int = 2000, failovers: int = 5) -> list[dict[str, Any]]:
     rows = [
         {"benchmark": "browser_broker", "metric": "round trip, host in-process agent",
          "value": round(in_host * 1e3, 3), "unit": "ms", "baseline": base,
-         "ratio": round(in_host / direct, 2), "note": f"median of {runs}"},
+         "ratio": round(in_host / direct, 2), "note": f"median of {runs}; echo executor; {load}"},
         {"benchmark": "browser_broker", "metric": "round trip, guest agent (2 hops)",
          "value": round(in_guest * 1e3, 3), "unit": "ms", "baseline": base,
-         "ratio": round(in_guest / direct, 2), "note": f"median of {runs}"},
+         "ratio": round(in_guest / direct, 2), "note": f"median of {runs}; echo executor; {load}"},
         {"benchmark": "browser_broker", "metric": "commands/s, host in-process agent",
          "value": round(1 / in_host), "unit": "cmd/s", "baseline": base_rate,
          "ratio": round(direct / in_host, 2), "note": "sequential"},
@@ -232,11 +333,33 @@ def main(runs: int = 2000, failovers: int = 5) -> list[dict[str, Any]]:
          "note": f"median of {failovers}; executor reconnect delay 0.1 s; runs "
                  + ", ".join(f"{f * 1e3:.0f}" for f in failover)},
     ]
+    if cdp_runs:
+        for action, by_path in cdp_latencies(cdp_runs).items():
+            base_cdp = statistics.median(by_path["direct"])
+            for path, label in (("host", "host in-process agent"), ("guest", "guest agent (2 hops)")):
+                value = statistics.median(by_path[path])
+                rows.append({
+                    "benchmark": "browser_broker", "metric": f"{action} via CDP executor, {label}",
+                    "value": round(value * 1e3, 3), "unit": "ms",
+                    "baseline": f"direct agent→CDP executor {base_cdp * 1e3:.3f} ms",
+                    "ratio": round(value / base_cdp, 2),
+                    "note": f"median of {cdp_runs}; real action in headless Chromium; {load}"})
     return rows
 
 
 if __name__ == "__main__":
-    results = main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2000, help="no-op round trips per path")
+    parser.add_argument("--failovers", type=int, default=5, help="host kills to time")
+    parser.add_argument("--cdp-runs", type=int, default=200,
+                        help="real CDP actions per path and action (0: skip Chromium)")
+    parser.add_argument("--quick", action="store_true", help="400 / 2 / 50: a rough look")
+    args = parser.parse_args()
+    if args.quick:
+        args.runs, args.failovers, args.cdp_runs = 400, 2, 50
+    results = main(args.runs, args.failovers, args.cdp_runs)
     width = max(len(r["metric"]) for r in results)
     print(f"{'metric':<{width}}  {'value':>10}  unit   ratio  baseline")
     for row in results:
