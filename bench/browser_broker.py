@@ -11,11 +11,14 @@ CDP executor uses, dialling in as role ``extension``):
 Sequential round trips, so commands/s = 1 / latency. The echo executor answers at once, so
 these rows are the relay's own overhead, nothing else. The same three paths are then timed
 with a **real executor**: bridgecli-cdp's executor doing ``text`` and ``click`` on a small page
-in headless Chromium (one executor per path, same browser, same page; the direct baseline is
-that executor dialled into a bare server that answers its hello) — what the overhead means
-for actual commands. Every ratio is against the direct path measured in the same run,
+in headless Chromium (one executor per path, same browser, same page, each path's tab brought
+to the front for its turn; the direct baseline is that executor dialled into a bare server
+that answers its hello) — what the overhead means for actual commands. Every ratio is against the direct path measured in the same run,
 interleaved in rounds so load from other processes hits all paths alike. All parts (agents,
-broker, executors) run in this one process, so they also share its GIL.
+broker, executors) run in this one process, so they also share its GIL — except in the
+**separate-process** rows, which repeat the no-op comparison laid out as deployed: the
+executor (and the guest agent) in processes of their own, so each hop is a real context
+switch between processes instead of a GIL hand-off between threads.
 
 Then **failover**: a ``bridge browser serve`` host process is SIGKILLed; we time until the
 first command succeeds on the guest that re-elected itself host (includes the executor's
@@ -39,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -196,6 +200,81 @@ def latencies(runs: int, rounds: int = 5) -> dict[str, list[float]]:
         direct.close()
 
 
+class ChildProcess:
+    """This script in another role (``--role``), run as a separate process like the real
+    thing: executors and guest agents are other programs than the broker host. It lives until
+    its stdin closes."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def ask(self, line: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _serve_echo_executor(port: int, hello: bool) -> None:
+    executor = EchoExecutor(port, hello=hello)
+    sys.stdin.read()
+    executor.close()
+
+
+def _serve_guest_timer(port: int) -> None:
+    """Answer each stdin line N with the JSON list of N guest round-trip times."""
+    from bridgecli.browser.connect import BrowserBridge
+
+    guest = BrowserBridge(port, TOKEN, allow_host=False, failover=False).start()
+    guest.send("open", "gp")
+    for line in sys.stdin:
+        print(json.dumps(time_calls(lambda: guest.send("text", "gp"), int(line))), flush=True)
+    guest.close()
+
+
+def process_latencies(runs: int, rounds: int = 5) -> dict[str, list[float]]:
+    """The three no-op paths laid out as deployed: the echo executor in its own process, the
+    guest agent in its own process; only the broker (with its host agent) and the direct
+    baseline's agent run here."""
+    from bridgecli.browser.connect import BrowserBridge
+
+    direct = DirectPath(lambda p: ChildProcess("--role", "echo-executor", "--port", str(p),
+                                               "--no-hello"))
+    port = free_port()
+    host = BrowserBridge(port, TOKEN).start()
+    executor = ChildProcess("--role", "echo-executor", "--port", str(port))
+    guest = None
+    try:
+        deadline = time.monotonic() + 20
+        while not host.send("targets")["targets"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the echo executor process never connected")
+            time.sleep(0.05)
+        host.send("open", "hp")
+        guest = ChildProcess("--role", "guest-timer", "--port", str(port))
+        samples: dict[str, list[float]] = {"direct": [], "host": [], "guest": []}
+        for _ in range(rounds):
+            samples["direct"] += time_calls(direct.call, runs // rounds)
+            samples["host"] += time_calls(lambda: host.send("text", "hp"), runs // rounds)
+            samples["guest"] += json.loads(guest.ask(str(runs // rounds)))
+        return samples
+    finally:
+        if guest is not None:
+            guest.close()
+        executor.close()
+        host.close()
+        direct.close()
+
+
 #: A small page for the real-executor rows (served as a data: URL, no HTTP server needed).
 PAGE_URL = ("data:text/html,<!doctype html><title>Bench</title><h1>Bench</h1>"
             "<input id=name><button id=go onclick=\"out.textContent='Hi '+name.value\">Go</button>"
@@ -237,9 +316,9 @@ def cdp_latencies(runs: int, rounds: int = 5) -> dict[str, dict[str, list[float]
                 raise RuntimeError("the CDP executor never connected to the broker")
             time.sleep(0.05)
         guest = BrowserBridge(port, TOKEN).start()
-        direct.send("open", "d", {"url": PAGE_URL})
-        host.send("open", "h", {"url": PAGE_URL})
-        guest.send("open", "g", {"url": PAGE_URL})
+        tabs = {"direct": direct.send("open", "d", {"url": PAGE_URL})["tab"],
+                "host": host.send("open", "h", {"url": PAGE_URL})["tab"],
+                "guest": guest.send("open", "g", {"url": PAGE_URL})["tab"]}
         out: dict[str, dict[str, list[float]]] = {}
         for action, params in CDP_ACTIONS.items():
             calls = {"direct": lambda: direct.send(action, "d", params),
@@ -248,6 +327,9 @@ def cdp_latencies(runs: int, rounds: int = 5) -> dict[str, dict[str, list[float]
             samples: dict[str, list[float]] = {name: [] for name in calls}
             for _ in range(rounds):
                 for name, call in calls.items():
+                    # the tab in front repaints after a click, background tabs do not: each
+                    # path's block runs with its own tab in front
+                    urllib.request.urlopen(f"{browser.endpoint}/json/activate/{tabs[name]}").close()
                     samples[name] += time_calls(call, runs // rounds)
             out[action] = samples
         return out
@@ -311,6 +393,8 @@ def main(runs: int = 2000, failovers: int = 5, cdp_runs: int = 200) -> list[dict
     samples = latencies(runs)
     load = f"load {os.getloadavg()[0]:.2f} (1-min avg, 2-core VM)"
     direct, in_host, in_guest = (statistics.median(samples[k]) for k in ("direct", "host", "guest"))
+    procs = process_latencies(runs)
+    p_direct, p_host, p_guest = (statistics.median(procs[k]) for k in ("direct", "host", "guest"))
     failover = [failover_once(env) for _ in range(failovers)]
     base = f"direct agent→executor WebSocket {direct * 1e3:.3f} ms"
     base_rate = f"direct {1 / direct:,.0f} cmd/s"
@@ -321,6 +405,15 @@ def main(runs: int = 2000, failovers: int = 5, cdp_runs: int = 200) -> list[dict
         {"benchmark": "browser_broker", "metric": "round trip, guest agent (2 hops)",
          "value": round(in_guest * 1e3, 3), "unit": "ms", "baseline": base,
          "ratio": round(in_guest / direct, 2), "note": f"median of {runs}; echo executor; {load}"},
+        {"benchmark": "browser_broker", "metric": "round trip, host agent; executor in own process",
+         "value": round(p_host * 1e3, 3), "unit": "ms",
+         "baseline": f"direct, executor in own process {p_direct * 1e3:.3f} ms",
+         "ratio": round(p_host / p_direct, 2), "note": f"median of {runs}; echo executor; {load}"},
+        {"benchmark": "browser_broker",
+         "metric": "round trip, guest agent (2 hops); guest, executor in own processes",
+         "value": round(p_guest * 1e3, 3), "unit": "ms",
+         "baseline": f"direct, executor in own process {p_direct * 1e3:.3f} ms",
+         "ratio": round(p_guest / p_direct, 2), "note": f"median of {runs}; echo executor; {load}"},
         {"benchmark": "browser_broker", "metric": "commands/s, host in-process agent",
          "value": round(1 / in_host), "unit": "cmd/s", "baseline": base_rate,
          "ratio": round(direct / in_host, 2), "note": "sequential"},
@@ -351,12 +444,19 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--role", choices=("echo-executor", "guest-timer"), help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--no-hello", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, default=2000, help="no-op round trips per path")
     parser.add_argument("--failovers", type=int, default=5, help="host kills to time")
     parser.add_argument("--cdp-runs", type=int, default=200,
                         help="real CDP actions per path and action (0: skip Chromium)")
     parser.add_argument("--quick", action="store_true", help="400 / 2 / 50: a rough look")
     args = parser.parse_args()
+    if args.role == "echo-executor":
+        sys.exit(_serve_echo_executor(args.port, not args.no_hello))
+    if args.role == "guest-timer":
+        sys.exit(_serve_guest_timer(args.port))
     if args.quick:
         args.runs, args.failovers, args.cdp_runs = 400, 2, 50
     results = main(args.runs, args.failovers, args.cdp_runs)
