@@ -2,13 +2,17 @@
 
 Threading model (pika's ``BlockingConnection`` is not thread-safe):
 
-* the **I/O thread** (the one calling :meth:`Gateway.run`) owns the connection. It runs the
-  consumers, publishes, acks, and the periodic tasks. Nothing else touches pika.
+* the **I/O thread** (the one calling :meth:`Gateway.run`) owns the consuming connection. It
+  runs the consumers, acks, dead-letter publishes and the periodic tasks.
+* the **publish lane** (:mod:`bridgecli.gateway.publishing`) owns a second connection and
+  does every confirmed publish of a local sender, so waiting for a confirm never stops
+  consuming. Nothing else touches pika.
 * one **worker thread per entity** whose backend may block (tmux, herdr, exec). Workers
   deliver one message at a time (per-recipient FIFO) and hand the ack back to the I/O thread
   with ``add_callback_threadsafe`` — so a slow delivery never stalls heartbeats.
-* **local API threads** (one per client connection) submit AMQP work to the I/O thread
-  through :meth:`Gateway.on_io` and wait for its result.
+* **local API threads** (one per client connection) publish through the lane
+  (:meth:`Gateway.publish`) and submit other AMQP work to the I/O thread through
+  :meth:`Gateway.on_io`, waiting for its result.
 
 Ack discipline: a delivery is acked only after its backend confirmed it *and* the dedup
 record is written; a message that cannot be decoded or validated is dead-lettered (with the
@@ -44,6 +48,8 @@ from bridgecli.gateway import identity
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.entities import Registry, open_registry
 from bridgecli.gateway.deadletter import drain_to_dlq
+from bridgecli.gateway.publishing import PublishLane
+from bridgecli.gateway.reconnect import retry_until_stopped
 from bridgecli.gateway.store import DELIVERED, Store, open_store
 from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
@@ -106,7 +112,8 @@ class Gateway:
         self.on_connect_hooks: list[Callable[[], None]] = []
         self.on_stop_hooks: list[Callable[[], None]] = []
         self.api = None
-        self._delay_tiers: set[int] = set()
+        #: every confirmed publish of a local sender (a connection and thread of its own)
+        self.lane = PublishLane(config, self.host, lambda: self.delay_mode)
         self._batch: list[tuple[int, Entity, Envelope]] = []
         #: delivery tags handed to worker threads and not yet acked (see _flush_batch)
         self._worker_tags: set[int] = set()
@@ -155,21 +162,7 @@ class Gateway:
             signal.signal(sig, lambda *_: self.stop())
 
     def _connect_with_backoff(self) -> None:
-        def log_retry(state: tenacity.RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            glog.event(logger, "broker unreachable, retrying", logging.WARNING,
-                       attempt=state.attempt_number, wait=f"{state.next_action.sleep:.1f}s" if state.next_action else "",
-                       error=str(exc))
-
-        retrying = tenacity.Retrying(
-            wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
-            retry=tenacity.retry_if_exception_type(
-                amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)),
-            stop=tenacity.stop_when_event_set(self.should_stop),
-            sleep=lambda seconds: self.should_stop.wait(seconds),
-            before_sleep=log_retry,
-        )
-        retrying(self._connect)
+        retry_until_stopped(self._connect, self.should_stop, "consumer")
 
     def _connect(self) -> None:
         connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}")
@@ -211,6 +204,8 @@ class Gateway:
         interval = self.config.values["roster.interval"]
         self.roster_complete_at = time.monotonic() + interval * 1.5
         self.connected.set()
+        if not self.lane.started:  # after the first connect: the delay probe has answered
+            self.lane.start()
         glog.event(logger, "connected to broker", server=self.server_info.get("product"),
                    version=self.server_info.get("version"), entities=len(self.consumers),
                    delay=self.delay_mode)
@@ -260,6 +255,7 @@ class Gateway:
                 glog.event(logger, "stop hook failed", logging.WARNING, error=str(exc))
         if self.api is not None:
             self.api.stop()
+        self.lane.stop()
         if self.connected.is_set():
             try:
                 self._flush_batch()
@@ -568,20 +564,10 @@ class Gateway:
 
     # --- publishing ---------------------------------------------------------------------
 
-    def publish(self, envelope: Envelope, delay_ms: int | None = None) -> None:
-        """Publish on the I/O thread (confirmed + mandatory)."""
-        assert self.publisher is not None
-        if delay_ms and self.delay_mode != "plugin" and delay_ms not in self._delay_tiers:
-            side = self.connection.channel()
-            try:
-                topology.declare(side, topology.delay_queue(delay_ms))
-            finally:
-                if side.is_open:
-                    side.close()
-            self._delay_tiers.add(delay_ms)
-        self.publisher.publish(envelope, delay_ms=delay_ms)
-        glog.event(logger, "sent", kind=envelope.kind, msg=envelope.msg_id, to=envelope.recipient,
-                   delay_ms=delay_ms or 0)
+    def publish(self, envelopes: list[Envelope], delay_ms: int | None = None, timeout: float = 30.0) -> None:
+        """Publish for a local sender, confirmed + mandatory, through the publish lane (from
+        any thread but the I/O thread, which it never blocks)."""
+        self.lane.publish(envelopes, delay_ms=delay_ms, timeout=timeout)
 
     def resolve_target(self, target: str, force: bool = False) -> str:
         """A gid for ``target`` (gid, or label): local entities first, then the roster."""

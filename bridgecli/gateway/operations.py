@@ -137,11 +137,7 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
                                        turn=turn) for text in contents]
         delay_ms = int(delay * 1000) if delay else None
 
-        def publish_all() -> None:
-            for item in envelopes:
-                gw.publish(item, delay_ms=delay_ms)
-
-        gw.on_io(publish_all, timeout=max(30.0, len(envelopes) * 0.05))
+        gw.publish(envelopes, delay_ms=delay_ms, timeout=max(30.0, len(envelopes) * 0.05))
         return {"msgIds": [e.msg_id for e in envelopes], "to": recipient, "kind": envelopes[0].kind if envelopes else None}
     envelope = messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content or "",
                                  host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
@@ -149,7 +145,7 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
     waiter = gw.add_waiter(identity.gid, envelope.msg_id) if wait else None
     try:
         delay_ms = int(delay * 1000) if delay else None
-        gw.on_io(lambda: gw.publish(envelope, delay_ms=delay_ms))
+        gw.publish([envelope], delay_ms=delay_ms)
         result: dict[str, Any] = {"msgId": envelope.msg_id, "to": recipient, "kind": envelope.kind}
         if waiter is not None:
             result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait or 0))

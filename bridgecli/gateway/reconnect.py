@@ -1,0 +1,37 @@
+"""The gateway's reconnect policy, shared by its consuming connection and its publish lane."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+import pika.exceptions
+import tenacity
+
+from bridgecli.amqp import connection as amqp_conn
+from bridgecli.errors import BrokerUnavailable
+from bridgecli.gateway import log as glog
+
+logger = logging.getLogger("bridgecli.gateway")
+
+
+def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what: str = "gateway") -> None:
+    """Call ``connect`` until it succeeds: capped (10 s), jittered exponential backoff, each
+    retry logged. Raises ``tenacity.RetryError`` once ``stop`` is set."""
+
+    def log_retry(state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        glog.event(logger, "broker unreachable, retrying", logging.WARNING, connection=what,
+                   attempt=state.attempt_number, wait=f"{state.next_action.sleep:.1f}s" if state.next_action else "",
+                   error=str(exc))
+
+    retrying = tenacity.Retrying(
+        wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
+        retry=tenacity.retry_if_exception_type(
+            amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)),
+        stop=tenacity.stop_when_event_set(stop),
+        sleep=lambda seconds: stop.wait(seconds),
+        before_sleep=log_retry,
+    )
+    retrying(connect)

@@ -1,0 +1,87 @@
+"""The publish lane: local senders' publishes run on a connection of their own, so a publish
+waiting for its confirm never stops the gateway's consuming side, and the lane heals by itself
+when the broker drops its connection."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+from tests.support.env import BRIDGE_BIN
+
+#: no roster heartbeats during the test: those publish on the consuming connection
+QUIET = {"BRIDGE_ROSTER_INTERVAL": "60"}
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _connections(node) -> list[tuple[str, str, str]]:
+    """(pid, connection name, blocked state) of every client connection."""
+    out = node.ctl("list_connections", "pid", "client_properties", "state", "-q", "--no-table-headers").stdout
+    rows = []
+    for line in out.strip().splitlines():
+        pid, props, state = line.split("\t")
+        found = re.search(r'\{"connection_name","([^"]*)"\}', props)
+        name = found.group(1) if found else ""
+        rows.append((pid, name, state))
+    return rows
+
+
+def test_a_publish_held_by_broker_flow_control_does_not_stop_consuming(host_factory, rabbitmq_node_factory):
+    node = rabbitmq_node_factory([])
+    a = host_factory("a", broker_uri=node.uri, extra_env=QUIET)
+    main = a.register("main", role="main")
+    a.start_gateway()
+    node.ctl("set_vm_memory_high_watermark", "0")  # memory alarm: the broker blocks publishers
+    try:
+        send = subprocess.Popen([BRIDGE_BIN, "send", main, "sent during the alarm", "--from", "main"], env=a.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+        _wait(lambda: any(name.startswith("bridge-gateway-") and state == "blocked"
+                          for _, name, state in _connections(node)), 20, "the gateway's publish to be blocked")
+        assert send.poll() is None, "the send finished although the broker blocks publishers"
+        # the consuming side still works: inbox depths are read on it, a new entity's inbox is
+        # declared and consumed on it (with one shared connection both waited for the confirm)
+        status = a.bridge_json("status", timeout=20)
+        assert [e["ready"] for e in status["entities"]] == [0], status["entities"]
+        began = time.monotonic()
+        a.register("late", role="agent")
+        assert time.monotonic() - began < 10
+        assert "late" in {e["label"] for e in a.bridge_json("status")["entities"] if e["consuming"]}
+    finally:
+        node.ctl("set_vm_memory_high_watermark", "0.4")
+    out, err = send.communicate(timeout=60)
+    assert send.returncode == 0, err
+    got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
+    assert [(m["msgId"], m["content"]) for m in got] == [(out.strip(), "sent during the alarm")]
+
+
+def test_the_lane_reconnects_after_the_broker_closes_its_connection(host_factory, rabbitmq_node_factory):
+    node = rabbitmq_node_factory([])
+    a = host_factory("a", broker_uri=node.uri, extra_env=QUIET)
+    main = a.register("main", role="main")
+    a.start_gateway()
+    first = a.bridge("send", main, "before", "--from", "main")
+    assert first.returncode == 0, first.stderr
+    lane = [pid for pid, name, _ in _connections(node) if name.endswith("-publish")]
+    assert len(lane) == 1
+    node.ctl("close_connection", lane[0], "test: drop the publish lane")
+    _wait(lambda: a.log_path.read_text().count("publish connection lost") == 1, 20, "the lane to notice")
+
+    def resend():
+        sent = a.bridge("send", main, "after", "--from", "main")
+        return sent if sent.returncode == 0 else None
+
+    _wait(resend, 30, "a send through the reconnected lane")
+    got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
+    assert [m["content"] for m in got][:2] == ["before", "after"]
+    assert a.gateway.poll() is None
