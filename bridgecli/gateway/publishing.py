@@ -9,17 +9,27 @@ deliveries, no acks — so a reply arriving meanwhile, or the next request, queu
 RabbitMQ also advises separate connections for publishing and consuming: when it applies flow
 control to a fast publisher, a shared connection would hold back the consumer's acks too.
 
-The lane reconnects by itself (same capped, jittered backoff as the gateway). Dead letters and
-control-plane answers still go out on the consuming connection's own publisher, next to the
-ack they belong with.
+Confirms are *pipelined*: the lane publishes on a plain (asynchronous) pika channel in confirm
+mode and resolves each caller's future when its ``basic.ack`` arrives (``multiple`` acks
+resolve a run at once), so concurrent senders and a bulk ``bridge send - --lines`` do not wait
+one confirm per message. Mandatory still holds: a ``basic.return`` marks its message, and the
+ack that follows it resolves that message as :class:`~bridgecli.errors.Rejected`.
+
+The lane reconnects by itself (same capped, jittered backoff as the gateway); publishes in
+flight when its connection dies fail with :class:`~bridgecli.errors.BrokerUnavailable` (resend
+with ``--id`` to be sure: the receiving gateway drops a repeat). Dead letters and control-plane
+answers still go out on the consuming connection's own publisher, next to the ack they belong
+with.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pika
 import pika.exceptions
@@ -27,24 +37,42 @@ import tenacity
 
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
-from bridgecli.amqp.publisher import Publisher
+from bridgecli.amqp.publisher import amqp_message, describe, nacked, unroutable
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.reconnect import retry_until_stopped
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from bridgecli.config import Config
     from bridgecli.envelope import Envelope
 
 logger = logging.getLogger("bridgecli.gateway")
 
 #: errors after which the lane's connection (or its channel) is no good any more
-_BROKEN = amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError, pika.exceptions.ChannelClosed)
+_BROKEN = amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError, pika.exceptions.ChannelClosed,
+                                         pika.exceptions.ChannelWrongStateError)
+#: how long opening the lane's channel and turning on confirms may take
+OPEN_TIMEOUT = 10.0
+
+
+@dataclass
+class _InFlight:
+    """A published message waiting for its confirm."""
+
+    future: Future
+    envelope: Envelope
+    exchange: str
+    routing_key: str
+    delay_ms: int | None
+    returned: bool = False
 
 
 class PublishLane:
     """Confirmed publishing on a connection and thread of its own. :meth:`publish` is called
-    from any thread and returns once the broker confirmed (or raises the typed error)."""
+    from any thread and returns once the broker confirmed every message (or raises the typed
+    error of the first one that failed)."""
 
     def __init__(self, config: Config, host: str, delay_mode: Callable[[], str]) -> None:
         self.config = config
@@ -54,10 +82,16 @@ class PublishLane:
         self._stop = threading.Event()
         self._broken = False
         self._connection: pika.BlockingConnection | None = None
-        self._publisher: Publisher | None = None
+        self._channel: Any = None  #: pika.channel.Channel (asynchronous), in confirm mode
+        self._user_id: str | None = None
         self._delay_tiers: set[int] = set()
-        self._pending: set[Future] = set()
-        self._pending_lock = threading.Lock()
+        # lane thread only: published, waiting for their confirm (insertion order = tag order)
+        self._in_flight: dict[int, _InFlight] = {}
+        self._by_msg_id: dict[str, int] = {}
+        self._next_tag = 1
+        # submitted from other threads, not yet published by the lane thread
+        self._queued: set[Future] = set()
+        self._queued_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="bridge-publish", daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -70,7 +104,7 @@ class PublishLane:
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Finish the publish in flight, close the connection, end the thread."""
+        """Close the connection and end the thread (publishes still in flight fail)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -96,81 +130,155 @@ class PublishLane:
 
     def _connect(self) -> None:
         connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}-publish")
-        username = connection._impl.params.credentials.username
-        self._publisher = Publisher(connection.channel(), user_id=username)
+        try:
+            self._channel = self._open_confirm_channel(connection)
+        except BaseException:
+            if connection.is_open:
+                connection.close()
+            raise
+        self._user_id = connection._impl.params.credentials.username
         self._connection, self._broken = connection, False
+        self._in_flight, self._by_msg_id, self._next_tag = {}, {}, 1
         self._delay_tiers = set()
         self.ready.set()
 
+    def _open_confirm_channel(self, connection: pika.BlockingConnection) -> Any:
+        """An asynchronous channel on the blocking connection's own I/O (which this thread
+        drives), in confirm mode, with our ack/nack, return and close callbacks."""
+        opened: list[Any] = []
+        confirming: list[Any] = []
+        connection._impl.channel(on_open_callback=opened.append)
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        while not opened and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+        if not opened:
+            raise BrokerUnavailable("the broker did not open the publish channel", "check the broker's log")
+        channel = opened[0]
+        channel.add_on_return_callback(self._on_return)
+        channel.add_on_close_callback(self._on_channel_closed)
+        channel.confirm_delivery(self._on_confirm, callback=confirming.append)
+        while not confirming and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+        if not confirming:
+            raise BrokerUnavailable("the broker did not turn on publisher confirms", "check the broker's log")
+        return channel
+
     def _close(self) -> None:
         self.ready.clear()
-        connection, self._connection, self._publisher = self._connection, None, None
+        connection, self._connection, self._channel = self._connection, None, None
         if connection is not None and connection.is_open:
             try:
                 connection.close()
             except Exception:
                 pass
-        with self._pending_lock:  # queued on the dead connection: they would never run
-            pending, self._pending = self._pending, set()
-        for future in pending:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(BrokerUnavailable("lost the broker connection before publishing",
-                                                       "retry in a moment"))
+        lost = [entry.future for entry in self._in_flight.values()]
+        self._in_flight, self._by_msg_id = {}, {}
+        with self._queued_lock:  # submitted to the dead connection: they would never run
+            lost.extend(self._queued)
+            self._queued = set()
+        for future in lost:
+            _fail(future, BrokerUnavailable(
+                "lost the broker connection before the broker confirmed the message",
+                "it may or may not have been delivered: resend with the same --id (a repeat is dropped)"))
 
-    # --- publishing ---------------------------------------------------------------------
+    # --- publishing (any thread) --------------------------------------------------------
 
     def publish(self, envelopes: list[Envelope], delay_ms: int | None = None, timeout: float = 30.0) -> None:
-        """Publish ``envelopes`` in order, each confirmed and mandatory; from any thread."""
-        self._submit(lambda: self._publish_all(envelopes, delay_ms), timeout)
-
-    def _publish_all(self, envelopes: list[Envelope], delay_ms: int | None) -> None:
-        assert self._publisher is not None and self._connection is not None
-        if delay_ms and self._delay_mode() != "plugin" and delay_ms not in self._delay_tiers:
-            side = self._connection.channel()  # a declare that fails closes only this channel
-            try:
-                topology.declare(side, topology.delay_queue(delay_ms))
-            finally:
-                if side.is_open:
-                    side.close()
-            self._delay_tiers.add(delay_ms)
-        for envelope in envelopes:
-            self._publisher.publish(envelope, delay_ms=delay_ms)
-            glog.event(logger, "sent", kind=envelope.kind, msg=envelope.msg_id, to=envelope.recipient,
-                       delay_ms=delay_ms or 0)
-
-    def _submit(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """Publish ``envelopes`` in order, mandatory, and wait for every confirm."""
+        if not envelopes:
+            return
         if not self.ready.wait(timeout=min(timeout, 5.0)):
             raise BrokerUnavailable("the gateway is not connected to the broker right now",
                                     "see the gateway's log; it reconnects by itself")
-        future: Future = Future()
-
-        def call() -> None:
-            with self._pending_lock:
-                self._pending.discard(future)
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except BaseException as exc:
-                    if isinstance(exc, _BROKEN):
-                        self._broken = True  # the loop reconnects
-                    future.set_exception(exc)
-
         connection = self._connection
         if connection is None:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment")
-        with self._pending_lock:
-            self._pending.add(future)
+        batch = [(envelope, Future()) for envelope in envelopes]
+        with self._queued_lock:
+            self._queued.update(future for _, future in batch)
         try:
-            connection.add_callback_threadsafe(call)
+            connection.add_callback_threadsafe(lambda: self._publish_batch(batch, delay_ms))
         except Exception:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment") from None
+        deadline = time.monotonic() + timeout
+        for _, future in batch:
+            try:
+                future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise BrokerUnavailable("the broker did not confirm the message in time",
+                                        "the broker may be blocking publishers (memory or disk alarm): "
+                                        "see `bridge doctor` and the broker's log") from None
+
+    # --- the lane thread ----------------------------------------------------------------
+
+    def _publish_batch(self, batch: list[tuple[Envelope, Future]], delay_ms: int | None) -> None:
+        with self._queued_lock:
+            self._queued.difference_update(future for _, future in batch)
         try:
-            return future.result(timeout=timeout)
-        except TimeoutError:
-            future.cancel()
-            with self._pending_lock:
-                self._pending.discard(future)
-            raise BrokerUnavailable("the gateway's broker connection is stalled", "retry in a moment") from None
-        except _BROKEN as exc:
-            raise BrokerUnavailable(f"lost the broker connection ({type(exc).__name__})",
-                                    "retry in a moment") from None
+            if delay_ms and self._delay_mode() != "plugin" and delay_ms not in self._delay_tiers:
+                self._declare_delay_tier(delay_ms)
+            for envelope, future in batch:
+                exchange, routing_key, body, properties = amqp_message(envelope, self._user_id, delay_ms)
+                self._channel.basic_publish(exchange, routing_key, body, properties, mandatory=True)
+                tag, self._next_tag = self._next_tag, self._next_tag + 1
+                self._in_flight[tag] = _InFlight(future, envelope, exchange, routing_key, delay_ms)
+                self._by_msg_id[envelope.msg_id] = tag
+        except Exception as exc:
+            if isinstance(exc, _BROKEN) or self._channel is None:
+                self._broken = True  # the loop reconnects; _close fails what is in flight
+            error = exc if isinstance(exc, BrokerUnavailable) else BrokerUnavailable(
+                f"publishing failed ({type(exc).__name__}: {exc})", "retry in a moment")
+            for _, future in batch:
+                if not any(entry.future is future for entry in self._in_flight.values()):
+                    _fail(future, error)
+
+    def _declare_delay_tier(self, delay_ms: int) -> None:
+        assert self._connection is not None
+        side = self._connection.channel()  # a declare that fails closes only this channel
+        try:
+            topology.declare(side, topology.delay_queue(delay_ms))
+        finally:
+            if side.is_open:
+                side.close()
+        self._delay_tiers.add(delay_ms)
+
+    def _on_return(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        """``basic.return``: nobody could receive it; its ack follows."""
+        tag = self._by_msg_id.get(getattr(properties, "message_id", None) or "")
+        if tag is not None and tag in self._in_flight:
+            self._in_flight[tag].returned = True
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        ok = isinstance(method, pika.spec.Basic.Ack)
+        if method.multiple:
+            tags = []
+            for tag in self._in_flight:  # insertion order is tag order
+                if tag > method.delivery_tag:
+                    break
+                tags.append(tag)
+        else:
+            tags = [method.delivery_tag] if method.delivery_tag in self._in_flight else []
+        for tag in tags:
+            entry = self._in_flight.pop(tag)
+            self._by_msg_id.pop(entry.envelope.msg_id, None)
+            what = describe(entry.envelope)
+            if not ok:
+                _fail(entry.future, nacked(what))
+            elif entry.returned:
+                _fail(entry.future, unroutable(what, entry.exchange, entry.routing_key))
+            else:
+                if not entry.future.done():
+                    entry.future.set_result(None)
+                glog.event(logger, "sent", kind=entry.envelope.kind, msg=entry.envelope.msg_id,
+                           to=entry.envelope.recipient, delay_ms=entry.delay_ms or 0)
+
+    def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
+        if not self._stop.is_set():
+            glog.event(logger, "publish channel closed", logging.WARNING, reason=str(reason))
+        self._broken = True
+
+
+def _fail(future: Future, error: Exception) -> None:
+    if not future.done():
+        future.set_exception(error)

@@ -85,3 +85,38 @@ def test_the_lane_reconnects_after_the_broker_closes_its_connection(host_factory
     got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
     assert [m["content"] for m in got][:2] == ["before", "after"]
     assert a.gateway.poll() is None
+
+
+def test_pipelined_confirms_keep_every_outcome_per_message(host_factory, rabbitmq):
+    """Bulk sends are confirmed as a pipeline; each message still gets its own outcome: the
+    broker's nack (a full queue refusing publishes) and an unroutable return are errors,
+    never reported as sent."""
+    import pika
+
+    from bridgecli.errors import ExitCode
+
+    a = host_factory("a", extra_env=QUIET)
+    main = a.register("main", role="main")
+    a.start_gateway()
+    full = "0f0f0f0f-1111-4222-8333-444455556666"
+    connection = pika.BlockingConnection(pika.URLParameters(rabbitmq.uri))
+    try:
+        channel = connection.channel()
+        channel.queue_declare(f"full-{full}", arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+        channel.queue_bind(f"full-{full}", "bridge.msg", routing_key=full)
+        refused = a.bridge("send", full, "-", "--lines", "--force", "--from", "main", input="one\ntwo\nthree\n")
+        assert refused.returncode == ExitCode.REJECTED and "nack" in refused.stderr, refused.stderr
+        ghost = "4b0c3a5e-9999-4222-8333-444455556666"
+        lost = a.bridge("send", ghost, "-", "--lines", "--force", "--from", "main", input="x\ny\n")
+        assert lost.returncode == ExitCode.REJECTED and "no queue is bound" in lost.stderr, lost.stderr
+        bulk = a.bridge("send", main, "-", "--lines", "--from", "main", input="".join(f"m{i}\n" for i in range(300)))
+        assert bulk.returncode == 0 and len(bulk.stdout.split()) == 300, bulk.stderr
+        got = []
+        while len(got) < 300:
+            batch = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
+            assert batch, f"only {len(got)} of 300 arrived"
+            got.extend(m["content"] for m in batch)
+        assert got == [f"m{i}" for i in range(300)]  # in order
+    finally:
+        channel.queue_delete(f"full-{full}")
+        connection.close()
