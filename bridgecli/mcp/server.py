@@ -16,6 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
+import sys
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
@@ -184,6 +188,38 @@ ToolSet = Callable[[ToolRegistry, "GatewayLink | None"], "Sequence[Callable[[], 
 DEFAULT_TOOL_SETS: tuple[ToolSet, ...] = (messaging_tools.register,)
 
 
+#: after SIGTERM, how long the cancelled session may take to wind down before the process ends
+SIGNAL_GRACE = 3.0
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """End the session cleanly on SIGTERM/SIGHUP. MCP clients stop their servers with SIGTERM;
+    Python's default would die on the spot and skip every ``finally`` (a browser host would
+    leave its pid in ``bridge.json``, so later commands said "re-electing" instead of "start a
+    broker").
+
+    Cancelling runs the tasks' cleanup at once, but the SDK's stdin reader sits in a thread
+    read that no cancellation interrupts while the client keeps stdin open; so once the
+    cleanup has had :data:`SIGNAL_GRACE` seconds, the process ends with status 0 regardless.
+    """
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            timer = threading.Timer(SIGNAL_GRACE, _exit_now)
+            timer.daemon = True
+            timer.start()
+            return
+
+
+def _exit_now() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
+
+
 async def serve(link: GatewayLink | None, nudge_after: float, tool_sets: Sequence[ToolSet] = DEFAULT_TOOL_SETS,
                 notes: Sequence[str] = ()) -> None:
     """Serve MCP on stdin/stdout until the client closes the stream.
@@ -210,6 +246,8 @@ async def serve(link: GatewayLink | None, nudge_after: float, tool_sets: Sequenc
 
     async with anyio.create_task_group() as group:
         group.start_soon(watch)
+        if threading.current_thread() is threading.main_thread():
+            group.start_soon(_stop_on_signal, group.cancel_scope)
         for task in background:
             group.start_soon(task)
         async with stdio_server() as (read_stream, write_stream):

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -332,3 +333,35 @@ def test_broker_refusals_come_back_as_tool_errors(host_bridge):
         seat.close()
         for browser in browsers:
             browser.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signalled_host_leaves_cleanly(bridge_home, sig):
+    """MCP clients stop their servers with SIGTERM: the browser host shuts its broker down and
+    drops its pid from bridge.json (keeping the token), and the process exits 0."""
+    port = free_port()
+    proc = subprocess.Popen([BRIDGE_BIN, "mcp", "--label", "leaver"], env=browser_env(bridge_home, port),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not ((data := _token_data()) and data.get("pid") == proc.pid and listening(port)):
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the session never hosted the broker"
+            time.sleep(0.1)
+        token = data["token"]
+        proc.send_signal(sig)
+        assert proc.wait(20) == 0, proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    after = _token_data()
+    assert after is not None and "pid" not in after and after["token"] == token
+    assert not listening(port)
+
+
+def _token_data() -> dict | None:
+    try:
+        return token_file.read()
+    except Exception:
+        return None
