@@ -88,6 +88,7 @@ class Gateway:
         self.plugins = plugins or plugin_mod.get()
         self.registry = registry or open_registry()
         self.store = store or open_store(config)
+        self.store.checkpoint_in_background()
         self.max_attempts: int = config.values["messaging.max_attempts"]
         self.prefetch: int = config.values["messaging.prefetch"]
         self.queue_type: str = config.values["messaging.inbox_queue_type"]

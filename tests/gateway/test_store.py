@@ -79,10 +79,48 @@ def _writer(path: str, n: int) -> None:
 
 def test_concurrent_processes_do_not_lose_rows(tmp_path):
     path = tmp_path / "s.db"
-    Store(path)
-    procs = [multiprocessing.Process(target=_writer, args=(str(path), 100)) for _ in range(3)]
+    Store(path).close()
+    # spawned, not forked: a child forked from a process that has SQLite connections open
+    # (pytest's, from earlier tests) inherits SQLite's lock bookkeeping and can lose writes —
+    # real writers (the gateway, one-shot commands) are separate programs
+    spawn = multiprocessing.get_context("spawn")
+    procs = [spawn.Process(target=_writer, args=(str(path), 100)) for _ in range(3)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
     assert Store(path).held_count("11111111-2222-4333-8444-555555555555") == 300
+
+
+def _fill(store: Store, gid: str, count: int) -> None:
+    for i in range(count):
+        store.record(_env(gid, f"{i:05d}" + "y" * 1000), DELIVERED)
+
+
+def test_the_gateway_checkpoints_when_idle_not_inside_a_burst(tmp_path, monkeypatch):
+    """With the gateway's background checkpointer no commit copies the WAL into the database
+    (that fsync stalled deliveries): the database file stays as it was while a burst is
+    written, and catches up once writes pause. Without it SQLite checkpoints mid-burst."""
+    import os
+    import time
+
+    gid = str(uuid.uuid4())
+    plain = Store(tmp_path / "plain.db")
+    _fill(plain, gid, 1000)  # ~20 MB of WAL: past SQLite's 1,000-page autocheckpoint, below WAL_LIMIT
+    assert os.path.getsize(tmp_path / "plain.db") > 1_000_000
+    plain.close()
+
+    from bridgecli.gateway import store as store_mod
+
+    monkeypatch.setattr(store_mod, "CHECKPOINT_IDLE", 2.0)  # a slow CI machine may pause mid-burst
+    store = Store(tmp_path / "gw.db")
+    store.checkpoint_in_background()
+    before = os.path.getsize(tmp_path / "gw.db")
+    _fill(store, gid, 1000)
+    assert os.path.getsize(tmp_path / "gw.db") == before  # nothing copied during the burst
+    deadline = time.monotonic() + 20
+    while os.path.getsize(tmp_path / "gw.db") < 1_000_000:
+        assert time.monotonic() < deadline, "the idle gateway never checkpointed"
+        time.sleep(0.1)
+    store.close()
