@@ -26,6 +26,8 @@ def status(as_json: bool) -> None:
         return
     broker = result["broker"]
     state = "connected" if broker["connected"] else "DISCONNECTED (reconnecting)"
+    if broker["connected"] and broker.get("publishing") is False:  # the publish lane's own connection
+        state = "connected, publishing DISCONNECTED (reconnecting)"
     server = broker.get("server") or {}
     output.line(f"host       {result['host']} (gateway {result['version']}, pid {result['pid']}, "
                 f"up {result['uptime']:.0f}s)")

@@ -40,7 +40,6 @@ class Presence:
         self.view = roster_mod.RosterView(gw.config.values["roster.expiry_missed"])
         self.statuses: dict[str, str] = {}
         self.sent = 0
-        self.channel = None  # a channel of its own, without publisher confirms
         self._next_due = 0.0
         self._saved_changes, self._saved_at = -1, -1e9
         self.received = 0
@@ -65,7 +64,6 @@ class Presence:
         self._status_thread.start()
 
     def on_connect(self) -> None:
-        self.channel = self.gw.connection.channel()
         channel = self.gw.channel
         topology.declare(channel, topology.roster_queue(self.gw.host))
         channel.basic_consume(f"roster.{self.gw.host}", self._on_frame, auto_ack=True)
@@ -76,21 +74,22 @@ class Presence:
         self._next_due = time.monotonic() + random.uniform(0, min(self.interval, 5.0))
 
     def _tick(self) -> None:
-        if time.monotonic() >= self._next_due:
+        # due, and the publish lane (which carries heartbeats) is up: a heartbeat due while it
+        # connects waits for it rather than being dropped
+        if time.monotonic() >= self._next_due and self.gw.lane.ready.is_set():
             self._next_due = time.monotonic() + self.interval
             self.heartbeat_all()
 
     def on_stop(self) -> None:
         self._status_stop.set()
-        if self.gw.connected.is_set() and self.gw.channel is not None:
-            try:
-                for entity in self.gw.registry.all():
-                    self._publish(entity.gid, roster_mod.gone_frame(host=self.gw.host, gid=entity.gid,
-                                                                    reason="gateway stopped"))
-                self._publish(roster_mod.GATEWAY_KEY, roster_mod.gone_frame(
-                    host=self.gw.host, gid=roster_mod.GATEWAY_KEY, reason="gateway stopped"))
-            except Exception as exc:
-                glog.event(logger, "could not announce shutdown", logging.WARNING, error=str(exc))
+        try:
+            frames = [(entity.gid, roster_mod.gone_frame(host=self.gw.host, gid=entity.gid, reason="gateway stopped"))
+                      for entity in self.gw.registry.all()]
+            frames.append((roster_mod.GATEWAY_KEY, roster_mod.gone_frame(
+                host=self.gw.host, gid=roster_mod.GATEWAY_KEY, reason="gateway stopped")))
+            self._publish_all(frames)
+        except Exception as exc:
+            glog.event(logger, "could not announce shutdown", logging.WARNING, error=str(exc))
 
     # traffic -----------------------------------------------------------------------------
 
@@ -98,29 +97,33 @@ class Presence:
         self.received += 1
         self.view.apply(body)
 
-    def _publish(self, gid: str, body: bytes) -> None:
-        channel = self.channel
-        if channel is None or not channel.is_open:
-            return
-        # roster frames are soft state: no confirm wait, not persistent, expire quickly
+    def _publish_all(self, frames: list[tuple[str, bytes]]) -> None:
+        """Hand (gid, body) frames to the gateway's publish lane (never the consuming
+        connection; see PublishLane.send_soft). Roster frames are soft state: no confirm wait,
+        not persistent, expiring after three intervals."""
         props = pika.BasicProperties(content_type="application/json", delivery_mode=1,
                                      expiration=str(int(self.interval * 1000 * 3)))
-        channel.basic_publish(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body, props)
-        self.sent += 1
+        if self.gw.lane.send_soft([(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body, props)
+                                   for gid, body in frames]):
+            self.sent += len(frames)
+
+    def _publish(self, gid: str, body: bytes) -> None:
+        self._publish_all([(gid, body)])
+
+    def _heartbeat(self, entity: Entity) -> tuple[str, bytes]:
+        return entity.gid, roster_mod.heartbeat_frame(
+            host=self.gw.host, version=__version__, interval=self.interval, entity=entity,
+            status=self.statuses.get(entity.gid, "unknown"))
 
     def heartbeat_one(self, entity: Entity) -> None:
-        self._publish(entity.gid, roster_mod.heartbeat_frame(
-            host=self.gw.host, version=__version__, interval=self.interval, entity=entity,
-            status=self.statuses.get(entity.gid, "unknown")))
+        self._publish_all([self._heartbeat(entity)])
 
     def heartbeat_all(self) -> None:
-        if self.channel is None:
-            return
         entities = self.gw.registry.all()
-        for entity in entities:
-            self.heartbeat_one(entity)
-        self._publish(roster_mod.GATEWAY_KEY, roster_mod.heartbeat_frame(
-            host=self.gw.host, version=__version__, interval=self.interval, entities=len(entities)))
+        frames = [self._heartbeat(entity) for entity in entities]
+        frames.append((roster_mod.GATEWAY_KEY, roster_mod.heartbeat_frame(
+            host=self.gw.host, version=__version__, interval=self.interval, entities=len(entities))))
+        self._publish_all(frames)
 
     def announce_gone(self, gid: str, reason: str) -> None:
         self.statuses.pop(gid, None)

@@ -83,6 +83,7 @@ class PublishLane:
         self._broken = False
         self._connection: pika.BlockingConnection | None = None
         self._channel: Any = None  #: pika.channel.Channel (asynchronous), in confirm mode
+        self._plain: Any = None  #: a BlockingChannel without confirms, for soft state (roster frames)
         self._user_id: str | None = None
         self._delay_tiers: set[int] = set()
         # lane thread only: published, waiting for their confirm (insertion order = tag order)
@@ -121,6 +122,8 @@ class PublishLane:
                 while not self._stop.is_set() and not self._broken:
                     assert self._connection is not None
                     self._connection.process_data_events(time_limit=0.2)
+                if self._stop.is_set() and not self._broken and self._connection is not None:
+                    self._connection.process_data_events(time_limit=0)  # what was queued last (roster "gone")
             except _BROKEN + (pika.exceptions.AMQPError,) as exc:
                 glog.event(logger, "publish connection lost", logging.WARNING, error=f"{type(exc).__name__}: {exc}")
             self._close()
@@ -137,6 +140,7 @@ class PublishLane:
                 connection.close()
             raise
         self._user_id = connection._impl.params.credentials.username
+        self._plain = connection.channel()
         self._connection, self._broken = connection, False
         self._in_flight, self._by_msg_id, self._next_tag = {}, {}, 1
         self._delay_tiers = set()
@@ -165,7 +169,7 @@ class PublishLane:
 
     def _close(self) -> None:
         self.ready.clear()
-        connection, self._connection, self._channel = self._connection, None, None
+        connection, self._connection, self._channel, self._plain = self._connection, None, None, None
         if connection is not None and connection.is_open:
             try:
                 connection.close()
@@ -209,7 +213,35 @@ class PublishLane:
                                         "the broker may be blocking publishers (memory or disk alarm): "
                                         "see `bridge doctor` and the broker's log") from None
 
+    def send_soft(self, frames: list[tuple[str, str, bytes, pika.BasicProperties]]) -> bool:
+        """Publish soft-state frames (exchange, routing key, body, properties) without confirms
+        and without waiting; False when the lane is not connected (the frames are dropped —
+        roster heartbeats are repeated every interval anyway).
+
+        Roster heartbeats go here rather than on the consuming connection: RabbitMQ blocks a
+        connection that publishes during a memory or disk alarm, and a blocked consuming
+        connection could no longer ack — the gateway would stop draining the very queues whose
+        backlog raised the alarm."""
+        connection = self._connection
+        if connection is None or not self.ready.is_set():
+            return False
+        try:
+            connection.add_callback_threadsafe(lambda: self._publish_soft(frames))
+        except Exception:
+            return False
+        return True
+
     # --- the lane thread ----------------------------------------------------------------
+
+    def _publish_soft(self, frames: list[tuple[str, str, bytes, pika.BasicProperties]]) -> None:
+        plain = self._plain
+        if plain is None or not plain.is_open:
+            return
+        try:
+            for exchange, routing_key, body, properties in frames:
+                plain.basic_publish(exchange, routing_key, body, properties)
+        except _BROKEN:
+            self._broken = True
 
     def _publish_batch(self, batch: list[tuple[Envelope, Future]], delay_ms: int | None) -> None:
         with self._queued_lock:

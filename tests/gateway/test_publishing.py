@@ -10,7 +10,7 @@ import time
 
 from tests.support.env import BRIDGE_BIN
 
-#: no roster heartbeats during the test: those publish on the consuming connection
+#: few roster heartbeats during the test
 QUIET = {"BRIDGE_ROSTER_INTERVAL": "60"}
 
 
@@ -38,7 +38,9 @@ def _connections(node) -> list[tuple[str, str, str]]:
 
 def test_a_publish_held_by_broker_flow_control_does_not_stop_consuming(host_factory, rabbitmq_node_factory):
     node = rabbitmq_node_factory([])
-    a = host_factory("a", broker_uri=node.uri, extra_env=QUIET)
+    # heartbeats every 0.5 s keep publishing during the alarm: they go through the lane too, so
+    # the consuming connection (which must keep acking to drain queues) is never blocked
+    a = host_factory("a", broker_uri=node.uri, extra_env={"BRIDGE_ROSTER_INTERVAL": "0.5"})
     main = a.register("main", role="main")
     a.start_gateway()
     node.ctl("set_vm_memory_high_watermark", "0")  # memory alarm: the broker blocks publishers
@@ -49,6 +51,11 @@ def test_a_publish_held_by_broker_flow_control_does_not_stop_consuming(host_fact
         _wait(lambda: any(name.startswith("bridge-gateway-") and state == "blocked"
                           for _, name, state in _connections(node)), 20, "the gateway's publish to be blocked")
         assert send.poll() is None, "the send finished although the broker blocks publishers"
+        time.sleep(1.5)  # heartbeats due meanwhile
+        consuming = [state for _, name, state in _connections(node) if name.startswith("bridge-gateway-")
+                     and not name.endswith("-publish")]
+        # "blocking": the broker would block it if it published; "blocked": it did, and is stalled
+        assert len(consuming) == 1 and consuming[0] in ("running", "blocking"), consuming
         # the consuming side still works: inbox depths are read on it, a new entity's inbox is
         # declared and consumed on it (with one shared connection both waited for the confirm)
         status = a.bridge_json("status", timeout=20)
@@ -74,6 +81,7 @@ def test_the_lane_reconnects_after_the_broker_closes_its_connection(host_factory
     assert first.returncode == 0, first.stderr
     lane = [pid for pid, name, _ in _connections(node) if name.endswith("-publish")]
     assert len(lane) == 1
+    assert a.bridge_json("status")["broker"]["publishing"] is True
     node.ctl("close_connection", lane[0], "test: drop the publish lane")
     _wait(lambda: a.log_path.read_text().count("publish connection lost") == 1, 20, "the lane to notice")
 
@@ -82,6 +90,7 @@ def test_the_lane_reconnects_after_the_broker_closes_its_connection(host_factory
         return sent if sent.returncode == 0 else None
 
     _wait(resend, 30, "a send through the reconnected lane")
+    assert a.bridge_json("status")["broker"]["publishing"] is True
     got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
     assert [m["content"] for m in got][:2] == ["before", "after"]
     assert a.gateway.poll() is None
