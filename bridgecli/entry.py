@@ -12,7 +12,7 @@ import sys
 def main() -> None:
     """Run ``bridge`` with ``sys.argv``."""
     argv = sys.argv[1:]
-    if argv and argv[0] in ("send", "ask", "reply", "answer"):
+    if argv and argv[0] in ("send", "ask", "reply", "answer"):  # the keys of fast_send.OPTIONS
         from bridgecli import fast_send
 
         code = fast_send.run(argv)

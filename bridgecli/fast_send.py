@@ -28,10 +28,6 @@ if TYPE_CHECKING:
 
     from bridgecli.gateway.client import GatewayClient
 
-#: the commands this path can run (the rest of the CLI always goes through click)
-COMMANDS = ("send", "ask", "reply", "answer")
-
-
 #: per command: option -> (name in the values, takes a value); mirrors bridgecli.cli.send
 _FROM, _WAIT, _JSON = {"--from": ("sender", True)}, {"--wait": ("wait", True), "-w": ("wait", True)}, \
     {"--json": ("as_json", False)}

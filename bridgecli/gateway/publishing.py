@@ -246,6 +246,7 @@ class PublishLane:
     def _publish_batch(self, batch: list[tuple[Envelope, Future]], delay_ms: int | None) -> None:
         with self._queued_lock:
             self._queued.difference_update(future for _, future in batch)
+        published = 0  # the first `published` of the batch are in flight
         try:
             if delay_ms and self._delay_mode() != "plugin" and delay_ms not in self._delay_tiers:
                 self._declare_delay_tier(delay_ms)
@@ -255,14 +256,14 @@ class PublishLane:
                 tag, self._next_tag = self._next_tag, self._next_tag + 1
                 self._in_flight[tag] = _InFlight(future, envelope, exchange, routing_key, delay_ms)
                 self._by_msg_id[envelope.msg_id] = tag
+                published += 1
         except Exception as exc:
             if isinstance(exc, _BROKEN) or self._channel is None:
                 self._broken = True  # the loop reconnects; _close fails what is in flight
             error = exc if isinstance(exc, BrokerUnavailable) else BrokerUnavailable(
                 f"publishing failed ({type(exc).__name__}: {exc})", "retry in a moment")
-            for _, future in batch:
-                if not any(entry.future is future for entry in self._in_flight.values()):
-                    _fail(future, error)
+            for _, future in batch[published:]:
+                _fail(future, error)
 
     def _declare_delay_tier(self, delay_ms: int) -> None:
         assert self._connection is not None

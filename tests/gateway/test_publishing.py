@@ -8,20 +8,11 @@ import re
 import subprocess
 import time
 
+from tests.multihost.helpers import wait_for
 from tests.support.env import BRIDGE_BIN
 
 #: few roster heartbeats during the test
 QUIET = {"BRIDGE_ROSTER_INTERVAL": "60"}
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _connections(node) -> list[tuple[str, str, str]]:
@@ -48,8 +39,8 @@ def test_a_publish_held_by_broker_flow_control_does_not_stop_consuming(host_fact
         send = subprocess.Popen([BRIDGE_BIN, "send", main, "sent during the alarm", "--from", "main"], env=a.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 stdin=subprocess.DEVNULL)
-        _wait(lambda: any(name.startswith("bridge-gateway-") and state == "blocked"
-                          for _, name, state in _connections(node)), 20, "the gateway's publish to be blocked")
+        wait_for(lambda: any(name.startswith("bridge-gateway-") and state == "blocked"
+                             for _, name, state in _connections(node)), 20, what="the gateway's publish to be blocked")
         assert send.poll() is None, "the send finished although the broker blocks publishers"
         time.sleep(1.5)  # heartbeats due meanwhile
         consuming = [state for _, name, state in _connections(node) if name.startswith("bridge-gateway-")
@@ -83,13 +74,13 @@ def test_the_lane_reconnects_after_the_broker_closes_its_connection(host_factory
     assert len(lane) == 1
     assert a.bridge_json("status")["broker"]["publishing"] is True
     node.ctl("close_connection", lane[0], "test: drop the publish lane")
-    _wait(lambda: a.log_path.read_text().count("publish connection lost") == 1, 20, "the lane to notice")
+    wait_for(lambda: a.log_path.read_text().count("publish connection lost") == 1, 20, what="the lane to notice")
 
     def resend():
         sent = a.bridge("send", main, "after", "--from", "main")
         return sent if sent.returncode == 0 else None
 
-    _wait(resend, 30, "a send through the reconnected lane")
+    wait_for(resend, 30, what="a send through the reconnected lane")
     assert a.bridge_json("status")["broker"]["publishing"] is True
     got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
     assert [m["content"] for m in got][:2] == ["before", "after"]
