@@ -154,7 +154,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("roster.interval", float, 5.0, "Presence heartbeat interval in seconds.",
                 check=_positive),
         Setting("roster.expiry_missed", int, 3,
-                "Missed heartbeats after which a roster entry expires."),
+                "Missed heartbeats after which a roster entry expires.", check=_positive),
         Setting("security.sender_check", str, "off",
                 "Dead-letter messages whose fromHost does not match the authenticated AMQP "
                 "user (host: user must be security.host_user for that host; see docs/deploy.md).",

@@ -46,6 +46,8 @@ def test_bool_parsing(raw, expected):
     ("broker.heartbeat", True, "expected an integer"),
     ("roster.interval", "-1", "expected a number greater than 0"),
     ("roster.interval", "x", "expected a number"),
+    ("roster.expiry_missed", "0", "expected a number greater than 0"),
+    ("roster.expiry_missed", "-2", "expected a number greater than 0"),
     ("host.id", "-lead", "expected a host id"),
     ("host.id", "a" * 64, "expected a host id"),
     ("broker.uri", "amqp://ok/, redis://no/", "expected an amqp://"),
