@@ -1,17 +1,31 @@
-"""The ``bridge`` console script: the click-free fast path first, then the click CLI.
+"""The ``bridge`` console script: the click-free fast paths first, then the click CLI.
 
 Kept outside :mod:`bridgecli.cli` because importing that package imports click, which is the
-cost the fast path (:mod:`bridgecli.fast_send`) exists to avoid.
+cost the fast paths exist to avoid: ``bridge --version`` (issue 2's start-up goal, ≤ 4× a bare
+interpreter, had too thin a margin with click loaded) and :mod:`bridgecli.fast_send`.
 """
 
 from __future__ import annotations
 
 import sys
 
+#: what click's ``version_option`` on the root group prints (``%(prog)s, version %(version)s``);
+#: tests/cli/test_root.py checks the two paths print the same bytes.
+VERSION_LINE = "bridge, version {version}\n"
+
 
 def main() -> None:
     """Run ``bridge`` with ``sys.argv``."""
     argv = sys.argv[1:]
+    if argv == ["--version"] or argv == ["-V"]:
+        from bridgecli import __version__
+
+        try:
+            sys.stdout.write(VERSION_LINE.format(version=__version__))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `bridge --version | true`: as the click path, not a traceback
+            pass
+        sys.exit(0)
     if argv and argv[0] in ("send", "ask", "reply", "answer"):  # the keys of fast_send.OPTIONS
         from bridgecli import fast_send
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from bridgecli import __version__
 from bridgecli.cli import BUILTIN_COMMANDS, root
-from tests.support.env import run_bridge
+from tests.support.env import BRIDGE_BIN, run_bridge
 
 HEAVY = ("pika", "websockets", "websocket", "mcp", "tomli_w")
 
@@ -35,6 +35,40 @@ def test_version_in_process_and_as_subprocess(bridge_home):
     module = subprocess.run([sys.executable, "-m", "bridgecli", "--version"], env=bridge_home.env,
                             capture_output=True, text=True)
     assert module.stdout == f"bridge, version {__version__}\n"
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_console_script_answers_version_without_click_byte_for_byte(bridge_home, flag):
+    """bridgecli.entry answers `bridge --version` itself (the start-up goal is <= 4x a bare
+    interpreter, and click alone costs about two): same bytes as click's version_option,
+    and not one click module imported."""
+    click_path = subprocess.run(
+        [sys.executable, "-c", f"from bridgecli.cli import main; main([{flag!r}])"],
+        env=bridge_home.env, capture_output=True, timeout=60)
+    fast = subprocess.run([sys.executable, "-X", "importtime", BRIDGE_BIN, flag],
+                          env=bridge_home.env, capture_output=True, timeout=60)
+    assert (fast.returncode, fast.stdout) == (click_path.returncode, click_path.stdout) == (
+        0, f"bridge, version {__version__}\n".encode())
+    imported = [line.rsplit("|", 1)[-1].strip() for line in fast.stderr.decode().splitlines()
+                if line.startswith("import time:")]
+    assert "bridgecli.entry" in imported  # the probe really saw the console script's imports
+    assert not [m for m in imported if m.split(".")[0] == "click" or m == "bridgecli.cli"], imported
+    # the same through sys.modules, and through `python -m bridgecli`
+    probe = ("import sys\nsys.argv = ['bridge', %r]\nfrom bridgecli.entry import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'click'), file=sys.stderr)"
+             % flag)
+    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_version_with_other_arguments_still_goes_through_click(bridge_home):
+    # only a lone --version/-V takes the fast path; anything else is click's to parse
+    proc = run_bridge("--version", "--help", env=bridge_home.env)
+    assert (proc.returncode, proc.stdout) == (0, f"bridge, version {__version__}\n")
+    proc = run_bridge("--traceback", "--version", env=bridge_home.env)
+    assert (proc.returncode, proc.stdout) == (0, f"bridge, version {__version__}\n")
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["send", "--help"]])
