@@ -148,3 +148,28 @@ def test_options_page_sets_token_and_label_by_hand(host_bridge, chromium_factory
         wait_for(lambda: "connected" in page.status(), 10, "the options page to show the connection")
     finally:
         page.close()
+
+
+
+def test_same_document_navigation_ends_the_wait_without_a_load(host_bridge, chromium_factory,
+                                                               page_server):
+    """A #hash navigation loads nothing. Its webNavigation event ends the load wait, so it
+    returns at once even while the page still fetches an image (the tab stays "loading"
+    until then: a wait on tab status alone ran into the timeout)."""
+    import time
+
+    bridge = host_bridge()
+    start_extension_browser(chromium_factory, bridge.port, "test-token", "work-chrome")
+    wait_for_target(bridge, "work-chrome")
+    bridge.send("open", "g", {"url": page_server + "/other.html"})
+    for url in ("/other.html#para", "/other.html#para", "/other.html#nowhere", "/other.html"):
+        moved = bridge.send("navigate", "g", {"url": page_server + url, "timeout": 5})
+        assert moved["url"] == page_server + url and moved["title"] == "Other page"
+
+    with pytest.raises(CommandError, match=r"did not finish loading within 1 s"):
+        bridge.send("navigate", "g", {"url": page_server + "/held.html", "timeout": 1})
+    started = time.monotonic()  # the page's image is still on its way for ~2 s
+    moved = bridge.send("navigate", "g", {"url": page_server + "/held.html#section", "timeout": 1.5})
+    assert time.monotonic() - started < 1
+    assert moved["url"] == page_server + "/held.html#section" and moved["title"] == "Held page"
+    assert bridge.send("text", "g", {"selector": "#section"})["text"] == "a section"

@@ -28,6 +28,8 @@ PAGES = {
 </body></html>""",
     "/other.html": """<!doctype html><html><head><title>Other page</title></head><body>
 <h2>Second</h2><p id="para">the other page</p></body></html>""",
+    "/held.html": """<!doctype html><html><head><title>Held page</title></head><body>
+<p id="section">a section</p><img src="/hang.html" alt="an image that takes 3 s"></body></html>""",
     "/slow.html": None,  # answered after 0.5 s, to exercise load waits
     "/hang.html": None,  # answered after 3 s, to exercise action timeouts
 }

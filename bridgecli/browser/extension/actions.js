@@ -18,10 +18,16 @@ function withTimeout(promise, seconds, what) {
 
 // A load wait that cannot miss its event: the listener is registered BEFORE the navigation
 // starts and buffers the status of every tab (the tab id of a new tab is only known after
-// tabs.create returns); a tabs.get poll backs it up.
+// tabs.create returns); a tabs.get poll backs it up. A same-document navigation (#hash,
+// history.pushState) loads nothing: Chrome need not report any status for it, and while the
+// page still fetches subresources the tab stays "loading" — so its own webNavigation event ends
+// the wait, unless a cross-document navigation started in that tab during the wait (a page
+// that calls pushState while it loads must not end the wait for its load).
 function loadWatcher() {
   const seen = new Map();
   const errors = new Map();
+  const sameDocument = new Set();
+  const crossDocument = new Set();
   let wake = null;
   const listener = (tabId, info) => {
     if (!info.status) return;
@@ -35,13 +41,26 @@ function loadWatcher() {
     errors.set(details.tabId, `navigation to ${details.url} failed: ${details.error} — check the URL and that its server is up`);
     if (wake) wake();
   };
+  const onSameDocument = (details) => {
+    if (details.frameId !== 0 || crossDocument.has(details.tabId)) return;
+    sameDocument.add(details.tabId);
+    if (wake) wake();
+  };
+  // Fired for cross-document navigations only (same-document ones skip it).
+  const onBeforeNavigate = (details) => {
+    if (details.frameId === 0) crossDocument.add(details.tabId);
+  };
   chrome.tabs.onUpdated.addListener(listener);
   chrome.webNavigation.onErrorOccurred.addListener(onError);
+  chrome.webNavigation.onBeforeNavigate.addListener(onBeforeNavigate);
+  chrome.webNavigation.onReferenceFragmentUpdated.addListener(onSameDocument);
+  chrome.webNavigation.onHistoryStateUpdated.addListener(onSameDocument);
   return {
     async wait(tabId, url, seconds, { startedLoading = false } = {}) {
       const deadline = Date.now() + seconds * 1000;
       for (;;) {
         if (errors.has(tabId)) fail(errors.get(tabId));
+        if (sameDocument.has(tabId)) return;
         const statuses = seen.get(tabId) || [];
         const sawLoading = startedLoading || statuses.includes("loading");
         if (sawLoading && statuses.lastIndexOf("complete") > statuses.lastIndexOf("loading")) {
@@ -59,6 +78,9 @@ function loadWatcher() {
     dispose() {
       chrome.tabs.onUpdated.removeListener(listener);
       chrome.webNavigation.onErrorOccurred.removeListener(onError);
+      chrome.webNavigation.onBeforeNavigate.removeListener(onBeforeNavigate);
+      chrome.webNavigation.onReferenceFragmentUpdated.removeListener(onSameDocument);
+      chrome.webNavigation.onHistoryStateUpdated.removeListener(onSameDocument);
     },
   };
 }
