@@ -64,6 +64,43 @@ def test_launch_without_any_token_fails_fast_naming_the_fix(bridge_home):
     assert "start the broker first with `bridge browser serve`" in done.stderr
 
 
+
+def test_attach_serves_a_running_browser_until_sigterm_and_leaves_it_running(
+        host_bridge, bridge_home, chromium_factory, page_server):
+    bridge = host_bridge(token="test-token")  # hosting writes the token file attach reads
+    browser = chromium_factory()  # started by the user with --remote-debugging-port
+    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(bridge.port), "attach",
+                             "--cdp", browser.endpoint, "--label", "my-chromium", "--json"],
+                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        announced = json.loads(proc.stdout.readline())
+        assert announced["kind"] == "cdp" and announced["label"] == "my-chromium"
+        wait_for_target(bridge, "my-chromium")
+        listed = run(bridge_home.env, "browser", "--port", str(bridge.port), "targets", "--json")
+        assert listed.returncode == 0, listed.stderr
+        rows = json.loads(listed.stdout)
+        assert [(r["label"], r["id"], r["browser"]) for r in rows] == \
+            [("my-chromium", announced["id"], "cdp")]
+
+        bridge.send("open", "attached", {"url": page_server + "/other.html"})
+        assert bridge.send("text", "attached", {"selector": "#para"})["text"] == "the other page"
+        with urllib.request.urlopen(browser.endpoint + "/json/list", timeout=5) as reply:
+            assert page_server + "/other.html" in [t["url"] for t in json.load(reply)]  # that browser
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        wait_for(lambda: not bridge.send("targets")["targets"], 10, "the executor to leave")
+        assert browser.alive()  # attach never owned the browser: it keeps running, tabs and all
+        with urllib.request.urlopen(browser.endpoint + "/json/list", timeout=5) as reply:
+            assert page_server + "/other.html" in [t["url"] for t in json.load(reply)]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+
 def test_attach_to_nothing_is_a_clear_error(bridge_home):
     env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="t")
     done = run(env, "browser", "attach", "--cdp", "http://127.0.0.1:1", "--label", "x")
