@@ -18,9 +18,44 @@ from bridgecli.config import Config
 from bridgecli.errors import NotFound, Timeout
 
 
+#: what the requester waits on top of the readiness gate (queueing, launcher start, answer)
+ANSWER_SLACK = 15.0
+#: the readiness gate assumed before the target gateway says which one it applies
+DEFAULT_READY_TIMEOUT = 30.0
+
+
+def requester_identity(registry: Any, sender: str | None, host: str) -> dict[str, Any]:
+    """Who asks (carried in spawn/stop requests and logged by the target gateway):
+    ``--from`` / ``BRIDGE_GID`` as gid and label when it is registered on this host, else
+    as given, plus this host."""
+    import os
+
+    from bridgecli import messaging
+    from bridgecli.envelope import is_uuid
+
+    raw = sender or os.environ.get("BRIDGE_GID")
+    try:
+        identity = messaging.sender_identity(registry, raw)
+        return {"gid": identity.gid, "label": identity.label, "host": host}
+    except Exception:  # unknown here: still say who claimed to ask
+        if raw and is_uuid(raw.lower()):
+            return {"gid": raw.lower(), "label": None, "host": host}
+        return {"gid": None, "label": raw or None, "host": host}
+
+
+def spawn(config: Config, *, profile: str, host: str, label: str | None, wait_ready: float | None,
+          requester: dict[str, Any]) -> dict[str, Any]:
+    """Ask ``host`` to spawn ``profile``. Without ``wait_ready`` the target gateway applies
+    the profile's ``ready_timeout`` (default 30 s) and tells us so before it launches."""
+    payload = {"type": "spawn", "profile": profile, "label": label, "waitReady": wait_ready,
+               "requester": requester}
+    return request(config, host, payload, timeout=(wait_ready or DEFAULT_READY_TIMEOUT) + ANSWER_SLACK)
+
+
 def request(config: Config, host: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Publish ``payload`` to ``control.<host>`` and return the gateway's answer (raises the
-    typed error the gateway sent back)."""
+    typed error the gateway sent back). An interim ``{"accepted": true, "waitReady": S}``
+    from the gateway moves the deadline to S seconds (its readiness gate) plus slack."""
     import pika
 
     from bridgecli.amqp.connection import connect
@@ -51,6 +86,10 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
                                                     inactivity_timeout=0.5):
             if method is not None and rprops.correlation_id == correlation:
                 answer = json.loads(body)
+                if answer.get("accepted"):
+                    deadline = time.monotonic() + float(answer.get("waitReady") or 0) + ANSWER_SLACK
+                    timeout = deadline - time.monotonic()
+                    continue
                 if not answer.get("ok"):
                     raise error_from_wire(answer.get("error") or {})
                 answer.pop("ok", None)

@@ -18,26 +18,28 @@ def _via_gateway_or_direct(app, op: str, **params):
             result.pop("ok", None)
             return result
     from bridgecli import control_client
+    from bridgecli.gateway.entities import open_registry
 
+    registry = open_registry()
+    # no local gateway to ask: --from / BRIDGE_GID still travel (and are logged there)
+    requester = control_client.requester_identity(registry, params.get("sender"), app.config.host_id)
     view = control_client.listen_roster(app.config, app.config.values["roster.interval"] + 0.5)
     if op == "spawn":
         control_client.require_live_host(view, params["host"])
-        ready = params.get("wait_ready") or 30.0
-        payload = {"type": "spawn", "profile": params["profile"], "label": params.get("label"),
-                   "waitReady": ready, "requester": {"host": app.config.host_id}}
-        return control_client.request(app.config, params["host"], payload, timeout=ready + 15)
-    from bridgecli.gateway.entities import open_registry
+        return control_client.spawn(app.config, profile=params["profile"], host=params["host"],
+                                    label=params.get("label"), wait_ready=params.get("wait_ready"),
+                                    requester=requester)
     from bridgecli.resolve import resolve_target
 
-    gid = resolve_target(params["target"], registry=open_registry(), roster=view, force=True)
+    gid = resolve_target(params["target"], registry=registry, roster=view, force=True)
     entry = view.get(gid)
     if entry is None:
         from bridgecli.errors import NotFound
 
         raise NotFound(f"{params['target']!r} is not in the roster, so its host is unknown", "check `bridge roster`")
     control_client.require_live_host(view, entry.host)
-    return control_client.request(app.config, entry.host, {"type": "stop", "gid": gid,
-                                                           "requester": {"host": app.config.host_id}}, timeout=30)
+    return control_client.request(app.config, entry.host, {"type": "stop", "gid": gid, "requester": requester},
+                                  timeout=30)
 
 
 @click.command()
@@ -45,7 +47,8 @@ def _via_gateway_or_direct(app, op: str, **params):
 @click.option("--host", "-H", required=True, metavar="H", shell_complete=complete.hosts, help="Host whose gateway runs the profile.")
 @click.option("--label", "-l", default=None, help="Label of the new entity (default: from the profile).")
 @click.option("--wait-ready", type=DURATION, default=None, metavar="DUR",
-              help="How long the launcher may take to become ready (default 30s).")
+              help="How long the launcher may take to become ready (default: the profile's "
+                   "ready_timeout on host H, else 30s).")
 @click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", shell_complete=complete.local_targets, help="Requester identity (logged).")
 @output.json_option
 @click.pass_obj

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pika
 
 from bridgecli import paths
 from bridgecli.amqp import topology
-from bridgecli.errors import BridgeError, Conflict, NotFound, PluginError
+from bridgecli.control_client import DEFAULT_READY_TIMEOUT
+from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PluginError
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import registration
+from bridgecli.gateway.entities import validate_label, validate_role
 from bridgecli.gateway.client import error_to_wire
 from bridgecli.interfaces import LaunchHandle, LaunchSpec
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from bridgecli.gateway.daemon import Gateway
 
 logger = logging.getLogger("bridgecli.gateway")
-DEFAULT_READY_TIMEOUT = 30.0
 
 
 class Control:
@@ -69,7 +69,8 @@ class Control:
     def _handle(self, request: dict[str, Any], reply_to: str | None, correlation: str | None) -> None:
         try:
             if request["type"] == "spawn":
-                result = self.spawn(request)
+                result = self.spawn(request, accepted=lambda seconds: self._answer(
+                    reply_to, correlation, {"accepted": True, "waitReady": seconds}))
             else:
                 result = self.stop(request)
             response = {"ok": True, **result}
@@ -84,6 +85,9 @@ class Control:
         else:
             glog.event(logger, f"control {request['type']} refused", logging.WARNING,
                        error=response["error"]["message"])
+        self._answer(reply_to, correlation, response)
+
+    def _answer(self, reply_to: str | None, correlation: str | None, response: dict[str, Any]) -> None:
         if reply_to:
             body = json.dumps(response).encode()
             props = pika.BasicProperties(correlation_id=correlation, content_type="application/json")
@@ -92,7 +96,10 @@ class Control:
 
     # --- spawn / stop -----------------------------------------------------------------
 
-    def spawn(self, request: dict[str, Any]) -> dict[str, Any]:
+    def spawn(self, request: dict[str, Any], accepted: Callable[[float], None] = lambda seconds: None) -> dict[str, Any]:
+        """Run a profile; ``accepted(seconds)`` is called with the readiness gate that applies
+        (the request's ``waitReady``, else the profile's ``ready_timeout``, else 30 s) once the
+        request passed every check and just before the launcher starts."""
         gw = self.gw
         name = str(request.get("profile") or "")
         profiles = gw.config.profiles()
@@ -111,6 +118,10 @@ class Control:
         gid = str(uuid.uuid4())
         label = str(request.get("label") or profile.get("label") or f"{name}-{gid[:6]}")
         role = str(profile.get("role", "agent"))
+        # the label came over the wire and names a directory below: check it (and that it is
+        # free) before anything touches the filesystem or starts a process
+        validate_label(label)
+        validate_role(role)
         if any(e.label == label for e in gw.registry.all()):
             raise Conflict(f"label {label!r} is already used on {gw.host}", "pass another --label")
         env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
@@ -119,12 +130,16 @@ class Control:
         command = profile.get("command")
         if not command:
             raise NotFound(f"profile {name!r} on {gw.host} has no command", f"set [profiles.{name}] command")
-        log_dir = paths.state_dir() / "spawn" / label
+        spawn_root = (paths.state_dir() / "spawn").resolve()
+        log_dir = (spawn_root / label).resolve()
+        if log_dir.parent != spawn_root:  # belt and braces: validate_label already refuses this
+            raise ConfigError(f"bad label {label!r}", "use a plain label (no path separators)")
         log_dir.mkdir(parents=True, exist_ok=True)
         spec = LaunchSpec(gid=gid, label=label, role=role, profile_name=name, command=command,
                           cwd=profile.get("cwd"), env=env, profile=profile, log_dir=log_dir)
-        handle = launcher.start(spec)
         timeout = float(request.get("waitReady") or profile.get("ready_timeout") or DEFAULT_READY_TIMEOUT)
+        accepted(timeout)
+        handle = launcher.start(spec)
         try:
             launcher.wait_ready(handle, timeout)
             entity = registration.register(gw.registry, gw.plugins, gw.config, label=label, role=role,
@@ -137,7 +152,7 @@ class Control:
                 pass
             raise
         gw.on_io(lambda: gw.attach_entity(entity))
-        return {"gid": gid, "host": gw.host, "label": label, "deliver": handle.deliver,
+        return {"gid": gid, "host": gw.host, "label": label, "role": role, "deliver": handle.deliver,
                 "launcher": launcher_name}
 
     def stop(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -156,6 +171,3 @@ class Control:
         gw.registry.remove(entity.gid)
         return {"gid": entity.gid, "host": gw.host, "label": entity.label, "process_stopped": stopped}
 
-
-def requester_identity() -> dict[str, Any]:
-    return {"gid": os.environ.get("BRIDGE_GID"), "host": os.environ.get("BRIDGE_HOST_ID")}
