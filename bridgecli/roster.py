@@ -72,6 +72,15 @@ def gone_frame(*, host: str, gid: str, reason: str) -> bytes:
                        "ts": time.time()}, separators=(",", ":")).encode()
 
 
+def spawned_entry(handle: dict[str, Any], *, interval: float, now: float | None = None) -> RosterEntry:
+    """A roster entry from a spawn answer (gid, host, label, role, deliver)."""
+    now = time.time() if now is None else now
+    return RosterEntry(gid=str(handle["gid"]), label=str(handle.get("label", "?")),
+                       role=str(handle.get("role", "agent")), host=str(handle["host"]), status="unknown",
+                       backend=str(handle.get("deliver") or "?").split(":", 1)[0], since=now, version="?",
+                       last_seen=now, interval=interval)
+
+
 class RosterView:
     """The union view; thread-safe. ``expiry_missed`` intervals without a heartbeat expire
     an entry (each entry carries its own gateway's interval)."""
@@ -131,6 +140,16 @@ class RosterView:
             if expired:
                 self.changes += 1
         return expired
+
+    def add_if_absent(self, entry: RosterEntry) -> bool:
+        """Add an entity we learnt of before its first heartbeat (a spawn answer); a
+        heartbeat that came first wins. It then refreshes and expires like any entry."""
+        with self._lock:
+            if entry.gid in self._entries:
+                return False
+            self._entries[entry.gid] = entry
+            self.changes += 1
+            return True
 
     def get(self, gid: str) -> RosterEntry | None:
         with self._lock:

@@ -30,7 +30,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import pika
 import pika.exceptions
@@ -55,6 +55,7 @@ from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
 
 logger = logging.getLogger("bridgecli.gateway")
+T = TypeVar("T")
 #: most inline deliveries committed and acked together
 BATCH_MAX = 256
 
@@ -576,13 +577,21 @@ class Gateway:
         from bridgecli.resolve import resolve_target
 
         roster = getattr(self, "roster", None)
+        return self.once_roster_complete(
+            lambda: resolve_target(target, registry=self.registry, roster=roster, force=force))
+
+    def once_roster_complete(self, lookup: Callable[[], T]) -> T:
+        """Run ``lookup`` (something that consults the roster); while it raises
+        :class:`~bridgecli.errors.NotFound` and this gateway connected less than one heartbeat
+        interval ago, retry: the view has not heard every host yet, so wait for it to fill
+        before calling a target or host unknown."""
+        from bridgecli.errors import NotFound
+
         while True:
             try:
-                return resolve_target(target, registry=self.registry, roster=roster, force=force)
+                return lookup()
             except NotFound:
-                # a gateway that connected less than one heartbeat interval ago has not heard
-                # every host yet: wait for the view to fill before calling a target unknown
-                if roster is None or time.monotonic() >= self.roster_complete_at:
+                if getattr(self, "roster", None) is None or time.monotonic() >= self.roster_complete_at:
                     raise
                 time.sleep(0.1)
 

@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from bridgecli import messaging
+from bridgecli import roster as roster_mod
 from bridgecli.amqp.connection import redact
 from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.errors import Timeout
@@ -238,34 +239,40 @@ def op_spawn(gw: "Gateway", profile: str, host: str, label: str | None = None,
              wait_ready: float | None = None, sender: str | None = None) -> dict[str, Any]:
     from bridgecli import control_client
 
-    control_client.require_live_host(gw.roster, host)
-    requester = _requester(gw, sender)
-    ready = float(wait_ready) if wait_ready else 30.0
-    payload = {"type": "spawn", "profile": profile, "label": label, "waitReady": ready, "requester": requester}
-    return control_client.request(gw.config, host, payload, timeout=ready + 15)
+    gw.once_roster_complete(lambda: control_client.require_live_host(gw.roster, host))
+    result = control_client.spawn(gw.config, profile=profile, host=host, label=label,
+                                  wait_ready=float(wait_ready) if wait_ready else None,
+                                  requester=_requester(gw, sender))
+    # the answer can overtake the new entity's first heartbeat: put it in our view now, so
+    # `bridge send <new gid>` right after `bridge spawn` is not refused as unannounced
+    if getattr(gw, "roster", None) is not None:
+        gw.roster.add_if_absent(roster_mod.spawned_entry(result, interval=gw.config.values["roster.interval"]))
+    return result
 
 
 def op_stop(gw: "Gateway", target: str, sender: str | None = None) -> dict[str, Any]:
     from bridgecli import control_client
 
-    gid = gw.resolve_target(target, force=True)
-    entry = gw.roster.get(gid) if getattr(gw, "roster", None) else None
-    local = gw.registry.get(gid)
-    host = local.host if local else (entry.host if entry else None)
-    if host is None:
-        raise NotFoundError(f"{target!r} is not in the roster, so its host is unknown",
-                            "check `bridge roster`")
-    control_client.require_live_host(gw.roster, host)
+    def owner() -> tuple[str, str]:
+        gid = gw.resolve_target(target, force=True)
+        entry = gw.roster.get(gid) if getattr(gw, "roster", None) else None
+        local = gw.registry.get(gid)
+        host = local.host if local else (entry.host if entry else None)
+        if host is None:
+            raise NotFoundError(f"{target!r} is not in the roster, so its host is unknown",
+                                "check `bridge roster`")
+        control_client.require_live_host(gw.roster, host)
+        return gid, host
+
+    gid, host = gw.once_roster_complete(owner)
     payload = {"type": "stop", "gid": gid, "requester": _requester(gw, sender)}
     return control_client.request(gw.config, host, payload, timeout=30)
 
 
 def _requester(gw: "Gateway", sender: str | None) -> dict[str, Any]:
-    try:
-        identity = messaging.sender_identity(gw.registry, sender)
-        return {"gid": identity.gid, "label": identity.label, "host": gw.host}
-    except Exception:
-        return {"gid": None, "label": None, "host": gw.host}
+    from bridgecli.control_client import requester_identity
+
+    return requester_identity(gw.registry, sender, gw.host)
 
 
 OPS: dict[str, Callable[..., dict[str, Any]]] = {
