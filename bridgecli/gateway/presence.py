@@ -3,7 +3,8 @@
 Presence: declare ``roster.<host>`` (exclusive, auto-delete, bound ``roster.#``), consume it
 into a :class:`~bridgecli.roster.RosterView`, heartbeat every local entity and the gateway
 itself every ``roster.interval`` seconds, announce ``gone`` on unregister and clean stop.
-Statuses come from each entity's delivery backend; they are computed on a side thread
+Statuses come from each entity's delivery backend — or, for a spawned entity whose process
+is no longer running, from its launcher (``gone``); they are computed on a side thread
 (a tmux or herdr query may take milliseconds) and the heartbeat sends the latest.
 
 Control: see :mod:`bridgecli.gateway.control`.
@@ -23,7 +24,7 @@ from bridgecli import __version__, cache
 from bridgecli import roster as roster_mod
 from bridgecli.amqp import topology
 from bridgecli.gateway import log as glog
-from bridgecli.interfaces import Entity
+from bridgecli.interfaces import Entity, LaunchHandle
 
 if TYPE_CHECKING:
     from bridgecli.gateway.daemon import Gateway
@@ -44,6 +45,7 @@ class Presence:
         self._saved_changes, self._saved_at = -1, -1e9
         self.received = 0
         self._status_stop = threading.Event()
+        self._launchers: dict[str, object] = {}
         self._status_thread = threading.Thread(target=self._status_loop, name="presence-status", daemon=True)
 
     # wiring ------------------------------------------------------------------------------
@@ -76,8 +78,14 @@ class Presence:
     def _tick(self) -> None:
         # due, and the publish lane (which carries heartbeats) is up: a heartbeat due while it
         # connects waits for it rather than being dropped
-        if time.monotonic() >= self._next_due and self.gw.lane.ready.is_set():
-            self._next_due = time.monotonic() + self.interval
+        now = time.monotonic()
+        if now >= self._next_due and self.gw.lane.ready.is_set():
+            # keep the schedule (now + interval would drift by each tick's lateness, and
+            # three late ticks in a row look like a missed heartbeat to a strict reader);
+            # after a long stall (lane down, slow I/O) skip the missed beats, never burst
+            self._next_due += self.interval
+            if self._next_due <= now:
+                self._next_due = now + self.interval
             self.heartbeat_all()
 
     def on_stop(self) -> None:
@@ -152,11 +160,27 @@ class Presence:
             except Exception as exc:  # a completion cache must never disturb presence
                 glog.event(logger, "roster cache not written", logging.WARNING, error=str(exc))
             for entity in self.gw.registry.all():
-                try:
-                    backend = self.gw.backend_for(entity)
-                    self.statuses[entity.gid] = backend.status(entity)
-                except Exception:
-                    self.statuses[entity.gid] = "unknown"
+                self.statuses[entity.gid] = self.status_of(entity)
+
+    def status_of(self, entity: Entity) -> str:
+        """The status to announce: ``gone`` for a spawned entity whose launcher says its
+        process has ended (a ``hold`` inbox would otherwise look ``idle`` for ever);
+        otherwise its delivery backend's."""
+        try:
+            if entity.launcher:
+                launched = self._launcher(entity.launcher).status(
+                    LaunchHandle(launcher=entity.launcher, deliver=entity.deliver, data=dict(entity.launch_data)))
+                if launched == "gone":
+                    return launched
+            return self.gw.backend_for(entity).status(entity)
+        except Exception:
+            return "unknown"
+
+    def _launcher(self, name: str):
+        launcher = self._launchers.get(name)
+        if launcher is None:
+            launcher = self._launchers[name] = self.gw.plugins.provider("launchers", name)(self.gw.config)
+        return launcher
 
 
 def install(gw: "Gateway") -> None:
