@@ -94,6 +94,25 @@ def _declare_delay(connection: Any, channel: Any, delay_ms: int) -> None:
         pass  # plugin exchange in place: the header is enough
 
 
+def resolve_recipient(config: Config, registry: Registry, target: str, *, force: bool = False) -> str:
+    """``target`` as a gid without a local gateway. A gid or label of exactly one entity of
+    this host (or any gid with ``force``) needs nothing more; anything else — a label on
+    another host, a gid to check — is looked up in the roster, heard for one interval on
+    ``bridge.roster`` like ``bridge roster`` does without a gateway."""
+    from bridgecli.envelope import is_uuid
+    from bridgecli.resolve import resolve_target
+
+    wanted = target.strip()
+    lowered = wanted.lower()
+    if not wanted or (is_uuid(lowered) and (force or registry.get(lowered) is not None)) or (
+            not is_uuid(lowered) and sum(e.label == wanted for e in registry.all()) == 1):
+        return resolve_target(wanted, registry=registry, roster=None, force=force)
+    from bridgecli.control_client import listen_roster
+
+    view = listen_roster(config, config.values["roster.interval"] + 0.5)
+    return resolve_target(wanted, registry=registry, roster=view, force=force)
+
+
 def send(config: Config, registry: Registry, store: Store, *, command: str, contents: list[str],
          sender: str | None, target: str | None = None, msg_id: str | None = None,
          delay: float | None = None, force: bool = False, turn: str | None = None,
@@ -104,9 +123,7 @@ def send(config: Config, registry: Registry, store: Store, *, command: str, cont
         original = messaging.original_message(store, msg_id or "")
         recipient, in_reply_to, turn = original.sender, original.msg_id, turn or original.turn
     else:
-        from bridgecli.resolve import resolve_target
-
-        recipient = resolve_target(target or "", registry=registry, roster=None, force=force)
+        recipient = resolve_recipient(config, registry, target or "", force=force)
     envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content,
                                    host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"],
                                    in_reply_to=in_reply_to, turn=turn, msg_id=new_id) for content in contents]
@@ -114,4 +131,4 @@ def send(config: Config, registry: Registry, store: Store, *, command: str, cont
     return envelopes
 
 
-__all__ = ["send", "publish", "declare_inbox", "remove_inbox", "BrokerUnavailable"]
+__all__ = ["send", "resolve_recipient", "publish", "declare_inbox", "remove_inbox", "BrokerUnavailable"]
