@@ -9,7 +9,9 @@ optionals omitted, ``pane_not_found`` for unknown panes, ``invalid_key`` checked
 byte is recorded, bracketed-paste wrapping of ``send_input``/``agent.prompt`` text only when
 the pane "enabled 2004", fresh never-reused pane ids from ``pane.split``, and long waits
 (``agent.wait``, ``events.wait``, ``pane.wait_for_output``) that hold the connection and
-answer once (or ``timeout`` / ``agent_not_running``).
+answer once (or ``timeout`` / ``agent_not_running``; ``agent.prompt`` with ``wait`` also
+``agent_prompt_stalled`` when the agent does not change state within 5 s). Only the documented
+method names are accepted; split panes get the environment of herdr.md §4.
 
 Each pane also emulates the program behind it, so tests can see what a payload *did*:
 
@@ -43,6 +45,17 @@ _KEYS = {"enter": "\r", "return": "\r", "esc": "\x1b", "escape": "\x1b", "tab": 
          "semicolon": ";", "colon": ":", "percent": "%", "ampersand": "&", "backtick": "`", "plus": "+",
          **{f"f{n}": f"\x1b[{n}~" for n in range(1, 13)}}
 _MODS = {"ctrl", "control", "shift", "alt", "option", "meta", "cmd", "super"}
+
+
+#: the documented methods this fake implements (herdr.md §3, §8.4), and their handlers;
+#: ``events.subscribe`` is served by ``_subscribe`` before dispatch
+METHODS = {name: "m_" + name.replace(".", "_") for name in (
+    "ping", "pane.list", "pane.get", "agent.list", "agent.get", "pane.send_text", "pane.send_keys",
+    "pane.send_input", "agent.prompt", "pane.split", "pane.read", "pane.wait_for_output", "agent.wait",
+    "events.wait")}
+#: herdr.md §5: ``agent.prompt`` with ``wait`` answers ``agent_prompt_stalled`` when the agent's
+#: state does not change within 5 s of the prompt
+PROMPT_STALL_SECONDS = 5.0
 
 
 class ApiError(Exception):
@@ -116,7 +129,9 @@ class FakePane:
         return data
 
     def agent_info(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.info().items() if k != "focused"}
+        """AgentInfo = PaneInfo's required keys (``focused`` included, herdr.md §8.5) plus
+        ``name`` when set and ``state_change_seq``."""
+        data = self.info()
         if self.name:
             data["name"] = self.name
         data["state_change_seq"] = self.state_change_seq
@@ -137,6 +152,8 @@ class FakeHerdr:
         self.requests: list[dict[str, Any]] = []
         self.agent_commands: dict[str, str] = {"fake-agent": "claude"}
         self.agent_startup = 0.2
+        self.bin_path = "/usr/local/bin/herdr"  # what HERDR_BIN_PATH says in split panes
+        self.prompt_stall = PROMPT_STALL_SECONDS
         self._counter = 0
         self._subscribers: list["queue.Queue[tuple[str, FakePane]]"] = []
         self._server: socketserver.ThreadingUnixStreamServer | None = None
@@ -414,9 +431,12 @@ class FakeHerdr:
         return request["id"], request["method"], params
 
     def _dispatch(self, method: str, params: dict[str, Any], conn: socket.socket) -> dict[str, Any]:
-        handler: Callable[..., dict[str, Any]] | None = getattr(self, "m_" + method.replace(".", "_"), None)
-        if handler is None:
+        # only documented method names (herdr.md §3/§8.4); a misspelt name such as
+        # "pane_get" or "pane.send.text" is an unknown method, as on the real server
+        name = METHODS.get(method)
+        if name is None:
             raise invalid(f"unknown method `{method}`")
+        handler: Callable[..., dict[str, Any]] = getattr(self, name)
         if method in ("agent.wait", "events.wait", "pane.wait_for_output") or (
                 method == "agent.prompt" and params.get("wait")):
             return handler(params, conn)
@@ -529,9 +549,18 @@ class FakeHerdr:
         wait = params.get("wait")
         if wait and conn is not None:
             until = wait.get("until") or ["idle", "done"]
-            self._hold(conn, wait.get("timeout_ms"),
-                       lambda: True if pane.state_change_seq > seq and pane.agent_status in until else None,
-                       "agent status")
+            stall_at = time.monotonic() + self.prompt_stall
+
+            def check() -> Any:
+                if pane.closed or not pane.agent:
+                    raise ApiError("agent_not_running", f"agent in {pane.pane_id} is no longer running")
+                if pane.state_change_seq == seq and time.monotonic() >= stall_at:
+                    raise ApiError("agent_prompt_stalled",
+                                   f"agent {pane.pane_id} did not change state within {self.prompt_stall:g}s "
+                                   "of the prompt")
+                return True if pane.state_change_seq > seq and pane.agent_status in until else None
+
+            self._hold(conn, wait.get("timeout_ms"), check, "agent status")
         with self.lock:
             return {"type": "agent_prompted", "agent": pane.agent_info()}
 
@@ -544,7 +573,11 @@ class FakeHerdr:
             raise ApiError("invalid_env", "env values must be strings")
         pane = self.add_pane(ready=False)
         pane.cwd = params.get("cwd")
-        pane.env = {**env, "HERDR_ENV": "1", "HERDR_PANE_ID": pane.pane_id}
+        # herdr.md §4: herdr-managed keys override the caller's env; CODEX_THREAD_ID is removed
+        pane.env = {k: v for k, v in env.items() if k != "CODEX_THREAD_ID"}
+        pane.env.update({"HERDR_ENV": "1", "HERDR_SOCKET_PATH": str(self.path), "HERDR_BIN_PATH": self.bin_path,
+                         "HERDR_WORKSPACE_ID": pane.workspace_id, "HERDR_TAB_ID": pane.tab_id,
+                         "HERDR_PANE_ID": pane.pane_id, "TERM": "xterm-256color", "COLORTERM": "truecolor"})
 
         def shell_ready() -> None:  # the shell prints its prompt and enables 2004 a bit later
             with self.lock:

@@ -38,6 +38,9 @@ def test_ping_echoes_id_and_answers_once(herdr: FakeHerdr) -> None:
 
 def test_garbage_and_unknown_methods_have_an_empty_id(herdr: FakeHerdr) -> None:
     for line in (b"not json\n", b'{"id":"x","method":"pane.explode","params":{}}\n',
+                 # misspellings of documented methods are unknown methods too, never aliases
+                 b'{"id":"x","method":"pane_list","params":{}}\n', b'{"id":"x","method":"pane.list.","params":{}}\n',
+                 b'{"id":"x","method":"agent.get.","params":{}}\n', b'{"id":"x","method":"_pane","params":{}}\n',
                  b'{"id":"x","method":"pane.get","params":{}}\n', b"[1,2]\n"):
         answer, _ = raw(herdr, line)
         assert answer["id"] == "" and answer["error"]["code"] == "invalid_request"
@@ -52,7 +55,9 @@ def test_pane_shapes_and_not_found(herdr: FakeHerdr) -> None:
     assert {"pane_id", "terminal_id", "workspace_id", "tab_id", "focused", "agent_status", "revision"} <= info.keys()
     assert "cwd" not in info  # absent optionals are omitted
     agent = call(herdr, "agent.get", {"target": "reviewer"})["result"]["agent"]
-    assert agent["pane_id"] == pane.pane_id and agent["state_change_seq"] == 0 and "focused" not in agent
+    # AgentInfo carries PaneInfo's required keys (herdr.md §8.5), focused included
+    assert {"pane_id", "terminal_id", "workspace_id", "tab_id", "focused", "agent_status", "revision"} <= agent.keys()
+    assert agent["pane_id"] == pane.pane_id and agent["state_change_seq"] == 0 and agent["name"] == "reviewer"
     missing = call(herdr, "pane.get", {"pane_id": "w1:p99"}, rid="a")
     assert missing == {"id": "a", "error": {"code": "pane_not_found", "message": "pane w1:p99 not found"}}
 
@@ -82,6 +87,33 @@ def test_split_ids_are_fresh_and_never_reused(herdr: FakeHerdr) -> None:
     second = call(herdr, "pane.split", {"target_pane_id": None, "direction": "down"})["result"]["pane"]["pane_id"]
     assert first != second and first.startswith("w1:p")
     assert call(herdr, "pane.split", {"target_pane_id": first})["error"]["code"] == "pane_not_found"
+
+
+def test_split_panes_get_herdrs_environment(herdr: FakeHerdr) -> None:
+    """herdr.md §4: every managed pane gets HERDR_* and TERM; herdr's keys win over the caller's."""
+    answer = call(herdr, "pane.split", {"direction": "right", "env": {
+        "ROLE": "tests", "HERDR_PANE_ID": "forged", "TERM": "dumb", "CODEX_THREAD_ID": "t1"}})
+    pane = herdr.panes[answer["result"]["pane"]["pane_id"]]
+    assert pane.env == {"ROLE": "tests", "HERDR_ENV": "1", "HERDR_SOCKET_PATH": str(herdr.path),
+                        "HERDR_BIN_PATH": herdr.bin_path, "HERDR_WORKSPACE_ID": "w1", "HERDR_TAB_ID": "w1:t1",
+                        "HERDR_PANE_ID": pane.pane_id, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+
+
+def test_prompt_with_wait_reports_a_stalled_agent(herdr: FakeHerdr, monkeypatch) -> None:
+    """herdr.md §5: ``agent.prompt`` with ``wait`` answers ``agent_prompt_stalled`` when the
+    agent's state does not change after the prompt; a prompt that moves it is answered normally."""
+    herdr.prompt_stall = 0.5  # herdr's 5 s, shortened for the test
+    pane = herdr.add_pane(agent="claude", name="reviewer")
+    ok = call(herdr, "agent.prompt", {"target": "reviewer", "text": "hi",
+                                      "wait": {"until": ["idle", "done"], "timeout_ms": 5000}})
+    assert ok["result"]["type"] == "agent_prompted" and pane.prompts == ["hi"]
+    herdr.add_pane(agent="claude", name="stuck")
+    monkeypatch.setattr(herdr, "_submit", lambda pane: None)  # the Enter is swallowed (herdr #1878)
+    started = time.monotonic()
+    stalled = call(herdr, "agent.prompt", {"target": "stuck", "text": "hello",
+                                           "wait": {"until": ["idle"], "timeout_ms": 5000}}, rid="p")
+    assert stalled["id"] == "p" and stalled["error"]["code"] == "agent_prompt_stalled"
+    assert 0.4 <= time.monotonic() - started < 4
 
 
 def test_waits_hold_the_connection_and_answer_once(herdr: FakeHerdr) -> None:
