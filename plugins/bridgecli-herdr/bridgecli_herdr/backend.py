@@ -4,8 +4,9 @@
 
 One delivery:
 
-1. ``pane.get`` — the pane must exist (``pane_not_found`` → permanent failure: the gateway
-   dead-letters and the roster marks the entity gone);
+1. ``pane.get`` — the pane must exist (``pane_not_found`` → a retryable failure: the gateway
+   retries with backoff, dead-letters after ``messaging.max_attempts``, and the roster marks
+   the entity gone);
 2. while the agent is ``blocked`` (an approval dialog is open) nothing is typed: poll with
    backoff for at most ``blocked_wait`` seconds, then fail *retryably* — typing into a dialog
    would answer it (herdr-workflow's failure mode #1);
@@ -26,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from bridgecli.blocking import wait_unblocked
 from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
 from bridgecli.framing import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, SHELL_PREFIX, Frame, render
 from bridgecli_herdr.client import HerdrClient, HerdrError
@@ -149,19 +151,13 @@ class HerdrBackend:
 
     def _wait_unblocked(self, pane_id: str) -> dict[str, Any]:
         """Return the pane once its agent is not blocked; never type into a dialog."""
-        deadline = time.monotonic() + self.settings.blocked_wait
-        delay = 0.1
-        while True:
-            pane = self._pane(pane_id)
-            if pane.get("agent_status") != BLOCKED:
-                return pane
-            if time.monotonic() >= deadline:
-                raise DeliveryError(
-                    f"the agent in herdr pane {pane_id} is blocked on an approval dialog; "
-                    f"nothing was typed (waited {self.settings.blocked_wait:g}s)",
-                    "answer the dialog in herdr; the message is retried", retryable=True)
-            time.sleep(min(delay, max(deadline - time.monotonic(), 0.01)))
-            delay = min(delay * 2, 2.0)
+        return wait_unblocked(
+            lambda: self._pane(pane_id), lambda pane: pane.get("agent_status") == BLOCKED,
+            timeout=self.settings.blocked_wait,
+            failure=lambda: DeliveryError(
+                f"the agent in herdr pane {pane_id} is blocked on an approval dialog; "
+                f"nothing was typed (waited {self.settings.blocked_wait:g}s)",
+                "answer the dialog in herdr; the message is retried", retryable=True))
 
     def _seq(self, pane_id: str) -> int | None:
         try:
@@ -198,9 +194,11 @@ class HerdrBackend:
 
     def _failure(self, pane_id: str, exc: HerdrError) -> DeliveryError:
         if exc.code in GONE_CODES:
+            # retryable: the gateway retries with backoff and dead-letters after
+            # messaging.max_attempts (a pane that is gone for good costs a few seconds)
             return DeliveryError(f"herdr pane {pane_id} is gone ({exc.message})",
                                  "the agent's pane was closed; restart it and re-register the entity",
-                                 retryable=False)
+                                 retryable=True)
         if exc.code == "agent_blocked":
             return DeliveryError(f"the agent in herdr pane {pane_id} is blocked; herdr refused the prompt",
                                  "answer the dialog in herdr; the message is retried", retryable=True)

@@ -160,14 +160,15 @@ def test_pane_closed_mid_delivery(make_backend, herdr: FakeHerdr) -> None:
     threading.Timer(0.3, lambda: herdr.close_pane(pane.pane_id)).start()
     with pytest.raises(DeliveryError) as info:
         backend.deliver(entity(pane.pane_id), message("hi"))
-    assert info.value.retryable is False and f"herdr pane {pane.pane_id} is gone" in str(info.value)
+    # retryable: the gateway retries, dead-letters after messaging.max_attempts (issue 5)
+    assert info.value.retryable is True and f"herdr pane {pane.pane_id} is gone" in str(info.value)
 
 
 def test_missing_pane_status_and_address(make_backend, herdr: FakeHerdr) -> None:
     backend = make_backend()
     with pytest.raises(DeliveryError) as info:
         backend.deliver(entity("w1:p99"), message("hi"))
-    assert info.value.retryable is False
+    assert info.value.retryable is True and "herdr pane w1:p99 is gone" in str(info.value)
     assert backend.status(entity("w1:p99")) == "gone"
     pane = herdr.add_pane(agent="claude", status="working")
     assert backend.status(entity(pane.pane_id)) == "working"
