@@ -387,8 +387,11 @@ class Broker:
         return F.ok(req_id, {"released": group})
 
     def targets(self) -> list[dict[str, Any]]:
-        """Connected executors in connection order, with the groups each runs."""
-        return [{"id": e.executor_id, "label": e.label, "browser": e.browser,
+        """Connected executors in connection order, with the groups each runs.
+
+        ``kind`` is the executor's kind (hello ``browser``: ``chrome``, ``cdp``, …); ``browser``
+        repeats it for clients written before it was named ``kind``."""
+        return [{"id": e.executor_id, "label": e.label, "kind": e.browser, "browser": e.browser,
                  "groups": sorted(g for g, o in self.group_owner.items()
                                   if o.executor_id == e.executor_id),
                  "default": e.executor_id == self.primary}

@@ -161,8 +161,9 @@ def serve(app, label: str) -> None:
 def targets(app, as_json: bool) -> None:
     """List connected browsers (executors).
 
-    TARGET for `open --target` is a browser's label or id; the default browser gets new
-    groups when no target is given.
+    One row per browser: its id, label, kind (chrome for the extension, cdp, ...), whether
+    it is the default, and its groups. TARGET for `open --target` is a browser's label or
+    id; the default browser gets new groups when no target is given.
     """
     rows = _run(app, "targets")["targets"]
     _remember(targets=rows, groups=[g for r in rows for g in r.get("groups", [])])
@@ -171,8 +172,8 @@ def targets(app, as_json: bool) -> None:
         return
     if not rows:
         output.note("no browser is connected — start one with `bridge browser launch --label NAME`")
-    output.table(["ID", "LABEL", "BROWSER", "DEFAULT", "GROUPS"],
-                 [(r["id"], r["label"], r["browser"], "yes" if r["default"] else "",
+    output.table(["ID", "LABEL", "KIND", "DEFAULT", "GROUPS"],
+                 [(r["id"], r["label"], r.get("kind", r.get("browser")), "yes" if r["default"] else "",
                    ",".join(r["groups"])) for r in rows])
 
 

@@ -40,7 +40,7 @@ def test_launch_serves_a_browser_until_sigterm_and_leaves_nothing_behind(host_br
         announced = json.loads(proc.stdout.readline())
         assert announced["kind"] == "cdp" and announced["label"] == "cli-chromium"
         target = wait_for_target(bridge, "cli-chromium")
-        assert target["id"] == announced["id"] and target["browser"] == "cdp"
+        assert target["id"] == announced["id"] and target["kind"] == "cdp"
         bridge.send("open", "cli", {"url": page_server + "/other.html"})
         assert bridge.send("text", "cli", {"selector": "#para"})["text"] == "the other page"
 
@@ -80,7 +80,7 @@ def test_attach_serves_a_running_browser_until_sigterm_and_leaves_it_running(
         listed = run(bridge_home.env, "browser", "--port", str(bridge.port), "targets", "--json")
         assert listed.returncode == 0, listed.stderr
         rows = json.loads(listed.stdout)
-        assert [(r["label"], r["id"], r["browser"]) for r in rows] == \
+        assert [(r["label"], r["id"], r["kind"]) for r in rows] == \
             [("my-chromium", announced["id"], "cdp")]
 
         bridge.send("open", "attached", {"url": page_server + "/other.html"})
@@ -171,7 +171,7 @@ def test_launch_before_the_broker_waits_for_it_and_says_so_once(bridge_home, pag
         time.sleep(4)  # several failed attempts
         bridge = BrowserBridge(port, "test-token", label="late-host").start()
         assert json.loads(proc.stdout.readline())["label"] == "early"
-        assert wait_for_target(bridge, "early")["browser"] == "cdp"
+        assert wait_for_target(bridge, "early")["kind"] == "cdp"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
         stderr = proc.stderr.read()
@@ -200,7 +200,7 @@ def test_a_rotated_token_is_picked_up_on_reconnect(host_bridge, bridge_home):
         json.loads(proc.stdout.readline())
         first.close()
         second = host_bridge(port=port, token="token-two")  # writes the new token to the file
-        assert wait_for_target(second, "rotating")["browser"] == "cdp"
+        assert wait_for_target(second, "rotating")["kind"] == "cdp"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)

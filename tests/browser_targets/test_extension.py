@@ -23,7 +23,7 @@ def test_extension_connects_takes_a_group_and_drives_a_page(host_bridge, chromiu
     bridge = host_bridge()
     browser = start_extension_browser(chromium_factory, bridge.port, "test-token", "work-chrome")
     target = wait_for_target(bridge, "work-chrome")
-    assert target["browser"] == "chrome" and target["id"].startswith("ext-")
+    assert target["kind"] == "chrome" and target["id"].startswith("ext-")
     # the manifest key pins the id, so the broker sees the same Origin on every install
     workers = [t["url"] for t in devtools_targets(browser) if t["type"] == "service_worker"]
     assert f"chrome-extension://{extension_id()}/background.js" in workers

@@ -59,8 +59,11 @@ def test_one_shot_commands_against_a_served_broker(served, tmp_path):
     env, executor, _ = served
     targets = bridge(env, "targets", "--json")
     assert targets.returncode == 0, targets.stderr
-    assert json.loads(targets.stdout) == [{"id": "e1", "label": "work", "browser": "fake",
-                                          "groups": [], "default": True}]
+    assert json.loads(targets.stdout) == [{"id": "e1", "label": "work", "kind": "fake",
+                                          "browser": "fake", "groups": [], "default": True}]
+    table = bridge(env, "targets").stdout.splitlines()
+    assert table[0].split() == ["ID", "LABEL", "KIND", "DEFAULT", "GROUPS"]
+    assert table[1].split() == ["e1", "work", "fake", "yes"]
     opened = bridge(env, "open", "research", "http://example.test/", "--target", "work", "--json")
     assert json.loads(opened.stdout)["url"] == "http://example.test/"
     assert executor.commands[-1]["action"] == "open" and "target" not in executor.commands[-1]
