@@ -13,6 +13,7 @@ Two free-form table families are allowed besides the schema:
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bridgecli import paths
-from bridgecli.errors import ConfigError
+from bridgecli.errors import CannotWrite, ConfigError
 
 HOST_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 FREE_FORM_SECTIONS = ("profiles", "plugins")
@@ -179,6 +180,20 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+SHOW_LISTS_KEYS = "`bridge config show` lists every key and its value."
+
+
+def unknown_key_hint(key: str) -> str:
+    """What to write instead of ``key``: the nearest valid keys, else the valid keys of its
+    section, else every key — so the error itself says what is allowed."""
+    close = difflib.get_close_matches(key, SETTINGS, n=3, cutoff=0.8)
+    if close:
+        return "did you mean " + " or ".join(close) + "?"
+    section = key.split(".", 1)[0]
+    keys = [k for k in SETTINGS if k.split(".", 1)[0] == section] or list(SETTINGS)
+    return "valid keys: " + ", ".join(keys) + "."
+
+
 @dataclass
 class Config:
     """The effective configuration: file values overlaid by environment and flags."""
@@ -187,12 +202,14 @@ class Config:
     sources: dict[str, str]
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: Path | None = None
+    #: unknown keys found in the file, when it was loaded with ``allow_unknown`` (ignored)
+    unknown: list[str] = field(default_factory=list)
 
     def get(self, key: str) -> Any:
         """Return the effective value of ``key`` (schema keys only)."""
         if key not in SETTINGS:
             raise ConfigError(f"unknown configuration key {key!r}",
-                              "run `bridge config show` to list the keys")
+                              f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
         return self.values[key]
 
     @property
@@ -221,11 +238,19 @@ def read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})", "check the file's permissions") from None
 
 
-def flatten(data: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def _unknown_in_file(path: Path, key: str) -> ConfigError:
+    return ConfigError(f"{path}: unknown key {key!r}",
+                       f"{unknown_key_hint(key)} Fix it in the file, or remove it with "
+                       f"`bridge config unset {key}`")
+
+
+def flatten(data: Mapping[str, Any], path: Path,
+            unknown: list[str] | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Split a parsed file into schema keys (validated) and free-form tables.
 
     Unknown keys are errors naming the file and the key, so a typo never silently falls back
-    to a default.
+    to a default — unless ``unknown`` is a list, which then collects them instead (for
+    ``bridge config show``, which must still work on the file it is meant to help repair).
     """
     flat: dict[str, Any] = {}
     tables: dict[str, dict[str, Any]] = {}
@@ -237,26 +262,36 @@ def flatten(data: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], dict[s
             tables[section] = body
             continue
         if not isinstance(body, dict):
+            if unknown is not None:
+                unknown.append(section)
+                continue
             raise ConfigError(f"{path}: unknown key {section!r}",
-                              "keys live in sections, e.g. [broker] uri = \"amqp://…\"")
+                              "keys live in sections, e.g. [broker] uri = \"amqp://…\". Remove "
+                              f"it with `bridge config unset {section}`")
         for name, raw in body.items():
             key = f"{section}.{name}"
             setting = SETTINGS.get(key)
             if setting is None:
-                raise ConfigError(f"{path}: unknown key {key!r}",
-                                  "run `bridge config show` to list the valid keys")
+                if unknown is not None:
+                    unknown.append(key)
+                    continue
+                raise _unknown_in_file(path, key)
             flat[key] = setting.parse(raw, str(path))
     return flat, tables
 
 
-def load(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Config:
+def load(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+         *, allow_unknown: bool = False) -> Config:
     """Build the effective configuration.
 
     ``overrides`` are command-line flags (already typed; ``None`` values are ignored).
+    ``allow_unknown`` ignores unknown keys in the file and lists them in ``Config.unknown``
+    instead of failing (bad values of known keys still fail).
     """
     env = os.environ if env is None else env
     path = paths.config_file()
-    flat, tables = flatten(read_file(path), path)
+    unknown: list[str] | None = [] if allow_unknown else None
+    flat, tables = flatten(read_file(path), path, unknown)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for key, setting in SETTINGS.items():
@@ -271,14 +306,25 @@ def load(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | No
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key], sources[key] = SETTINGS[key].parse(value, "command line"), "flag"
-    return Config(values=values, sources=sources, tables=tables, path=path)
+    return Config(values=values, sources=sources, tables=tables, path=path, unknown=unknown or [])
+
+
+def _cannot_write(path: Path, exc: OSError) -> CannotWrite:
+    return CannotWrite(f"cannot write {path}: {exc.strerror or exc}",
+                       "nothing was changed; check that its directory exists, is writable and "
+                       "its disk is not full (or point BRIDGE_CONFIG at another file)")
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename: a failure leaves the
+    old file as it was and raises :class:`CannotWrite`, never a bare OSError."""
     import tomli_w  # only writers pay for it
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".bridge.", suffix=".toml", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".bridge.", suffix=".toml", dir=path.parent)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             tomli_w.dump(data, handle)
@@ -286,19 +332,21 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _cannot_write(path, exc) from exc
         raise
 
 
 def set_value(key: str, raw: str) -> Any:
     """Validate and store ``key = raw`` in the file, preserving every other key and table."""
+    path = paths.config_file()
     setting = SETTINGS.get(key)
     if setting is None:
-        raise ConfigError(f"unknown configuration key {key!r}",
-                          "run `bridge config show` to list the valid keys")
-    path = paths.config_file()
-    value = setting.parse(raw, "bridge config set")
+        raise ConfigError(f"unknown configuration key {key!r}, not written to {path}",
+                          f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
+    value = setting.parse(raw, f"bridge config set (not written to {path})")
     data = read_file(path)
     flatten(data, path)  # refuse to rewrite a file that is already invalid
     section, name = key.split(".", 1)
@@ -308,17 +356,29 @@ def set_value(key: str, raw: str) -> Any:
 
 
 def unset_value(key: str) -> bool:
-    """Remove ``key`` from the file; returns whether it was there."""
-    if key not in SETTINGS:
-        raise ConfigError(f"unknown configuration key {key!r}",
-                          "run `bridge config show` to list the valid keys")
+    """Remove ``key`` from the file; returns whether it was there.
+
+    A key the schema does not know may be removed too when the file has it — that is how a
+    typo that makes every other command fail gets repaired. The free-form ``[profiles]`` and
+    ``[plugins]`` tables are not keys and are left to an editor.
+    """
     path = paths.config_file()
     data = read_file(path)
-    section, name = key.split(".", 1)
-    if name not in data.get(section, {}):
+    section, _, name = key.partition(".")
+    body = data.get(section)
+    if key not in SETTINGS:
+        present = (name and isinstance(body, dict) and name in body) or (
+            not name and section in data and not isinstance(body, dict))
+        if section in FREE_FORM_SECTIONS or not present:
+            raise ConfigError(f"unknown configuration key {key!r}, and not a key in {path}",
+                              f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
+    elif not isinstance(body, dict) or name not in body:
         return False
-    del data[section][name]
-    if not data[section]:
+    if name:
+        del body[name]
+        if not body:
+            del data[section]
+    else:
         del data[section]
     _write_atomic(path, data)
     return True

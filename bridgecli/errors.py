@@ -31,6 +31,7 @@ class ExitCode(enum.IntEnum):
     PERMISSION = 12  #: unsafe file permissions or access refused
     CONFLICT = 13  #: already exists / already running / inequivalent broker arguments
     BROWSER = 14  #: browser bridge error (re-electing, owned group, no executor)
+    CANNOT_WRITE = 15  #: a file bridge had to write could not be (read-only, full disk, not a dir)
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -100,6 +101,12 @@ class Conflict(BridgeError):
 
 class BrowserError(BridgeError):
     exit_code = ExitCode.BROWSER
+
+
+class CannotWrite(BridgeError):
+    """Writing a file failed at the operating-system level (the old file, if any, is intact)."""
+
+    exit_code = ExitCode.CANNOT_WRITE
 
 
 class DeliveryError(BridgeError):

@@ -41,6 +41,9 @@ MEANINGS: dict[str, str] = {
     "PERMISSION": "Unsafe file permissions (a secret file readable by others) or access refused.",
     "CONFLICT": "Already exists / already running elsewhere / inequivalent broker arguments.",
     "BROWSER": "Browser bridge error: re-electing, tab group owned by another agent, no executor.",
+    "CANNOT_WRITE": "A file could not be written (read-only directory or file system, full disk, a "
+                    "path component that is not a directory); the error names the file, and the "
+                    "old file, if any, is unchanged.",
     "INTERRUPTED": "Stopped by Ctrl-C.",
 }
 

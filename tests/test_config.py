@@ -6,6 +6,7 @@ import pytest
 
 from bridgecli import config
 from bridgecli.config import SETTINGS, ConfigError
+from bridgecli.errors import CannotWrite, ExitCode
 
 
 def test_every_setting_has_help_and_a_valid_default():
@@ -99,7 +100,56 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(bridge_home, monkey
         raise OSError("disk full")
 
     monkeypatch.setattr(config.os, "replace", broken_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(CannotWrite, match=f"cannot write {bridge_home.config_file}: disk full"):
         config.set_value("host.id", "after")
     assert bridge_home.config_file.read_bytes() == original
     assert [p.name for p in bridge_home.config_file.parent.iterdir()] == ["bridge.toml"]
+
+
+def test_a_directory_that_cannot_be_written_is_a_cannot_write_error(bridge_home, monkeypatch):
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(config.tempfile, "mkstemp", refused)
+    with pytest.raises(CannotWrite, match="Permission denied") as err:
+        config.set_value("host.id", "x")
+    assert err.value.exit_code == ExitCode.CANNOT_WRITE
+    assert not bridge_home.config_file.exists()
+
+
+@pytest.mark.parametrize("key, hint", [
+    ("broker.url", "did you mean broker.uri?"),
+    ("messaging.prefech", "did you mean messaging.prefetch?"),
+    # no near match: the valid keys of its section, else all of them
+    ("broker.x", "valid keys: broker.uri, broker.heartbeat, broker.tls_ca, broker.tls_cert, "
+                 "broker.tls_key."),
+    ("zzz.q", "valid keys: " + ", ".join(SETTINGS) + "."),
+])
+def test_unknown_key_hints_name_the_valid_keys(tmp_path, key, hint):
+    section, name = key.split(".")
+    with pytest.raises(ConfigError) as err:
+        config.flatten({section: {name: 1}}, tmp_path / "b.toml")
+    assert str(err.value) == (f"{tmp_path / 'b.toml'}: unknown key {key!r} — {hint} Fix it in the "
+                              f"file, or remove it with `bridge config unset {key}`")
+
+
+def test_load_can_collect_unknown_keys_instead_of_failing(bridge_home):
+    bridge_home.config_file.parent.mkdir(parents=True)
+    bridge_home.config_file.write_text('loose = 1\n[broker]\nurl = "x"\nheartbeat = 7\n')
+    cfg = config.load(env={}, allow_unknown=True)
+    assert cfg.unknown == ["loose", "broker.url"] and cfg.get("broker.heartbeat") == 7
+    with pytest.raises(ConfigError, match="unknown key 'loose'"):
+        config.load(env={})
+
+
+def test_unset_removes_an_unknown_key_only_when_the_file_has_it(bridge_home):
+    bridge_home.config_file.parent.mkdir(parents=True)
+    bridge_home.config_file.write_text('loose = 1\n[broker]\nurl = "x"\n'
+                                       '[profiles.w]\ncommand = "c"\n')
+    assert config.unset_value("broker.url") and config.unset_value("loose")
+    assert config.load(env={}).profiles() == {"w": {"command": "c"}}
+    with pytest.raises(ConfigError, match="unknown configuration key 'broker.url', and not a key in"):
+        config.unset_value("broker.url")
+    with pytest.raises(ConfigError):  # profiles are tables for an editor, not keys to unset
+        config.unset_value("profiles.w")
+    assert config.unset_value("host.id") is False

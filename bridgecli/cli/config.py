@@ -19,21 +19,36 @@ def config() -> None:
 
 
 @config.command("path")
-def path_() -> None:
+@output.json_option
+def path_(as_json: bool) -> None:
     """Print the path of the configuration file."""
     from bridgecli import paths
 
-    output.line(str(paths.config_file()))
+    path = paths.config_file()
+    if as_json:
+        output.data({"path": str(path), "exists": path.exists()})
+    else:
+        output.line(str(path))
 
 
 @config.command("show")
 @output.json_option
 @click.pass_obj
 def show(app, as_json: bool) -> None:
-    """Show every key with its effective value and where it comes from."""
+    """Show every key with its effective value and where it comes from.
+
+    Unknown keys in the file are reported on stderr (and under "unknown" with --json) and
+    otherwise ignored, so this still works on the file it helps to repair; remove one with
+    `bridge config unset KEY`.
+    """
+    from bridgecli import config as config_module
     from bridgecli.config import SETTINGS
 
-    cfg = app.config
+    cfg = config_module.load(app.overrides, allow_unknown=True)
+    for key in cfg.unknown:
+        hint = config_module.unknown_key_hint(key)
+        output.warn(f"{cfg.path}: unknown key {key!r} ignored — {hint} "
+                    f"Remove it with `bridge config unset {key}`")
     rows = []
     for key, setting in SETTINGS.items():
         value = cfg.values[key]
@@ -44,7 +59,8 @@ def show(app, as_json: bool) -> None:
         rows.append({"key": key, "value": value, "source": cfg.sources[key], "env": setting.env,
                      "help": setting.help})
     if as_json:
-        output.data({"file": str(cfg.path), "settings": rows, "profiles": sorted(cfg.profiles())})
+        output.data({"file": str(cfg.path), "settings": rows, "profiles": sorted(cfg.profiles()),
+                     "unknown": cfg.unknown})
         return
     output.table(["KEY", "VALUE", "SOURCE"], [(r["key"], r["value"], r["source"]) for r in rows])
     if cfg.profiles():
@@ -80,7 +96,10 @@ def set_(key: str, value: str) -> None:
 @config.command("unset")
 @click.argument("key")
 def unset(key: str) -> None:
-    """Remove KEY from the file so its default (or env) applies again."""
+    """Remove KEY from the file so its default (or env) applies again.
+
+    KEY may also be a key the file has but bridge does not know (a typo), to repair the file.
+    """
     from bridgecli import config as cfg
 
     if cfg.unset_value(key):

@@ -6,7 +6,10 @@ import json
 import os
 import tomllib
 
+import pytest
 from click.testing import CliRunner
+
+from bridgecli.errors import ExitCode
 
 from bridgecli.cli import root
 from tests.support.env import run_bridge
@@ -110,3 +113,89 @@ def test_errors_in_the_file_name_the_file(bridge_home):
     cfg.write_text("[broker\n")
     proc = run_bridge("config", "show", env=bridge_home.env)
     assert proc.returncode == 3 and "not valid TOML" in proc.stderr and str(cfg) in proc.stderr
+
+
+def _write_config(bridge_home, text: str):
+    bridge_home.config_file.parent.mkdir(parents=True, exist_ok=True)
+    bridge_home.config_file.write_text(text)
+    return bridge_home.config_file
+
+
+def test_an_unknown_key_in_the_file_can_be_seen_and_repaired(bridge_home):
+    cfg = _write_config(bridge_home, '[broker]\nurl = "amqp://typo/"\nheartbeat = 10\n')
+    # every command that needs the config fails, and the error says what to write instead
+    proc = run_bridge("config", "get", "broker.heartbeat", env=bridge_home.env)
+    assert proc.returncode == 3 and proc.stderr.count("\n") == 1
+    assert f"{cfg}: unknown key 'broker.url' — did you mean broker.uri?" in proc.stderr
+    assert "`bridge config unset broker.url`" in proc.stderr
+    # `config show` still works: it reports the unknown key and prints everything else
+    proc = run_bridge("config", "show", env=bridge_home.env)
+    assert proc.returncode == 0, proc.stderr
+    assert "unknown key 'broker.url' ignored — did you mean broker.uri?" in proc.stderr
+    assert any(line.split()[:2] == ["broker.heartbeat", "10"] for line in proc.stdout.splitlines())
+    proc = run_bridge("config", "show", "--json", env=bridge_home.env)
+    assert json.loads(proc.stdout)["unknown"] == ["broker.url"]
+    # `config unset` removes the unknown key, and the file works again
+    proc = run_bridge("config", "unset", "broker.url", env=bridge_home.env)
+    assert proc.returncode == 0 and "broker.url removed" in proc.stderr
+    assert tomllib.loads(cfg.read_text()) == {"broker": {"heartbeat": 10}}
+    proc = run_bridge("config", "get", "broker.heartbeat", env=bridge_home.env)
+    assert (proc.returncode, proc.stdout) == (0, "10\n")
+    assert json.loads(run_bridge("config", "show", "--json", env=bridge_home.env).stdout)["unknown"] == []
+
+
+def test_set_errors_name_the_file(bridge_home):
+    cfg = bridge_home.config_file
+    for args, expected in [
+        (("broker.url", "amqp://x/"), f"unknown configuration key 'broker.url', not written to {cfg}"
+                                      " — did you mean broker.uri?"),
+        (("host.id", "Bad.Host"), f"bridge config set (not written to {cfg}): bad value 'Bad.Host'"),
+    ]:
+        proc = run_bridge("config", "set", *args, env=bridge_home.env)
+        assert proc.returncode == 3 and expected in proc.stderr, proc.stderr
+    _write_config(bridge_home, "[broker]\nnope = 1\n")
+    proc = run_bridge("config", "set", "host.id", "ok", env=bridge_home.env)
+    assert proc.returncode == 3 and f"{cfg}: unknown key 'broker.nope'" in proc.stderr
+
+
+def _unwritable_config_path(tmp_path):
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        return locked / "bridge.toml"
+    # root writes through permission bits; sysfs refuses new files even to root
+    probe = "/sys/bridge-probe.toml"
+    try:
+        open(probe, "x").close()
+    except OSError:
+        return "/sys/bridge.toml"
+    os.unlink(probe)
+    pytest.skip("no directory here refuses writes")
+
+
+def test_a_failed_write_is_one_line_with_its_own_exit_code(bridge_home, tmp_path):
+    target = _unwritable_config_path(tmp_path)
+    env = {**bridge_home.env, "BRIDGE_CONFIG": str(target)}
+    for args in (("set", "host.id", "h1"), ("set", "browser.port", "4600")):
+        proc = run_bridge("config", *args, env=env)
+        assert proc.returncode == ExitCode.CANNOT_WRITE == 15
+        assert proc.stderr.startswith(f"bridge: error: cannot write {target}: ")
+        assert proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr
+        assert "nothing was changed" in proc.stderr
+
+
+def test_a_failed_unset_write_goes_through_the_same_error(bridge_home, monkeypatch, capsys):
+    from bridgecli import config as config_module
+    from bridgecli.cli import main
+
+    _write_config(bridge_home, '[host]\nid = "h1"\n')
+    monkeypatch.setattr(config_module.os, "replace",
+                        lambda *a: (_ for _ in ()).throw(OSError(30, "Read-only file system")))
+    with pytest.raises(SystemExit) as exited:
+        main(["config", "unset", "host.id"])
+    assert exited.value.code == ExitCode.CANNOT_WRITE
+    err = capsys.readouterr().err
+    assert err == (f"bridge: error: cannot write {bridge_home.config_file}: Read-only file system"
+                   " — nothing was changed; check that its directory exists, is writable and its "
+                   "disk is not full (or point BRIDGE_CONFIG at another file)\n")
+    assert tomllib.loads(bridge_home.config_file.read_text()) == {"host": {"id": "h1"}}
