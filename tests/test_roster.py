@@ -49,3 +49,27 @@ def test_malformed_frames_are_ignored():
     for junk in (b"", b"{", b"[]", json.dumps({"type": "heartbeat"}).encode(), b"\xff\xfe"):
         view.apply(junk)
     assert view.entries() == []
+
+
+def test_heartbeat_carries_version_and_since():
+    view = roster.RosterView()
+    frame = roster.heartbeat_frame(host="a", version="1.2.3", interval=5.0, entity=E, status="idle")
+    assert json.loads(frame)["version"] == "1.2.3" and json.loads(frame)["since"] == E.created
+    view.apply(frame, now=100)
+    [entry] = view.entries()
+    assert (entry.version, entry.since, entry.last_seen) == ("1.2.3", 1.0, 100)
+
+
+def test_a_spawn_answer_enters_the_view_until_heartbeats_take_over():
+    view = roster.RosterView(expiry_missed=3)
+    handle = {"gid": "g2", "host": "b", "label": "rev2", "role": "agent", "deliver": "tmux:%3"}
+    assert view.add_if_absent(roster.spawned_entry(handle, interval=5.0, now=100))
+    entry = view.get("g2")
+    assert (entry.label, entry.host, entry.backend, entry.status) == ("rev2", "b", "tmux", "unknown")
+    view.apply(_hb(host="b", entity=SimpleNamespace(gid="g2", label="rev2", role="agent", backend="tmux",
+                                                    created=90.0)), now=101)
+    # the real heartbeat wins, and a late answer does not overwrite it
+    assert not view.add_if_absent(roster.spawned_entry(handle, interval=5.0, now=102))
+    assert view.get("g2").status == "idle" and view.get("g2").since == 90.0
+    # unheard of after that, it expires like any other entry
+    assert [e.gid for e in view.expire(now=101 + 16)] == ["g2"]

@@ -9,9 +9,13 @@ from typing import Any, Iterable, Sequence
 import click
 
 
-def data(obj: Any) -> None:
-    """Print machine-readable data (``--json``) on stdout."""
-    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+def data(obj: Any, compact: bool = False) -> None:
+    """Print machine-readable data (``--json``) on stdout; ``compact`` prints it on one line
+    (a stream of documents, e.g. ``--watch --json``, one per line)."""
+    if compact:
+        click.echo(json.dumps(obj, ensure_ascii=False, default=str, separators=(",", ":")))
+    else:
+        click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
 def line(text: str = "") -> None:

@@ -37,7 +37,8 @@ def _render(result: dict) -> None:
 
 @click.command()
 @click.option("--host", default=None, metavar="H", shell_complete=complete.hosts, help="Only entities on host H.")
-@click.option("--watch", is_flag=True, help="Redraw every interval until Ctrl-C.")
+@click.option("--watch", is_flag=True,
+              help="Redraw every interval until Ctrl-C (with --json: one compact JSON document per line).")
 @output.json_option
 @click.pass_obj
 def roster(app, host: str | None, watch: bool, as_json: bool) -> None:
@@ -50,7 +51,7 @@ def roster(app, host: str | None, watch: bool, as_json: bool) -> None:
     while True:
         result = _fetch(app, host)
         if as_json:
-            output.data(result)
+            output.data(result, compact=watch)
         else:
             if watch:
                 click.clear()

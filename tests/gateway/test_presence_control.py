@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import queue
+import signal
+import subprocess
+import threading
 import time
 
+from bridgecli import __version__
 from bridgecli.errors import ExitCode
+from bridgecli.gateway.client import GatewayClient
+from tests.support.env import BRIDGE_BIN
 
 FAST = {"BRIDGE_ROSTER_INTERVAL": "0.5"}
 
@@ -28,7 +36,7 @@ def _labels(result):
     return sorted((e["label"], e["host"]) for e in result["entries"])
 
 
-def test_roster_converges_and_expires_a_killed_gateway(host_factory):
+def test_roster_converges_everywhere_and_without_a_gateway(host_factory):
     a, b = host_factory("a", extra_env=FAST), host_factory("b", extra_env=FAST)
     a.register("alpha", role="main")
     b.register("beta")
@@ -43,12 +51,44 @@ def test_roster_converges_and_expires_a_killed_gateway(host_factory):
     assert _labels(_roster(c)) == want
     assert _labels(_roster(a, "--host", b.name)) == [("beta", b.name), ("gamma", b.name)]
 
-    b.kill_gateway()  # no goodbye: entries must expire after 3 missed intervals
-    killed = time.monotonic()
-    _wait_until(lambda: _labels(_roster(a)) == [("alpha", a.name)], timeout=10)
-    assert time.monotonic() - killed < 0.5 * 3 + 3
-    b.start_gateway()
-    _wait_until(lambda: _labels(_roster(a)) == want)
+
+def _socket_roster(host):
+    """The roster straight from the host's gateway socket: polling it costs milliseconds
+    (a `bridge roster` subprocess costs a few hundred), so timings below are the view's own."""
+    client = GatewayClient.connect(host.socket)
+    assert client is not None, f"no gateway on {host.name}"
+    with client:
+        return client.call("roster")
+
+
+def test_a_killed_gateways_entities_expire_after_three_missed_intervals(host_factory):
+    interval, missed = 1.0, 3
+    env = {"BRIDGE_ROSTER_INTERVAL": str(interval), "BRIDGE_ROSTER_EXPIRY_MISSED": str(missed)}
+    a, b = host_factory("a", extra_env=env), host_factory("b", extra_env=env)
+    a.register("alpha", role="main")
+    beta = b.register("beta")
+    a.start_gateway(), b.start_gateway()
+    _wait_until(lambda: {e["label"] for e in _socket_roster(a)["entries"]} == {"alpha", "beta"})
+    entry = next(e for e in _socket_roster(a)["entries"] if e["gid"] == beta)
+    created = next(e["created"] for e in b.bridge_json("entities")["entities"] if e["gid"] == beta)
+    assert entry["version"] == __version__ and entry["since"] == created
+
+    before_kill = time.monotonic()
+    b.kill_gateway()  # no goodbye: only missed heartbeats can remove beta
+    after_kill = time.monotonic()
+    while any(e["gid"] == beta for e in _socket_roster(a)["entries"]):
+        assert time.monotonic() - before_kill < 10, "beta never expired"
+        time.sleep(0.02)
+    gone_at = time.monotonic()
+    gone_after = gone_at - before_kill
+    # beta's last heartbeat reached a at most one interval before the kill, and a's expiry
+    # check runs every interval/2, so it goes between (missed - 1) and (missed + 1) intervals
+    # after the kill: never early (a live entity is not dropped), and within 3 missed
+    # heartbeats plus one check (0.3 s slack = polling and scheduling, < 10 % of the bound)
+    assert (missed - 1) * interval - 0.2 <= gone_at - after_kill, f"expired {gone_after:.2f}s after the kill"
+    assert gone_after <= (missed + 1) * interval + 0.3, f"expired {gone_after:.2f}s after the kill"
+    b.start_gateway()  # and it returns after a restart
+    _wait_until(lambda: any(e["gid"] == beta for e in _socket_roster(a)["entries"]))
 
 
 def test_clean_stop_and_unregister_announce_gone_at_once(host_factory):
@@ -130,3 +170,106 @@ ready_line = "never"
     assert crash.returncode != 0 and "boom" in crash.stderr
     slow = a.bridge("spawn", "slow", "--host", b.name, "--wait-ready", "1s")
     assert slow.returncode == ExitCode.TIMEOUT and "not ready" in slow.stderr
+
+
+def test_spawn_refuses_a_path_label_and_reports_a_dead_process(host_factory, tmp_path):
+    a, b = host_factory("a", extra_env=FAST), host_factory("b", extra_env=FAST)
+    started = tmp_path / "started"
+    b.write_config(f"""
+[profiles.quiet]
+command = "echo \\"$$ $BRIDGE_GATEWAY_SOCKET\\" > {tmp_path}/$BRIDGE_GID; touch {started}; exec sleep 300"
+
+[profiles.slow]
+command = "sleep 300"
+ready_line = "never"
+ready_timeout = 1
+""")
+    a.register("main", role="main")
+    b.start_gateway()
+    a.start_gateway()  # spawning at once: a waits until its roster has heard b (not "no live gateway")
+
+    escape = a.bridge("spawn", "quiet", "--host", b.name, "--label", "x/../../../escaped", "--from", "main")
+    assert escape.returncode == ExitCode.CONFIG and "bad label 'x/../../../escaped'" in escape.stderr
+    assert not started.exists(), "the launcher ran for a refused label"
+    assert not list(b.root.rglob("escaped")) and not list(b.root.rglob("spawn/*"))
+    assert b.bridge_json("entities")["entities"] == []
+
+    # no --wait-ready: the profile's ready_timeout (1 s) is the gate, not 30 s
+    start = time.monotonic()
+    slow = a.bridge("spawn", "slow", "--host", b.name)
+    assert slow.returncode == ExitCode.TIMEOUT and "not ready within 1s" in slow.stderr
+    assert time.monotonic() - start < 10
+
+    # no ready_line: ready = still alive after the grace period
+    handle = a.bridge_json("spawn", "quiet", "--host", b.name, "--label", "q1", "--from", "main")
+    # the answer put the new gid in a's view: a send to it right away needs no --force
+    a.bridge("send", handle["gid"], "first", "--from", "main", check=True)
+    pid, socket_path = (tmp_path / handle["gid"]).read_text().split()
+    assert socket_path == str(b.socket)
+    assert [m["content"] for m in b.bridge_json("poll", "--as", handle["gid"], "--wait", "5s")["messages"]] == ["first"]
+
+    os.kill(int(pid), signal.SIGKILL)  # the agent dies; its hold inbox alone would look idle
+    _wait_until(lambda: any(e["gid"] == handle["gid"] and e["status"] == "gone" for e in _roster(a)["entries"]),
+                timeout=10)
+
+
+def test_requester_identity_travels_without_a_local_gateway(host_factory, tmp_path):
+    b = host_factory("b", extra_env=FAST)
+    c = host_factory("c", extra_env=FAST)  # no gateway on c: spawn/stop go straight to the broker
+    b.write_config('[profiles.quiet]\ncommand = "exec sleep 300"\n')
+    boss = c.register("boss", role="main")
+    b.start_gateway()
+    handle = c.bridge_json("spawn", "quiet", "--host", b.name, "--label", "w1", "--from", "boss")
+    assert handle["label"] == "w1"
+    c.bridge("stop", "w1", check=True, env={"BRIDGE_GID": boss})
+    log = b.log_path.read_text()
+    spawn_line = next(line for line in log.splitlines() if "control spawn requested" in line)
+    stop_line = next(line for line in log.splitlines() if "control stop requested" in line)
+    assert "by=boss" in spawn_line and f"from_host={c.name}" in spawn_line
+    assert "by=boss" in stop_line and f"from_host={c.name}" in stop_line
+
+
+def test_direct_send_resolves_through_the_roster(host_factory):
+    a = host_factory("a", extra_env=FAST)
+    c = host_factory("c", extra_env=FAST)  # neither c nor d runs a gateway
+    d = host_factory("d", extra_env=FAST)
+    alpha = a.register("alpha")
+    c.register("me", role="main")
+    quiet = d.register("quiet")  # its inbox exists, but no gateway announces it
+    a.start_gateway()
+    assert c.bridge_json("send", "alpha", "hi", "--from", "me")["to"] == alpha
+    assert [m["content"] for m in a.bridge_json("poll", "--as", alpha, "--wait", "5s")["messages"]] == ["hi"]
+    refused = c.bridge("send", quiet, "hi", "--from", "me")
+    assert refused.returncode == ExitCode.NOT_FOUND and "--force" in refused.stderr
+    assert c.bridge_json("send", quiet, "hi", "--from", "me", "--force")["to"] == quiet
+
+
+def _lines(proc, count, timeout=15.0):
+    """Read ``count`` lines from a running process's stdout, failing after ``timeout``."""
+    found: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [found.put(line) for line in proc.stdout], daemon=True).start()
+    lines = []
+    deadline = time.monotonic() + timeout
+    while len(lines) < count:
+        lines.append(found.get(timeout=max(0.1, deadline - time.monotonic())))
+    return lines
+
+
+def test_roster_watch_redraws_until_killed(host_factory):
+    a = host_factory("a", extra_env=FAST)
+    a.register("alpha")
+    a.start_gateway()
+    _wait_until(lambda: _roster(a)["entries"])
+    for args, per_draw in ((["--json"], 1), ([], 2)):  # JSON: one document a line; table: header + row
+        proc = subprocess.Popen([BRIDGE_BIN, "roster", "--watch", *args], env=a.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        try:
+            lines = _lines(proc, 2 * per_draw)
+        finally:
+            proc.kill()
+            proc.wait(10)
+        if args:
+            docs = [json.loads(line) for line in lines]
+            assert [[e["label"] for e in doc["entries"]] for doc in docs] == [["alpha"], ["alpha"]]
+        else:
+            assert [line.split()[0] for line in lines[:4]] == ["LABEL", "alpha", "LABEL", "alpha"]
