@@ -3,7 +3,8 @@
 Profile keys: ``command`` (string → run by ``/bin/sh -c``; list → exec'd as is), ``cwd``,
 ``env``, ``deliver`` (how messages reach the new entity; default ``hold``, so a headless
 agent pulls with ``bridge poll``), ``ready_line`` (optional regex: ready once a stdout line
-matches; otherwise ready = still alive after ``ready_grace`` seconds, default 0.5).
+matches; otherwise ready = still alive after ``ready_grace`` seconds, default 0.5), and
+``ready_timeout`` like every profile (the readiness gate when spawn gets no ``--wait-ready``).
 
 The child gets ``BRIDGE_GID``, ``BRIDGE_HOST_ID`` and ``BRIDGE_GATEWAY_SOCKET`` (from the
 spec) on top of the gateway's own environment, runs in its own session (so stop can kill
