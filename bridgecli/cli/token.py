@@ -28,11 +28,16 @@ def _port(app) -> int:
 
 
 @token.command("path")
-def path_() -> None:
+@output.json_option
+def path_(as_json: bool) -> None:
     """Print the path of the token file."""
     from bridgecli.browser import token_file
 
-    output.line(str(token_file.path()))
+    path = token_file.path()
+    if as_json:
+        output.data({"path": str(path), "exists": path.exists()})
+    else:
+        output.line(str(path))
 
 
 @token.command()
@@ -57,8 +62,9 @@ def show(app, as_json: bool) -> None:
 
 
 @token.command()
+@output.json_option
 @click.pass_obj
-def rotate(app) -> None:
+def rotate(app, as_json: bool) -> None:
     """Generate a new token and write it (prints it)."""
     from bridgecli.browser import token_file
 
@@ -66,7 +72,10 @@ def rotate(app) -> None:
     port = current.get("port", _port(app)) if current else _port(app)
     new = token_file.new_token()
     token_file.write(port, new)
-    output.line(new)
+    if as_json:  # the same shape as `bridge token show --json`
+        output.data({"path": str(token_file.path()), **(token_file.read() or {})})
+    else:
+        output.line(new)
     output.note("wrote a new token: restart the broker host (`bridge browser serve`) and paste "
                 "the token into the browser extension")
 

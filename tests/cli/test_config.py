@@ -25,6 +25,13 @@ def test_path_honours_xdg_and_bridge_config(bridge_home):
     assert invoke("config", "path", env={"BRIDGE_CONFIG": str(other)}).output.strip() == str(other)
 
 
+def test_path_json(bridge_home):
+    got = json.loads(invoke("config", "path", "--json").output)
+    assert got == {"path": str(bridge_home.config_file), "exists": False}
+    invoke("config", "set", "host.id", "h1")
+    assert json.loads(invoke("config", "path", "--json").output)["exists"] is True
+
+
 def test_set_get_unset_round_trip_keeps_other_keys_and_tables(bridge_home):
     cfg = bridge_home.config_file
     cfg.parent.mkdir(parents=True)

@@ -65,3 +65,16 @@ def test_explicit_token_mismatch_is_warned(bridge_home):
         shown = run_bridge("token", "show", env=dict(env, **{var: "explicit-token-12345"}))
         assert shown.returncode == 0 and "sets a different token" in shown.stderr
         assert var in shown.stderr
+
+
+def test_path_and_rotate_speak_json(bridge_home):
+    env = bridge_home.env
+    file = token_path(env)
+    path = run_bridge("token", "path", "--json", env=env)
+    assert path.returncode == 0 and json.loads(path.stdout) == {"path": str(file), "exists": False}
+    rotated = run_bridge("token", "rotate", "--json", env=env)
+    assert rotated.returncode == 0 and "restart the broker" in rotated.stderr  # notes stay on stderr
+    data = json.loads(rotated.stdout)
+    assert data == json.loads(run_bridge("token", "show", "--json", env=env).stdout)
+    assert data["path"] == str(file) and data["port"] == 4517 and len(data["token"]) >= 40
+    assert json.loads(run_bridge("token", "path", "--json", env=env).stdout)["exists"] is True
