@@ -10,7 +10,14 @@ into a placeholder ("[Pasted text +40 lines]"), which would hide the marker.
 
 All text comes from :func:`bridgecli.framing.render`, so nothing typed contains a control
 character. When the pane's foreground program is a shell, every line is rendered as a
-``#`` comment, so no message can run as a command there either (docs/security.md).
+``#`` comment, so no message can run as a command there either (docs/security.md); shells
+that do not honour ``#`` at an interactive prompt (zsh by default, csh/tcsh) get nothing.
+
+Before anything is typed the pane's screen is checked for an open approval dialog
+(``blocked_pattern``): typing into "Do you want to proceed? ❯ 1. Yes" would answer it. While
+one shows, the delivery waits with backoff (:func:`bridgecli.blocking.wait_unblocked`) and
+then fails retryably. A pane that is gone (closed, or its program exited) fails retryably
+too: the gateway retries and dead-letters after ``messaging.max_attempts``.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from bridgecli.blocking import wait_unblocked
 from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
 from bridgecli.framing import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, SHELL_PREFIX, Frame, render
 from bridgecli_tmux.client import SEP, PaneGone, PaneInfo, Tmux, TmuxError, socket_from
@@ -33,6 +41,15 @@ if TYPE_CHECKING:
 #: a pane id, or session[:window[.pane]] without whitespace; never starting with "-"
 TARGET_RE = re.compile(r"^(%\d+|[^\s\-;][^\s;]*)$")
 _counter = itertools.count()
+
+#: approval dialogs of agent TUIs (regexes, searched per line): Claude Code's "Do you want to
+#: proceed?" and the selected first answer of its numbered menus ("❯ 1. Yes"). Conservative on
+#: purpose — a false match only delays a delivery — and only the bottom of the screen below the
+#: last delivered frame is searched, so a message quoting these words does not block its pane.
+DEFAULT_BLOCKED_PATTERNS = (r"Do you want to proceed\?", r"^[\s│┃|>]*❯\s*1\.\s*Yes\b")
+#: how many non-blank lines at the bottom of the screen a dialog is looked for in
+BLOCKED_SCAN_LINES = 20
+_FRAME_END = re.compile(r"\[end bridge [^\]\s]{1,8}\]")
 
 
 def _float(settings: Mapping[str, Any], key: str, default: float) -> float:
@@ -61,6 +78,46 @@ def _choice(settings: Mapping[str, Any], key: str, default: str, choices: tuple[
     return value
 
 
+def _patterns(settings: Mapping[str, Any], key: str, default: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    value = settings.get(key, list(default))
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"[plugins.tmux] {key} must be a regex or a list of regexes, not {value!r}",
+                          f"fix {key} in bridge.toml ([] switches dialog detection off)")
+    try:
+        return tuple(re.compile(v, re.M) for v in values)
+    except re.error as exc:
+        raise ConfigError(f"[plugins.tmux] {key}: {exc.pattern!r} is not a valid regex ({exc})",
+                          f"fix {key} in bridge.toml") from None
+
+
+def dialog_on_screen(screen: str, patterns: tuple[re.Pattern[str], ...]) -> str | None:
+    """The blocked pattern that matches ``screen`` (an open approval dialog), or None.
+
+    Only what the program drew below the last delivered frame's end line is searched, and only
+    its bottom :data:`BLOCKED_SCAN_LINES` non-blank lines: a frame's content always precedes
+    its own end line, so a message quoting a dialog never reads as one."""
+    if not patterns:
+        return None
+    lines = screen.split("\n")
+    for index in range(len(lines) - 1, -1, -1):
+        if _FRAME_END.search(lines[index]):
+            lines = lines[index + 1:]
+            break
+    tail = "\n".join([line for line in lines if line.strip()][-BLOCKED_SCAN_LINES:])
+    return next((p.pattern for p in patterns if p.search(tail)), None)
+
+
+@dataclass(frozen=True)
+class PaneStatus:
+    """What :meth:`TmuxBackend.describe` reports: a status word, the foreground command
+    (``pane_current_command``) and a human explanation."""
+
+    status: str
+    command: str
+    detail: str
+
+
 @dataclass(frozen=True)
 class TmuxSettings:
     """``[plugins.tmux]`` keys that shape delivery (README lists them)."""
@@ -73,6 +130,8 @@ class TmuxSettings:
     multiline: str = "paste"  # paste | line
     shell_safe: str = "auto"  # auto | always | never
     control_mode: bool = True
+    blocked_patterns: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.M) for p in DEFAULT_BLOCKED_PATTERNS)
+    blocked_wait: float = 20.0
 
     @classmethod
     def load(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> "TmuxSettings":
@@ -85,6 +144,8 @@ class TmuxSettings:
             multiline=_choice(settings, "multiline", cls.multiline, ("paste", "line")),
             shell_safe=_choice(settings, "shell_safe", cls.shell_safe, ("auto", "always", "never")),
             control_mode=_bool(settings, "control_mode", cls.control_mode),
+            blocked_patterns=_patterns(settings, "blocked_pattern", DEFAULT_BLOCKED_PATTERNS),
+            blocked_wait=_float(settings, "blocked_wait", cls.blocked_wait),
         )
 
 
@@ -133,17 +194,23 @@ class TmuxBackend:
             raise DeliveryError(f"tmux could not deliver to {target}: {exc.message}", exc.hint) from None
 
     def status(self, entity: "Entity") -> str:
-        """``gone`` (no pane, or its program exited), ``idle`` (a shell is in the foreground:
-        nothing is running there) or ``running``."""
+        """``gone`` (no pane, or its program exited), ``blocked`` (an approval dialog is on
+        screen), ``unknown`` (a shell is in front: the agent exited or never started, so
+        nothing there is idle-and-ready) or ``running``; :meth:`describe` adds the foreground
+        command."""
+        return self.describe(entity).status
+
+    def describe(self, entity: "Entity") -> PaneStatus:
+        """The pane's status word with its foreground command and an explanation."""
         if not entity.address:
-            return "gone"
+            return PaneStatus("gone", "", "no tmux pane in --deliver")
         try:
-            info = self.tmux.pane(entity.address)
-        except PaneGone:
-            return "gone"
-        except BridgeError:
-            return "unknown"
-        return pane_status(info)
+            info, screen = self.tmux.pane_and_screen(entity.address)
+        except PaneGone as exc:
+            return PaneStatus("gone", "", exc.message)
+        except BridgeError as exc:
+            return PaneStatus("unknown", "", str(exc))
+        return pane_status(info, dialog_on_screen(screen, self.settings.blocked_patterns))
 
     # --- steps ----------------------------------------------------------------------
 
@@ -151,20 +218,40 @@ class TmuxBackend:
         """Render ``envelope`` for this pane (shell panes get ``#`` comment lines)."""
         shell = self.settings.shell_safe == "always" or (
             self.settings.shell_safe == "auto" and info.shell_in_foreground)
+        if shell and info.shell_in_foreground and not info.comments_work:
+            raise DeliveryError(
+                f"tmux pane {info.pane_id} has {info.command} in front, which runs '#' lines typed at its "
+                "prompt as commands; nothing was typed (the agent there has exited)",
+                "restart the agent in that pane; the message is retried", retryable=True)
         return render(envelope, max_bytes=self.settings.max_bytes, max_lines=self.settings.max_lines,
                       line_prefix=SHELL_PREFIX if shell else "")
 
     def _live_pane(self, target: str) -> PaneInfo:
+        """The pane, once no approval dialog is open in it; never type into a dialog."""
+        patterns = self.settings.blocked_patterns
+        if not patterns:
+            return self._lookup(target, lambda: (self.tmux.pane(target), ""))[0]
+        info, _ = wait_unblocked(
+            lambda: self._lookup(target, lambda: self.tmux.pane_and_screen(target)),
+            lambda state: dialog_on_screen(state[1], patterns) is not None,
+            timeout=self.settings.blocked_wait,
+            failure=lambda: DeliveryError(
+                f"tmux pane {target} shows an approval dialog; nothing was typed "
+                f"(waited {self.settings.blocked_wait:g}s)",
+                "answer the dialog in the pane; the message is retried", retryable=True))
+        return info
+
+    def _lookup(self, target: str, probe: Callable[[], tuple[PaneInfo, str]]) -> tuple[PaneInfo, str]:
         try:
-            info = self.tmux.pane(target)
+            info, screen = probe()
         except PaneGone as exc:
             raise self._gone(target, exc) from None
         except TmuxError as exc:
             raise DeliveryError(f"tmux could not look up {target}: {exc.message}", exc.hint) from None
         if info.dead:
             raise DeliveryError(f"the program in tmux pane {target} has exited (pane is dead)",
-                                "restart the agent there and re-register it", retryable=False)
-        return info
+                                "restart the agent there and re-register it", retryable=True)
+        return info, screen
 
     def _type(self, info: PaneInfo, frame: Frame) -> None:
         pane = info.pane_id
@@ -204,13 +291,20 @@ class TmuxBackend:
             delay = min(delay * 2, 0.05)
 
     def _gone(self, target: str, exc: TmuxError) -> DeliveryError:
+        # retryable: the gateway retries with backoff and dead-letters after
+        # messaging.max_attempts (issue 5); the roster shows the entity gone meanwhile
         return DeliveryError(f"tmux pane {target} is gone: {exc.message}",
                              "the agent's pane was closed; restart it and re-register the entity",
-                             retryable=False)
+                             retryable=True)
 
 
-def pane_status(info: PaneInfo) -> str:
-    """Map a pane to one of bridge's status words."""
+def pane_status(info: PaneInfo, dialog: str | None = None) -> PaneStatus:
+    """Map a pane (and the dialog pattern found on its screen, if any) to a status."""
+    command = info.command
     if info.dead:
-        return "gone"
-    return "idle" if info.shell_in_foreground else "running"
+        return PaneStatus("gone", command, "the pane's program has exited (pane is dead)")
+    if dialog is not None:
+        return PaneStatus("blocked", command, f"{command} shows an approval dialog (matched {dialog!r})")
+    if info.shell_in_foreground:
+        return PaneStatus("unknown", command, f"no agent running: the shell {command} is in front")
+    return PaneStatus("running", command, f"{command} is in front")

@@ -22,6 +22,9 @@ from bridgecli_tmux.control import ControlChannel, ControlClosed
 #: ``pane_current_command`` values that mean "a shell is in the foreground"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "ash",
                     "busybox", "nu", "elvish", "xonsh", "pwsh", "yash", "oksh"})
+#: shells that do *not* treat ``#`` as a comment at an interactive prompt (zsh without
+#: ``setopt interactivecomments``, csh/tcsh): a ``# `` line typed there runs as a command
+NO_INTERACTIVE_COMMENTS = frozenset({"zsh", "csh", "tcsh"})
 SEP = ";"  # a lone ";" argument separates tmux commands in one invocation
 _INFO_FORMAT = "#{pane_id}\t#{pane_dead}\t#{pane_in_mode}\t#{pane_pid}\t#{pane_current_command}"
 
@@ -51,6 +54,11 @@ class PaneInfo:
         """True when the pane's foreground program is a shell (its agent exited, or it
         never was an agent pane): text typed there would run as commands."""
         return self.command.lstrip("-") in SHELLS
+
+    @property
+    def comments_work(self) -> bool:
+        """False for a shell in front that would run a ``# `` line typed at its prompt."""
+        return self.command.lstrip("-") not in NO_INTERACTIVE_COMMENTS
 
 
 def socket_from(settings: Mapping[str, object], env: Mapping[str, str] | None = None) -> str | None:
@@ -172,7 +180,16 @@ class Tmux:
 
     def pane(self, target: str) -> PaneInfo:
         """Look ``target`` up; :class:`PaneGone` if it does not exist."""
-        out = self.run("display-message", "-p", "-t", target, _INFO_FORMAT).rstrip("\n")
+        return self._parse_info(target, self.run("display-message", "-p", "-t", target, _INFO_FORMAT).rstrip("\n"))
+
+    def pane_and_screen(self, target: str) -> tuple[PaneInfo, str]:
+        """:meth:`pane` and the pane's visible text, in one tmux call."""
+        out = self.run("display-message", "-p", "-t", target, _INFO_FORMAT, SEP,
+                       "capture-pane", "-p", "-J", "-t", target)
+        first, _, screen = out.partition("\n")
+        return self._parse_info(target, first), screen
+
+    def _parse_info(self, target: str, out: str) -> PaneInfo:
         parts = out.split("\t", 4)
         if not parts[0]:  # tmux 3.3 answers an unknown pane id with empty fields, not an error
             raise PaneGone(f"can't find pane: {target} on {self.where()}",

@@ -119,6 +119,6 @@ class TmuxLauncher:
 
     def status(self, handle: LaunchHandle) -> str:
         try:
-            return pane_status(self._tmux_for(handle).pane(str(handle.data["pane_id"])))
+            return pane_status(self._tmux_for(handle).pane(str(handle.data["pane_id"]))).status
         except PaneGone:
             return "gone"
