@@ -140,7 +140,7 @@ def test_a_mere_mention_of_a_hook_is_not_a_test(tmp_path):
         "    return [bridgecli.hookimpl(f) for f in hooks.values()]\n"
         f"def test_x():\n    fake({name}=lambda register: None)\n")}
     assert hook_evidence(name, wrapped) == [
-        "tests/fake/test_wrap.py:6 registers an in-memory implementation"]
+        "tests/fake/test_wrap.py:5 registers an in-memory implementation"]
 
 
 @pytest.mark.parametrize("code", list(ExitCode), ids=lambda c: c.name)
