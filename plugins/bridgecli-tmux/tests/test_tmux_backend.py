@@ -297,3 +297,22 @@ def test_shells_where_hash_is_not_a_comment_get_nothing(make_backend, new_pane, 
     tmux_server.run("send-keys", "-t", pane, "-l", f"# │ x; touch {marker}")
     tmux_server.run("send-keys", "-t", pane, "Enter")
     wait_for(marker.exists, what=f"the '#' line to run in {program} (why nothing is typed there)")
+
+
+@pytest.mark.parametrize("control_mode", [True, False])
+def test_multiline_frame_is_one_submission_with_bracketed_paste(make_backend, new_pane, short_tmp,
+                                                                 control_mode) -> None:
+    """A program that enabled bracketed paste gets the whole multi-line frame as one
+    submission: its newlines arrive inside the paste, and only the final Enter submits."""
+    import json
+
+    backend = make_backend(control_mode=control_mode)
+    log = short_tmp / "submissions"
+    pane = new_pane(f"{sys.executable} {Path(__file__).with_name('paste_reader.py')} {log}", ready="READY")
+    env = message("first line\nsecond line\n\n  fourth, indented")
+    backend.deliver(entity(pane), env)
+    submissions = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(submissions) == 1 and submissions[0]["pasted"] is True
+    text = submissions[0]["text"].replace("\r", "\n")  # tmux pastes line ends as CR, as terminals do
+    assert text.split("\n") == list(backend.frame(env, backend.tmux.pane(pane)).lines)
+    assert "│   fourth, indented" in text
