@@ -3,7 +3,7 @@
 Two real ``bridge mcp`` processes of one user (one token file) elect a broker on a private
 port, a CDP executor drives a headless Chromium, and pages come from a loopback http.server.
 The story: each session opens and drives its own group; the guest is refused on the host's
-group with the broker's message; the host is SIGKILLed and the guest takes over, its next
+group with the broker's message until the host releases it; the host is SIGKILLed and the guest takes over, its next
 command succeeding after at most a few ``bridge re-electing`` refusals.
 """
 
@@ -141,6 +141,23 @@ def test_two_sessions_share_one_broker_and_survive_the_hosts_death(bridge_home, 
             unknown = await call(second, "browser_open", group="third", url=page_server + "/form.html",
                                  target="no-such-browser")
             assert unknown.is_error and "no connected browser has id or label 'no-such-browser'" in text_of(unknown)
+
+            # browser_release hands a group over: refused before, the second session's after
+            await ok(first, "browser_open", group="handover", url=page_server + "/other.html")
+            refused = await call(second, "browser_text", group="handover", selector="#para")
+            assert refused.is_error and 'group "handover" is owned by another client' in text_of(refused)
+            stolen = await call(second, "browser_release", group="handover")  # only the owner may release
+            assert stolen.is_error and 'group "handover" is owned by another client' in text_of(stolen)
+            released = await ok(first, "browser_release", group="handover")
+            assert text_of(released).startswith("Released group 'handover'")
+            assert released.structured_content == {"released": "handover"}
+            owners = (await ok(second, "browser_tabs")).structured_content["groups"]
+            assert {g["group"]: g["owner"] for g in owners}["handover"] == "orphan"
+            assert text_of(await ok(second, "browser_text", group="handover", selector="#para")) == "the other page"
+            owners = (await ok(first, "browser_tabs")).structured_content["groups"]
+            assert {g["group"]: g["owner"] for g in owners}["handover"] == "other"  # adopted by the second
+            taken = await call(first, "browser_text", group="handover", selector="#para")
+            assert taken.is_error and 'group "handover" is owned by another client' in text_of(taken)
 
             # the host dies without a goodbye; the guest re-elects itself and takes over
             os.kill(host_pid, signal.SIGKILL)
@@ -333,6 +350,49 @@ def test_broker_refusals_come_back_as_tool_errors(host_bridge):
         seat.close()
         for browser in browsers:
             browser.stop()
+
+
+def test_re_electing_comes_back_as_the_brokers_tool_error(bridge_home):
+    """A real `bridge mcp` guest whose host went away while the port stays taken (by a
+    listening socket that never answers) stays re-electing: every browser call is a one-line
+    tool error with the bridge's re-electing message, until the port frees and it hosts."""
+    from bridgecli.browser.broker import Broker
+    from bridgecli.browser.connect import RE_ELECTING_MESSAGE
+    from bridgecli.browser.server import BrokerServer, bind_loopback
+
+    port = free_port()
+    sock = bind_loopback(port)
+    squatter = sock.dup()  # the same listening socket, kept open when the broker closes its fd
+    token_file.write(port, "test-token")
+    server = BrokerServer(Broker(), "test-token", sock).start()
+    expected = f"{RE_ELECTING_MESSAGE} — retry in a moment"
+
+    async def scenario() -> None:
+        async with browser_mcp(browser_env(bridge_home, port), "guest", bridge_home.root / "guest.log") as session:
+            assert await until("the session to join as a guest", lambda: _is(mode_of(session), "guest"))
+            # the host goes away: its connections close, but nobody can win the port
+            await anyio.to_thread.run_sync(server.shutdown)
+
+            async def refused() -> Any:
+                result = await call(session, "browser_open", group="g", url="http://127.0.0.1:9/")
+                return result if result.is_error and "re-electing" in text_of(result) else None
+
+            result = await until("the guest to report re-electing", refused)
+            assert text_of(result) == expected and result.structured_content is None
+            for tool, args in (("browser_targets", {}), ("browser_tabs", {}), ("browser_release", {"group": "g"}),
+                               ("browser_text", {"group": "g"})):
+                result = await call(session, tool, **args)
+                assert result.is_error and text_of(result) == expected, (tool, text_of(result))
+            # the port frees: the guest wins it and hosts; calls work again
+            squatter.close()
+            assert await until("the guest to host", lambda: _is(mode_of(session), "host"))
+            assert (await ok(session, "browser_targets")).structured_content["targets"] == []
+
+    try:
+        anyio.run(scenario)
+    finally:
+        squatter.close()
+        server.shutdown()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])

@@ -21,6 +21,8 @@ def assert_tool_error(result, *needles: str) -> str:
 
 
 def test_call_errors_are_one_line_tool_errors(gw_host, label):
+    gw_host.register(f"q{label}")  # holds what it gets and never answers
+
     async def scenario():
         async with mcp_client(gw_host, label) as (session, _):
             assert_tool_error(await session.call_tool("bridge_send", {"target": "nobody-here", "content": "x"}),
@@ -31,12 +33,22 @@ def test_call_errors_are_one_line_tool_errors(gw_host, label):
             assert_tool_error(await session.call_tool("bridge_poll", {"wait": -1}), "bad arguments", "wait")
             assert_tool_error(await session.call_tool("bridge_reply", {"msg_id": "0123456789ab", "content": "x"}),
                               "no message '0123456789ab'")
+            assert_tool_error(await session.call_tool("bridge_answer", {"msg_id": "0123456789ab", "content": "x"}),
+                              "no message '0123456789ab'")
+            # an ask whose wait runs out: sent all the same, and the hint says where its answer goes
+            timed_out = assert_tool_error(await session.call_tool("bridge_ask", {"target": f"q{label}",
+                                                                                 "question": "anyone?", "wait": 1}),
+                                          "no reply to ", "within 1s", "collect it later with bridge_poll")
+            assert timed_out.startswith("no reply to ")
             assert_tool_error(await session.call_tool("bridge_nope", {}), "unknown tool")
             assert_tool_error(await session.call_tool("bridge_spawn", {"profile": "echo", "host": "nowhere"}),
                               "nowhere")
             assert_tool_error(await session.call_tool("bridge_stop", {"target": "nobody-here"}), "nobody-here")
+            return timed_out.split()[3]
 
-    anyio.run(scenario)
+    asked = anyio.run(scenario)
+    [question] = gw_host.bridge_json("poll", "--as", f"q{label}", "--wait", "30")["messages"]  # it went out
+    assert question["kind"] == "ASK" and question["msgId"] == asked and question["content"] == "anyone?"
 
 
 def test_ambiguous_label_lists_the_candidates(host_factory):

@@ -68,6 +68,18 @@ def test_u1_send_waits_for_the_workers_reply(gw_host, label):
             assert reply["kind"] == "REPLY" and reply["content"].strip() == "pong: ping 1"
             assert reply["inReplyTo"] == result.structured_content["msgId"]
             assert "pong: ping 1" in text_of(result)
+            # without wait: returns at once, and the reply is held for bridge_poll
+            sent = await session.call_tool("bridge_send", {"target": f"w{label}", "content": "ping 2"})
+            assert not sent.is_error, text_of(sent)
+            msg_id = sent.structured_content["msgId"]
+            assert "reply" not in sent.structured_content
+            assert text_of(sent) == (f"Sent SEND {msg_id} to {sent.structured_content['to']}. Its REPLY will be "
+                                     "held for you: call bridge_poll to collect it (or pass wait to block for it).")
+            polled = await session.call_tool("bridge_poll", {"wait": 30})
+            assert not polled.is_error, text_of(polled)
+            [reply] = polled.structured_content["messages"]
+            assert reply["kind"] == "REPLY" and reply["inReplyTo"] == msg_id
+            assert reply["content"].strip() == "pong: ping 2"
 
     anyio.run(scenario)
 
