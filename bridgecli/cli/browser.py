@@ -295,4 +295,4 @@ def release(app, group: str) -> None:
     live agent owns it.
     """
     _run(app, "release", group)
-    output.line(f"released group {group}")
+    output.note(f"released group {group}")

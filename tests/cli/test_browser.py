@@ -83,7 +83,9 @@ def test_one_shot_commands_against_a_served_broker(served, tmp_path):
         executor.answer({"id": 1, "action": "screenshot", "group": "research", "params": {}})
         ["data"]["png"])
     released = bridge(env, "release", "research")
-    assert (released.returncode, released.stdout) == (0, "released group research\n")
+    # a confirmation, not data: stderr, so that scripts reading stdout get nothing
+    assert (released.returncode, released.stdout) == (0, "")
+    assert "released group research" in released.stderr
 
 
 def test_errors_are_one_line_with_exit_codes(served):
