@@ -44,14 +44,22 @@ def poll_until(lab: NetnsLab, host: str, gid: str, count: int, timeout: float = 
     return got
 
 
-def roster_gids(lab: NetnsLab, host: str) -> dict[str, dict[str, Any]]:
-    """{gid: entry} of ``bridge roster --json`` on ``host`` ({} when it fails)."""
+def roster_snapshot(lab: NetnsLab, host: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """One ``bridge roster --json`` on ``host``: ({gid: entry}, host ids with a live gateway);
+    both empty when the call fails."""
     result = lab.bridge(host, "roster", "--json", check=False)
     if result.returncode != 0:
-        return {}
+        return {}, set()
     data = json.loads(result.stdout)
     entries = data.get("entries", data) if isinstance(data, dict) else data
-    return {entry["gid"]: entry for entry in entries if isinstance(entry, dict) and "gid" in entry}
+    gateways = data.get("gateways", []) if isinstance(data, dict) else []
+    return ({entry["gid"]: entry for entry in entries if isinstance(entry, dict) and "gid" in entry},
+            {g["host"] for g in gateways if isinstance(g, dict) and "host" in g})
+
+
+def roster_gids(lab: NetnsLab, host: str) -> dict[str, dict[str, Any]]:
+    """{gid: entry} of ``bridge roster --json`` on ``host`` ({} when it fails)."""
+    return roster_snapshot(lab, host)[0]
 
 
 def wait_announced(lab: NetnsLab, host: str, gid: str, timeout: float = 30.0) -> None:

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.multihost.helpers import exec_sink, read_sink, register, roster_gids, wait_announced, wait_for
+from tests.multihost.helpers import (exec_sink, read_sink, register, roster_gids, roster_snapshot,
+                                     wait_announced, wait_for)
 from tests.support.netns import NetnsLab
 
 
@@ -99,6 +100,38 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
+class LogWatch:
+    """From now on, note when a gateway log first shows ``needle`` (past its current end).
+
+    Runs on a thread so that a scenario can measure when each gateway *noticed* something
+    while it is busy doing something else (restarting the broker, say): polling the log
+    afterwards would only tell when we looked.
+    """
+
+    def __init__(self, lab: NetnsLab, host: str, needle: str, timeout: float = 120.0) -> None:
+        self.lab, self.host, self.needle = lab, host, needle
+        self.mark = len(lab.gateway_text(host))
+        self.seen_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(timeout,), name=f"watch-{host}", daemon=True)
+        self._thread.start()
+
+    def _run(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if self.needle in self.lab.gateway_text(self.host)[self.mark:]:
+                self.seen_at = time.monotonic()
+                return
+            self._stop.wait(0.05)
+
+    def since(self, start: float, wait: float = 0.0) -> float | None:
+        """Seconds from ``start`` until the needle appeared (waits up to ``wait`` for it);
+        None if it never did. Stops the watch."""
+        self._thread.join(wait)
+        self._stop.set()
+        return None if self.seen_at is None else self.seen_at - start
+
+
 def partition(lab: NetnsLab, seconds: float = 15.0, burst: int = 20) -> Outcome:
     """Cut the receiving host off the LAN for ``seconds`` (beyond the AMQP heartbeat expiry
     and the roster expiry), send to it meanwhile, heal, and wait for everything."""
@@ -164,21 +197,30 @@ def broker_restart(lab: NetnsLab) -> Outcome:
     thread = threading.Thread(target=sender, daemon=True)
     thread.start()
     wait_for(lambda: len(traffic.sent) >= 10, 30, 0.1, "first confirmed batches")
-    marks = {h: len(lab.gateway_text(h)) for h in ("hostA", "hostB")}
+    hosts = ("hostA", "hostB")
+    lost = {h: LogWatch(lab, h, "broker connection lost") for h in hosts}
+    back = {h: LogWatch(lab, h, "connected to broker") for h in hosts}
     t_stop = time.monotonic()
     lab.broker.stop()
     t_down = time.monotonic()
     lab.broker.start()
     t_up = time.monotonic()
+    detect = {h: lost[h].since(t_stop, wait=30) for h in hosts}
     reconnect = {}
-    for host in ("hostA", "hostB"):
-        reconnect[host] = lab.wait_log(host, "connected to broker", 90, after=marks[host]) - t_up
-    time.sleep(1.0)  # a few batches through the recovered broker as well
+    for host in hosts:
+        seen = back[host].since(t_up, wait=90)
+        if seen is None:  # fail like before, with the gateway's log in the message
+            seen = lab.wait_log(host, "connected to broker", 1, after=back[host].mark) - t_up
+        reconnect[host] = max(seen, 0.0)  # the log is polled every 50 ms: never "before" the start
+    before = len(traffic.sent)  # a few batches through the recovered broker as well
+    wait_for(lambda: len(traffic.sent) >= before + 15, 60, 0.1, "three batches after the restart")
     stop_sending.set()
     thread.join(120)
     done = traffic.wait_all(90) - t_up
     result = traffic.outcome("broker restart (clean stop + start)")
     result.times = {"broker stop": _round(t_down - t_stop), "broker start": _round(t_up - t_down),
+                    "hostA detects loss after stop": _round(detect["hostA"]),
+                    "hostB detects loss after stop": _round(detect["hostB"]),
                     "hostA reconnect after start": _round(reconnect["hostA"]),
                     "hostB reconnect after start": _round(reconnect["hostB"]),
                     "all delivered after start": _round(done)}
@@ -188,8 +230,10 @@ def broker_restart(lab: NetnsLab) -> Outcome:
     return result
 
 
-def gateway_kill9(lab: NetnsLab, burst: int = 150) -> Outcome:
-    """SIGKILL the receiving host's gateway in the middle of a burst, then restart it."""
+def gateway_kill9(lab: NetnsLab, burst: int = 150, expiry_wait: float = 30.0) -> Outcome:
+    """SIGKILL the receiving host's gateway in the middle of a burst, wait until hostA's roster
+    has dropped hostB (its entity and its gateway: no "gone" frame comes from a killed
+    gateway, so this is the roster expiry), then restart it."""
     traffic = Traffic(lab, "kill")
     sending = threading.Thread(target=traffic.send, args=(burst,), daemon=True)
     sending.start()
@@ -197,13 +241,41 @@ def gateway_kill9(lab: NetnsLab, burst: int = 150) -> Outcome:
     at_kill = len(traffic.deliveries())
     t_kill = time.monotonic()
     lab.stop_gateway("hostB", signal.SIGKILL)
+    entity_gone = gateway_gone = None
+    deadline = t_kill + expiry_wait
+    while time.monotonic() < deadline and (entity_gone is None or gateway_gone is None):
+        gids, gateways = roster_snapshot(lab, "hostA")
+        now = time.monotonic()
+        if entity_gone is None and traffic.receiver not in gids:
+            entity_gone = now - t_kill
+        if gateway_gone is None and "hostb" not in gateways:
+            gateway_gone = now - t_kill
+        time.sleep(0.1)
     sending.join(60)
     t_start = time.monotonic()
     lab.start_gateway("hostB")
     restarted = time.monotonic() - t_start
+    entity_back = gateway_back = None
+    deadline = t_start + 60
+    while time.monotonic() < deadline and (entity_back is None or gateway_back is None):
+        gids, gateways = roster_snapshot(lab, "hostA")
+        now = time.monotonic()
+        if entity_back is None and traffic.receiver in gids:
+            entity_back = now - t_start
+        if gateway_back is None and "hostb" in gateways:
+            gateway_back = now - t_start
+        time.sleep(0.1)
     done = traffic.wait_all(90) - t_start
     result = traffic.outcome("gateway kill -9 mid-burst, then restart")
-    result.times = {"gateway restart to connected": _round(restarted),
-                    "all delivered after restart": _round(done), "down": _round(t_start - t_kill)}
-    result.notes.append(f"killed after {at_kill} of {burst} deliveries")
+    result.times = {"hostA roster drops hostB's entity": _round(entity_gone),
+                    "hostA roster drops hostB's gateway": _round(gateway_gone),
+                    "down": _round(t_start - t_kill),
+                    "gateway restart to connected": _round(restarted),
+                    "hostA roster has hostB's entity again": _round(entity_back),
+                    "hostA roster has hostB's gateway again": _round(gateway_back),
+                    "all delivered after restart": _round(done)}
+    result.notes.append(f"killed after {at_kill} of {burst} deliveries; restarted once hostA's roster "
+                        f"had dropped hostB (roster expiry: 3 missed 1 s heartbeats)")
+    if entity_gone is None or gateway_gone is None:
+        result.notes.append(f"hostA's roster still listed hostB {expiry_wait:g}s after the kill")
     return result
