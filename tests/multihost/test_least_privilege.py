@@ -111,6 +111,32 @@ def test_host_a_cannot_touch_host_b_inbox(netns_lab: NetnsLab, secure_hosts):
         topology.MSG, s["worker"], b"{}", pika.BasicProperties(user_id=s["b"])))) == 406
 
 
+def test_host_user_may_publish_only_to_bridge_exchanges(netns_lab: NetnsLab, secure_hosts):
+    lab = netns_lab
+    user, password = secure_hosts["creds"]["A"]
+    made_up = f"exfil.{uuid.uuid4().hex[:6]}"
+    # it exists (declared by guest), so the refusal is the permission, not a missing exchange
+    lab.in_ns("hostB", lambda: _guest_channel(lab, lambda ch: ch.exchange_declare(made_up, "topic",
+                                                                                auto_delete=True)))
+
+    def publish_to(exchange: str):
+        return lambda ch: (ch.confirm_delivery(), ch.basic_publish(
+            exchange, "anything", b"{}", pika.BasicProperties(user_id=user)))
+
+    try:
+        for exchange in ("amq.topic", "amq.direct", "amq.fanout", made_up):
+            assert _refused(lab, user, password, publish_to(exchange)) == 403, exchange
+    finally:
+        lab.in_ns("hostB", lambda: _guest_channel(lab, lambda ch: ch.exchange_delete(made_up)))
+    # the bridge exchanges are fine (nothing is bound under this key: dropped, not refused)
+    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
+        topology.MSG, "no-such-gid", b"{}", pika.BasicProperties(user_id=user)))) == 0
+    # the deliberate exception (docs/deploy.md §2): amq.default, for spawn/stop answers to a
+    # reply queue by name — here to a queue that does not exist, so the message is dropped
+    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
+        "", f"bridge.reply.{uuid.uuid4()}", b"{}", pika.BasicProperties(user_id=user)))) == 0
+
+
 def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(netns_lab: NetnsLab, secure_hosts):
     lab = netns_lab
     s = secure_hosts
