@@ -35,6 +35,7 @@ _ERROR_TYPES: dict[str, type[BridgeError]] = {
     ExitCode.PERMISSION.name: errors.PermissionProblem,
     ExitCode.CONFLICT.name: errors.Conflict,
     ExitCode.BROWSER.name: errors.BrowserError,
+    ExitCode.CANNOT_WRITE.name: errors.CannotWrite,
 }
 
 

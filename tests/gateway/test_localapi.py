@@ -58,3 +58,20 @@ def test_sigterm_stops_cleanly_and_removes_the_socket(host_factory):
     assert a.stop_gateway() == 0
     assert not a.socket.exists()
     assert "gateway stopped" in a.log_path.read_text()
+
+
+def test_every_error_type_crosses_the_socket_with_its_exit_code():
+    """A typed error raised in the gateway reaches the CLI as the same type and exit code:
+    every exit code that has an error class in bridgecli.errors is in the wire table."""
+    import inspect
+
+    from bridgecli import errors
+    from bridgecli.gateway.client import error_from_wire, error_to_wire
+
+    classes = [cls for _, cls in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(cls, errors.BridgeError) and cls is not errors.BridgeError]
+    assert classes
+    for cls in classes:
+        back = error_from_wire(json.loads(json.dumps(error_to_wire(cls("it broke", "fix it")))))
+        assert back.exit_code == cls.exit_code, cls.__name__
+        assert (back.message, back.hint) == ("it broke", "fix it")
