@@ -137,7 +137,11 @@ class Control:
         log_dir.mkdir(parents=True, exist_ok=True)
         spec = LaunchSpec(gid=gid, label=label, role=role, profile_name=name, command=command,
                           cwd=profile.get("cwd"), env=env, profile=profile, log_dir=log_dir)
-        timeout = float(request.get("waitReady") or profile.get("ready_timeout") or DEFAULT_READY_TIMEOUT)
+        try:
+            timeout = float(request.get("waitReady") or profile.get("ready_timeout") or DEFAULT_READY_TIMEOUT)
+        except (TypeError, ValueError):
+            raise ConfigError(f"profile {name!r} on {gw.host} has a bad ready_timeout",
+                              f"set [profiles.{name}] ready_timeout to a number of seconds") from None
         accepted(timeout)
         handle = launcher.start(spec)
         try:

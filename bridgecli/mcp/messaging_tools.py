@@ -118,7 +118,9 @@ def _tools(link: GatewayLink) -> list[Tool]:
         wait_ready = args.get("wait_ready")
         if wait_ready:
             params["wait_ready"] = float(wait_ready)
-        result = await link.call("spawn", timeout=float(wait_ready or 0) + 60, **params)
+        # without wait_ready the target applies its profile's ready_timeout, which only the
+        # gateway learns (its own wait is bounded by it): no socket timeout of ours then
+        result = await link.call("spawn", timeout=float(wait_ready) + 60 if wait_ready else None, **params)
         return ToolResult(f"Spawned {result.get('label') or '?'} on {result.get('host')} "
                           f"(gid {result.get('gid')}). Address it with bridge_send.", result)
 
