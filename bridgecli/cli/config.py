@@ -14,7 +14,7 @@ def config() -> None:
     Precedence: command-line flag > BRIDGE_* environment variable > file > default. Every
     key's variable is BRIDGE_ plus the key in capitals with dots as underscores
     (broker.uri -> BRIDGE_BROKER_URI). Spawn profiles live in [profiles.NAME] tables
-    (launcher, command, cwd, env); plugin settings in [plugins.NAME].
+    (launcher, command, cwd, env, ready_timeout); plugin settings in [plugins.NAME].
     """
 
 

@@ -57,8 +57,9 @@ def spawn(app, profile: str, host: str, label: str | None, wait_ready: float | N
     """Start an agent from a profile on a host (cross-host spawn).
 
     Gateway H looks PROFILE up in its own bridge.toml ([profiles.PROFILE]: launcher,
-    command, cwd, env …), launches it locally, waits until it is ready, registers it and
-    announces it on the roster. Prints the new gid (JSON: gid, host, label).
+    command, cwd, env, ready_timeout …), launches it locally, waits until it is ready
+    (--wait-ready, else the profile's ready_timeout), registers it and announces it on the
+    roster. Prints the new gid (JSON: gid, host, label).
     """
     result = _via_gateway_or_direct(app, "spawn", profile=profile, host=host, label=label,
                                     wait_ready=wait_ready, sender=sender)
