@@ -1,6 +1,6 @@
 """Run the fault scenarios and rewrite the results section of docs/reliability.md.
 
-    sudo .venv/bin/python bench/reliability_report.py          # everything (~3-4 min)
+    sudo .venv/bin/python bench/reliability_report.py          # everything (~5 min)
     sudo .venv/bin/python bench/reliability_report.py cluster  # only some: partition, broker_restart,
                                     # gateway_kill9, cluster, cluster_gateway_node
 
@@ -100,6 +100,9 @@ def render(results: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__.strip())
+        return 0
     names = argv or [*NETNS, *CLUSTER]
     unknown = set(names) - {*NETNS, *CLUSTER}
     if unknown:

@@ -131,9 +131,9 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
     ``mode="leader"``: the receiver's inbox leader lives on node 3 (its inbox was declared
     through node 3) while the sender's gateway is on node 1 and the receiver's on node 2;
     node 3 is killed, a follower takes over the leadership.
-    ``mode="gateway-node"``: node 1, where both gateways are connected (and where the classic
-    ``bridge.dlq`` and ``control.<host>`` queues live), is killed; the gateways must fail over
-    to the next URI of ``broker.uri``.
+    ``mode="gateway-node"``: node 1, where both gateways are connected (and where ``bridge.dlq``
+    and the ``control.<host>`` queues were declared — quorum queues here, so they survive it), is
+    killed; the gateways must fail over to the next URI of ``broker.uri``.
     """
     import time
     import uuid
@@ -151,7 +151,7 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
     sink = root / "sink.jsonl"
     try:
         a.register("main", role="main")
-        a.start_gateway()  # the shared classic bridge.dlq gets its home on node 1
+        a.start_gateway()  # declares the shared bridge.dlq (quorum) through node 1
         # the inbox is declared (so gets its quorum leader) through node 3 in "leader" mode
         worker = b.bridge("register", "--label", "worker", "--deliver", exec_sink(sink), check=True,
                           env={"BRIDGE_BROKER_URI": n3 if mode == "leader" else n1}).stdout.strip()
@@ -162,14 +162,20 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         errors: list[str] = []
         stop = threading.Event()
 
+        killed_at: list[float] = []  # set when the node is killed
+        resumed: list[float] = []  # seconds from the kill to the first batch confirmed after it
+
         def sender() -> None:
             n = 0
             while not stop.is_set():
                 lines = "\n".join(f"q #{n + i}" for i in range(5)) + "\n"
                 n += 5
+                started = time.monotonic()
                 proc = a.bridge("send", worker, "-", "--lines", "--from", "main", "--force", input=lines)
                 if proc.returncode == 0:
                     sent.update(proc.stdout.split())
+                    if killed_at and started > killed_at[0] and not resumed:
+                        resumed.append(time.monotonic() - killed_at[0])
                 else:
                     errors.append(proc.stderr.strip()[-200:])
                 time.sleep(0.1)
@@ -179,6 +185,7 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         wait_for(lambda: len(sent) >= 20, 60, 0.1, "first confirmed messages")
         marks = {h.name: len(h.log_path.read_text(errors="replace")) for h in (a, b)}
         t_kill = time.monotonic()
+        killed_at.append(t_kill)
         cluster.kill9(victim)
         new_leader = None
         reconnect: dict[str, float | None] = {a.name: None, b.name: None}
@@ -215,8 +222,9 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         outcome = Outcome(fault=f"cluster: {what}", sent=len(sent), delivered=len(unique & sent),
                           lost=len(sent - unique), duplicated=len(got) - len(unique),
                           unconfirmed_delivered=len(unique - sent), send_errors=len(errors))
-        gave_up = any(lost_conn[h] and reconnect[h] is None for h in lost_conn)
-        outcome.times = {("gave up after" if gave_up else "all delivered after kill"): round(t_done - t_kill, 1)}
+        gave_up = any(lost_conn[h] and reconnect[h] is None for h in lost_conn) or not resumed
+        outcome.times = {("gave up after" if gave_up else "all delivered after kill"): round(t_done - t_kill, 1),
+                         "sends confirmed again after kill": round(resumed[0], 1) if resumed else None}
         for host, label in ((a, "sender"), (b, "receiver")):
             if lost_conn[host.name]:
                 outcome.times[f"{label} gateway reconnect"] = reconnect[host.name]
@@ -227,8 +235,13 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
             failing = [line for line in b.log().splitlines() if "home node" in line][-1:]
             if failing:
                 outcome.notes.append("receiver gateway: " + failing[0].split("error=", 1)[-1][:200])
+        if not resumed:
+            outcome.notes.append("no send was confirmed after the kill, although the gateways had reconnected"
+                                 if all(reconnect[h] is not None for h in lost_conn if lost_conn[h])
+                                 else "no send was confirmed after the kill")
         if errors:
-            outcome.notes.append(f"{len(errors)} send batches refused during failover (first: {errors[0][:120]})")
+            outcome.notes.append(f"{len(errors)} send batches refused (first: {errors[0][:120]}; "
+                                 f"last: {errors[-1][:120]})")
         return outcome
     finally:
         a.close()
