@@ -20,6 +20,8 @@ from typing import Any, Iterable
 
 GATEWAY_KEY = "_gateway"
 FRAME_VERSION = 1
+#: most profile names kept from one gateway's heartbeat (frames come from other hosts)
+MAX_PROFILES = 200
 
 
 @dataclass
@@ -48,6 +50,9 @@ class GatewayEntry:
     last_seen: float
     interval: float
     entities: int
+    #: names of the spawn profiles in that host's own bridge.toml (names only: a profile's
+    #: command never leaves its host) — what ``bridge spawn PROFILE --host H`` can start there
+    profiles: tuple[str, ...] = ()
 
 
 def routing_key(host: str, gid: str) -> str:
@@ -55,12 +60,13 @@ def routing_key(host: str, gid: str) -> str:
 
 
 def heartbeat_frame(*, host: str, version: str, interval: float, entity: Any = None, status: str = "unknown",
-                    entities: int = 0) -> bytes:
-    """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None)."""
+                    entities: int = 0, profiles: Iterable[str] = ()) -> bytes:
+    """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None, which
+    also names the host's spawn profiles)."""
     frame: dict[str, Any] = {"v": FRAME_VERSION, "type": "heartbeat", "host": host, "version": version,
                              "interval": interval, "ts": time.time()}
     if entity is None:
-        frame.update({"gid": GATEWAY_KEY, "entities": entities})
+        frame.update({"gid": GATEWAY_KEY, "entities": entities, "profiles": sorted(profiles)})
     else:
         frame.update({"gid": entity.gid, "label": entity.label, "role": entity.role, "status": status,
                       "backend": entity.backend, "since": entity.created})
@@ -114,8 +120,10 @@ class RosterView:
                 return
             interval = float(frame.get("interval") or 5.0)
             if gid == GATEWAY_KEY:
-                self._gateways[host] = GatewayEntry(host, str(frame.get("version", "?")), now, interval,
-                                                    int(frame.get("entities", 0)))
+                named = frame.get("profiles")
+                self._gateways[host] = GatewayEntry(
+                    host, str(frame.get("version", "?")), now, interval, int(frame.get("entities", 0)),
+                    tuple(str(p) for p in named[:MAX_PROFILES]) if isinstance(named, list) else ())
                 return
             previous = self._entries.get(gid)
             self._entries[gid] = RosterEntry(

@@ -152,19 +152,47 @@ def hosts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[C
 
 
 def profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """Spawn profiles from this host's bridge.toml ([profiles.NAME])."""
+    """Spawn profiles: the target gateway runs its *own* profiles, so with ``--host H`` typed
+    first these are the names H's gateway announces on the roster (this host's bridge.toml
+    when H is this host); without it, every profile of this host and of each live gateway,
+    each described with the hosts that define it."""
     try:
         from bridgecli import config
 
-        table = config.load().profiles()
+        cfg = config.load()
+        local: dict[str, Any] = cfg.profiles()
+        here = cfg.host_id
     except Exception:  # a broken bridge.toml is reported when the command runs, not on TAB
-        return []
+        local, here = {}, None
+    wanted = (ctx.params or {}).get("host")
+    where: dict[str, list[str]] = {}
+    if wanted in (None, here):
+        for name in local:
+            where.setdefault(name, []).append(f"{here} (here)" if here else "here")
+    if wanted is None or wanted != here:
+        for g in _gateways():
+            if g["host"] == here or (wanted is not None and g["host"] != wanted):
+                continue
+            for name in g.get("profiles") or ():
+                if isinstance(name, str):
+                    where.setdefault(name, []).append(g["host"])
     items = []
-    for name, spec in sorted(table.items()):
-        if _safe(name) and name.startswith(incomplete):
-            spec = spec if isinstance(spec, dict) else {}
-            items.append(CompletionItem(name, help=_inert(f"{spec.get('launcher', '?')}: {spec.get('command', '')}")))
+    for name in sorted(where):
+        if not (_safe(name) and name.startswith(incomplete)):
+            continue
+        spec = local.get(name) if isinstance(local.get(name), dict) else None
+        detail = f"{spec.get('launcher', '?')}: {spec.get('command', '')}" if spec and wanted in (None, here) \
+            else "profile"
+        items.append(CompletionItem(name, help=_inert(f"{detail} — on {', '.join(where[name])}")))
     return items
+
+
+def _gateways() -> list[dict[str, Any]]:
+    """Live gateways of the roster (never raises)."""
+    try:
+        return [g for g in roster().get("gateways", []) if isinstance(g, dict) and _safe(g.get("host"))]
+    except Exception:
+        return []
 
 
 def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[CompletionItem]:

@@ -79,12 +79,41 @@ def test_no_gateway_and_no_cache_offers_only_local_entities(bridge_home):
 
 def test_spawn_profiles_come_from_this_hosts_config(bridge_home):
     bridge_home.config_file.parent.mkdir(parents=True, exist_ok=True)
-    bridge_home.config_file.write_text('[profiles.reviewer]\nlauncher = "tmux"\ncommand = "claude"\n'
+    bridge_home.config_file.write_text('[host]\nid = "ha"\n'
+                                       '[profiles.reviewer]\nlauncher = "tmux"\ncommand = "claude"\n'
                                        '[profiles.tester]\nlauncher = "exec"\ncommand = "pytest"\n')
-    assert tab(bridge_home.env, "bridge spawn ") == {"reviewer": "tmux: claude", "tester": "exec: pytest"}
+    assert tab(bridge_home.env, "bridge spawn ") == {"reviewer": "tmux: claude — on ha (here)",
+                                                     "tester": "exec: pytest — on ha (here)"}
     assert set(tab(bridge_home.env, "bridge spawn te")) == {"tester"}
     bridge_home.config_file.write_text("[profiles.broken\n")  # invalid TOML: no candidates, no noise
     assert tab(bridge_home.env, "bridge spawn ") == {}
+
+
+def test_spawn_profiles_of_another_host_come_from_its_gateways_heartbeat(bridge_home):
+    """`spawn --host H` runs H's own profiles: H's gateway names them in its roster heartbeat
+    (names only), and a TAB after `--host H` offers exactly those."""
+    bridge_home.config_file.parent.mkdir(parents=True, exist_ok=True)
+    bridge_home.config_file.write_text('[host]\nid = "ha"\n[profiles.local-only]\nlauncher = "subprocess"\n'
+                                       'command = "true"\n')
+    cache.write(cache.ROSTER, {"entries": [], "gateways": [
+        {"host": "hb", "version": "9.9", "entities": 0, "profiles": ["coder", "shared"]},
+        {"host": "hc", "version": "9.9", "entities": 0, "profiles": ["shared", "x;rm -rf /"]}]})
+    assert tab(bridge_home.env, "bridge spawn --host hb ") == {"coder": "profile — on hb", "shared": "profile — on hb"}
+    assert set(tab(bridge_home.env, "bridge spawn --host ha ")) == {"local-only"}
+    everywhere = tab(bridge_home.env, "bridge spawn ")
+    assert set(everywhere) == {"local-only", "coder", "shared"}  # an unsafe name is never offered
+    assert everywhere["shared"] == "profile — on hb, hc"
+
+
+def test_the_gateway_heartbeat_names_its_profiles_and_the_view_keeps_them():
+    from bridgecli.roster import RosterView, heartbeat_frame
+
+    view = RosterView()
+    view.apply(heartbeat_frame(host="hb", version="1", interval=5, entities=0, profiles={"b": {}, "a": {}}))
+    assert view.gateways()[0].profiles == ("a", "b")
+    view.apply(json.dumps({"v": 1, "type": "heartbeat", "host": "hc", "gid": "_gateway",
+                           "profiles": "not a list"}).encode())
+    assert [g.profiles for g in view.gateways()] == [("a", "b"), ()]
 
 
 @pytest.fixture

@@ -146,6 +146,9 @@ ready_line = "never"
     main = a.register("main", role="main")
     a.start_gateway(), b.start_gateway()
     _wait_until(lambda: len(_roster(a)["gateways"]) >= 2)
+    # b's heartbeat names b's profiles (what a TAB after `spawn --host b` offers), never their commands
+    gateway_b = next(g for g in _roster(a)["gateways"] if g["host"] == b.name)
+    assert gateway_b["profiles"] == ["crash", "echo", "slow"]
     handle = a.bridge_json("spawn", "echo", "--host", b.name, "--label", "rev1", "--from", "main")
     assert handle["host"] == b.name and handle["label"] == "rev1"
     assert marker.read_text().split() == [handle["gid"], "reviewer"]
