@@ -67,8 +67,10 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
     try:
         channel = connection.channel()
         topology.declare(channel, *topology.SHARED_EXCHANGES)
-        reply_queue = f"bridge.reply.{uuid.uuid4()}"
+        reply_queue = topology.reply_queue_name()
         channel.queue_declare(reply_queue, exclusive=True, auto_delete=True)
+        # the answer comes through bridge.control under this queue's name (no default exchange)
+        channel.queue_bind(reply_queue, topology.CONTROL, routing_key=reply_queue)
         correlation = str(uuid.uuid4())
         publisher = Publisher(connection.channel(), user_id=connection._impl.params.credentials.username)
         props = pika.BasicProperties(reply_to=reply_queue, correlation_id=correlation,
@@ -107,7 +109,7 @@ def listen_roster(config: Config, seconds: float):
     """Build a roster view without a local gateway: listen on ``bridge.roster`` for
     ``seconds`` (one heartbeat interval is enough to hear every live gateway)."""
     from bridgecli.amqp.connection import connect
-    from bridgecli.roster import RosterView
+    from bridgecli.roster import RosterView, arrival_key
 
     view = RosterView(config.values["roster.expiry_missed"])
     connection = connect(config, name="bridge-roster", heartbeat=0)
@@ -120,7 +122,7 @@ def listen_roster(config: Config, seconds: float):
         deadline = time.monotonic() + seconds
         for method, _props, body in channel.consume(name, auto_ack=True, inactivity_timeout=0.2):
             if method is not None:
-                view.apply(body)
+                view.apply(body, key=arrival_key(method))
             if time.monotonic() >= deadline:
                 break
     finally:

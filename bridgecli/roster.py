@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from bridgecli.amqp.topology import ROSTER as EXCHANGE
+
 GATEWAY_KEY = "_gateway"
 FRAME_VERSION = 1
 #: most profile names kept from one gateway's heartbeat (frames come from other hosts)
@@ -59,6 +61,13 @@ def routing_key(host: str, gid: str) -> str:
     return f"roster.{host}.{gid}"
 
 
+def arrival_key(method: Any) -> str:
+    """The routing key a delivered frame carries for :meth:`RosterView.apply` — ``""`` (which
+    matches no frame) unless it came through ``bridge.roster``: a frame pushed straight into a
+    ``roster.<host>`` queue by name never passed the broker's topic permission check."""
+    return str(method.routing_key) if getattr(method, "exchange", None) == EXCHANGE else ""
+
+
 def heartbeat_frame(*, host: str, version: str, interval: float, entity: Any = None, status: str = "unknown",
                     entities: int = 0, profiles: Iterable[str] = ()) -> bytes:
     """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None, which
@@ -97,34 +106,45 @@ class RosterView:
         self._gateways: dict[str, GatewayEntry] = {}
         self._lock = threading.Lock()
         self.changes = 0
+        #: frames ignored because their body did not match their routing key
+        self.refused = 0
 
-    def apply(self, body: bytes, now: float | None = None) -> None:
-        """Apply one frame from ``bridge.roster``; malformed frames are ignored (soft state)."""
+    def apply(self, body: bytes, now: float | None = None, key: str | None = None) -> bool:
+        """Apply one frame from ``bridge.roster``; malformed frames are ignored (soft state).
+
+        ``key`` is the routing key the frame arrived with (``""`` when it did not come
+        through ``bridge.roster`` at all): a frame whose body claims another host or gid than
+        its key is ignored. The broker's topic permissions decide which keys a host's user may
+        publish (``roster.<its host>.*``, docs/deploy.md), so this check is what stops one
+        host from announcing — or retiring — another host's entities. False when ignored."""
         now = time.time() if now is None else now
         try:
             frame = json.loads(body)
             kind, host, gid = frame["type"], str(frame["host"]), str(frame["gid"])
         except (ValueError, KeyError, TypeError):
-            return
+            return False
+        if key is not None and key != routing_key(host, gid):
+            self.refused += 1
+            return False
         with self._lock:
             if kind == "gone":
                 if gid == GATEWAY_KEY:
                     self._gateways.pop(host, None)
-                    for key in [k for k, e in self._entries.items() if e.host == host]:
-                        del self._entries[key]
+                    for gone in [g for g, e in self._entries.items() if e.host == host]:
+                        del self._entries[gone]
                 else:
                     self._entries.pop(gid, None)
                 self.changes += 1
-                return
+                return True
             if kind != "heartbeat":
-                return
+                return False
             interval = float(frame.get("interval") or 5.0)
             if gid == GATEWAY_KEY:
                 named = frame.get("profiles")
                 self._gateways[host] = GatewayEntry(
                     host, str(frame.get("version", "?")), now, interval, int(frame.get("entities", 0)),
                     tuple(str(p) for p in named[:MAX_PROFILES]) if isinstance(named, list) else ())
-                return
+                return True
             previous = self._entries.get(gid)
             self._entries[gid] = RosterEntry(
                 gid=gid, label=str(frame.get("label", "?")), role=str(frame.get("role", "?")), host=host,
@@ -133,6 +153,7 @@ class RosterView:
                 last_seen=now, interval=interval)
             if previous is None or previous.status != self._entries[gid].status:
                 self.changes += 1
+            return True
 
     def expire(self, now: float | None = None) -> list[RosterEntry]:
         """Drop entries (and gateways) not heard from for ``expiry_missed`` intervals."""

@@ -73,3 +73,24 @@ def test_a_spawn_answer_enters_the_view_until_heartbeats_take_over():
     assert view.get("g2").status == "idle" and view.get("g2").since == 90.0
     # unheard of after that, it expires like any other entry
     assert [e.gid for e in view.expire(now=101 + 16)] == ["g2"]
+
+
+def test_a_frame_whose_body_claims_another_host_or_gid_than_its_key_is_ignored():
+    """Topic permissions bind a host's user to keys roster.<its host>.*; the body must agree
+    with the key, or one host could announce or retire another host's entities."""
+    view = roster.RosterView()
+    assert view.apply(_hb(host="b"), now=100, key="roster.b.g1")
+    forged_here = roster.heartbeat_frame(host="b", version="0", interval=5.0,
+                                         entity=SimpleNamespace(**{**E.__dict__, "gid": "g2"}), status="idle")
+    assert not view.apply(forged_here, now=100, key="roster.a.g2")  # host a's key, host b's body
+    assert not view.apply(roster.gone_frame(host="b", gid="g1", reason="forged"), now=100, key="roster.a.g1")
+    assert not view.apply(_hb(host="b"), now=100, key="")  # not through bridge.roster at all
+    assert [e.gid for e in view.entries()] == ["g1"] and view.refused == 3
+    assert view.apply(roster.gone_frame(host="b", gid="g1", reason="bye"), now=101, key="roster.b.g1")
+    assert view.entries() == []
+
+
+def test_arrival_key_is_empty_unless_the_frame_came_through_bridge_roster():
+    through = SimpleNamespace(exchange="bridge.roster", routing_key="roster.a.g1")
+    by_name = SimpleNamespace(exchange="", routing_key="roster.a")
+    assert roster.arrival_key(through) == "roster.a.g1" and roster.arrival_key(by_name) == ""

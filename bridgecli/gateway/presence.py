@@ -103,7 +103,7 @@ class Presence:
 
     def _on_frame(self, channel, method, props, body: bytes) -> None:
         self.received += 1
-        self.view.apply(body)
+        self.view.apply(body, key=roster_mod.arrival_key(method))
 
     def _publish_all(self, frames: list[tuple[str, bytes]]) -> None:
         """Hand (gid, body) frames to the gateway's publish lane (never the consuming

@@ -50,6 +50,24 @@ def test_roster_converges_everywhere_and_without_a_gateway(host_factory):
     c = host_factory("c", extra_env=FAST)
     assert _labels(_roster(c)) == want
     assert _labels(_roster(a, "--host", b.name)) == [("beta", b.name), ("gamma", b.name)]
+    # a frame whose body claims another host than its routing key is ignored (a host's user
+    # may publish only roster.<its host>.* — docs/deploy.md); an honest one is taken
+    import pika
+
+    forged = {"v": 1, "type": "heartbeat", "host": b.name, "gid": "f" * 8 + "-0000-4000-8000-" + "0" * 12,
+              "label": "forged", "role": "agent", "status": "idle", "backend": "hold", "since": 1.0,
+              "version": "0", "interval": 0.5, "ts": time.time()}
+    honest = {**forged, "host": a.name, "gid": "e" * 8 + "-0000-4000-8000-" + "0" * 12, "label": "honest"}
+    connection = pika.BlockingConnection(pika.URLParameters(a.env["BRIDGE_BROKER_URI"]))
+    try:
+        channel = connection.channel()
+        for frame, key_host in ((forged, a.name), (honest, a.name)):
+            channel.basic_publish("bridge.roster", f"roster.{key_host}.{frame['gid']}", json.dumps(frame).encode())
+        channel.basic_publish("", f"roster.{b.name}", json.dumps({**forged, "host": b.name}).encode())
+    finally:
+        connection.close()
+    _wait_until(lambda: "honest" in {e["label"] for e in _socket_roster(b)["entries"]})
+    assert "forged" not in {e["label"] for e in _socket_roster(b)["entries"]}
 
 
 def _socket_roster(host):
