@@ -101,6 +101,24 @@ def control_queue(host: str, queue_type: str = "classic") -> Queue:
     return Queue(f"control.{host}", arguments=args, bindings=(Binding(CONTROL, host),))
 
 
+#: the exclusive queue a ``bridge spawn``/``stop`` requester gets its answer on; bound to
+#: ``bridge.control`` under its own name (host ids have no dots, so no host key can match it)
+REPLY_PREFIX = "bridge.reply."
+
+
+def reply_queue_name() -> str:
+    import uuid
+
+    return f"{REPLY_PREFIX}{uuid.uuid4()}"
+
+
+def is_reply_queue(name: str) -> bool:
+    """Is ``name`` a requester's reply queue (``bridge.reply.<uuid>``)?"""
+    import re
+
+    return re.fullmatch(r"bridge\.reply\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", name) is not None
+
+
 def roster_queue(host: str) -> Queue:
     """``roster.<host>``: transient (exclusive, auto-delete) — presence is soft state."""
     return Queue(f"roster.{host}", durable=False, exclusive=True, auto_delete=True,

@@ -88,11 +88,20 @@ class Control:
         self._answer(reply_to, correlation, response)
 
     def _answer(self, reply_to: str | None, correlation: str | None, response: dict[str, Any]) -> None:
-        if reply_to:
-            body = json.dumps(response).encode()
-            props = pika.BasicProperties(correlation_id=correlation, content_type="application/json")
-            self.gw._threadsafe(lambda: self.gw.publisher.publish_raw(
-                "", reply_to, body, props, mandatory=False, what="control reply"))
+        """Answer through ``bridge.control`` with the requester's reply queue as key (it binds
+        it there), not through the default exchange: a host's broker user may then publish
+        to the bridge exchanges only (docs/deploy.md §2). A ``reply_to`` that is not a reply
+        queue's name — another host's key, say — gets no answer."""
+        if not reply_to:
+            return
+        if not topology.is_reply_queue(reply_to):
+            glog.event(logger, "control answer dropped", logging.WARNING, reply_to=reply_to[:80],
+                       error="reply_to is not a bridge.reply.<uuid> queue")
+            return
+        body = json.dumps(response).encode()
+        props = pika.BasicProperties(correlation_id=correlation, content_type="application/json")
+        self.gw._threadsafe(lambda: self.gw.publisher.publish_raw(
+            topology.CONTROL, reply_to, body, props, mandatory=False, what="control reply"))
 
     # --- spawn / stop -----------------------------------------------------------------
 

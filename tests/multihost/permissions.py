@@ -41,12 +41,12 @@ def for_host(host: str, gids: Iterable[str]) -> HostPermissions:
     own_queues = rf"control\.{h}|roster\.{h}|agent\.({owned})\.inbox"
     # bridge.dlq: declared and bound by every gateway at connect, read only by ops.
     # bridge.delay.<ms>: the TTL tiers of the fallback delay exchange.
-    # bridge.reply.<uuid>: exclusive reply queues of spawn/stop requests.
+    # bridge.reply.<uuid>: exclusive reply queues of spawn/stop requests, bound to
+    # bridge.control under their own name (answers never use the default exchange).
     shared_queues = rf"bridge\.dlq|bridge\.delay\.\d+|bridge\.reply\.{UUID}"
     return HostPermissions(
         configure=rf"^({EXCHANGES}|{shared_queues}|{own_queues})$",
-        # amq.default: control replies go to the requester's reply queue by name
-        write=rf"^({EXCHANGES}|amq\.default|{shared_queues}|{own_queues})$",
+        write=rf"^({EXCHANGES}|{shared_queues}|{own_queues})$",
         read=rf"^({EXCHANGES}|bridge\.reply\.{UUID}|{own_queues})$",
         topic_msg_write=r".*",  # anyone may be sent to; the recipient's gateway checks the sender
         topic_msg_read=rf"^({owned})$",  # bind (= receive) only its own gids

@@ -19,6 +19,7 @@ import pytest
 
 from bridgecli.amqp import topology
 from bridgecli.envelope import Envelope
+from bridgecli.errors import ExitCode
 from tests.multihost.helpers import poll, register, wait_for
 from tests.multihost.permissions import for_host
 from tests.support.netns import NetnsLab
@@ -85,6 +86,13 @@ def test_per_host_users_still_message_and_show_the_authenticated_user(netns_lab:
     lab.bridge(s["b"], "reply", sent["msgId"], "ack", "--from", "lp-worker")
     back = poll(lab, s["a"], s["main"])
     assert [(m["content"], m["user"]) for m in back] == [("ack", s["b"])]
+    # a control request and its answer: the answer comes back through bridge.control (no
+    # grant on the default exchange) — refused there, this would be a timeout instead
+    wait_for(lambda: any(g["host"] == s["b"] for g in lab.bridge_json(s["a"], "roster", "--json")["gateways"]),
+             what="host B's gateway in host A's roster")
+    unknown = lab.bridge(s["a"], "spawn", "no-such-profile", "--host", s["b"], "--wait-ready", "5s", check=False)
+    assert unknown.returncode == ExitCode.NOT_FOUND, unknown.stderr
+    assert f"host {s['b']} has no profile 'no-such-profile'" in unknown.stderr, unknown.stderr
 
 
 def test_host_a_cannot_touch_host_b_inbox(netns_lab: NetnsLab, secure_hosts):
@@ -131,10 +139,9 @@ def test_host_user_may_publish_only_to_bridge_exchanges(netns_lab: NetnsLab, sec
     # the bridge exchanges are fine (nothing is bound under this key: dropped, not refused)
     assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
         topology.MSG, "no-such-gid", b"{}", pika.BasicProperties(user_id=user)))) == 0
-    # the deliberate exception (docs/deploy.md §2): amq.default, for spawn/stop answers to a
-    # reply queue by name — here to a queue that does not exist, so the message is dropped
+    # the default exchange is not a bridge exchange either: no queue can be published to by name
     assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
-        "", f"bridge.reply.{uuid.uuid4()}", b"{}", pika.BasicProperties(user_id=user)))) == 0
+        "", f"bridge.reply.{uuid.uuid4()}", b"{}", pika.BasicProperties(user_id=user)))) == 403
 
 
 def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(netns_lab: NetnsLab, secure_hosts):
