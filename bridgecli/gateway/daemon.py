@@ -463,6 +463,11 @@ class Gateway:
             return
         batch, self._batch = self._batch, []
         self.store.commit_batch()
+        # the records are durable now: wake the waiting `poll --wait` / `send --wait` before
+        # acking (the ack's frame write is on the way to their answer otherwise); a crash
+        # between the two only means a redelivery, which the dedup record drops
+        for _, _, envelope in batch:
+            self._notify(envelope)
         last = batch[-1][0]
         if not any(tag < last for tag in self._worker_tags):
             # one ack frame for the whole burst: every unacked delivery up to `last` on this
@@ -471,8 +476,6 @@ class Gateway:
         else:
             for tag, _, _ in batch:
                 self.channel.basic_ack(tag)
-        for _, _, envelope in batch:
-            self._notify(envelope)
         if len(batch) == 1:
             _, entity, envelope = batch[0]
             self._log_delivered(entity, envelope)

@@ -19,9 +19,13 @@ from bridgecli.gateway import registration
 from bridgecli.gateway.entities import short
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from bridgecli.gateway.daemon import Gateway
 
 MAX_WAIT = 24 * 3600.0
+#: how long a publish may wait for the broker's confirm (as ``Gateway.publish``)
+CONFIRM_TIMEOUT = 30.0
 
 
 def entity_dict(entity: Any, gateway: "Gateway | None" = None) -> dict[str, Any]:
@@ -144,27 +148,42 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
     envelope = messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content or "",
                                  host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
                                  turn=turn, msg_id=new_id)
-    waiter = gw.add_waiter(identity.gid, envelope.msg_id) if wait else None
-    try:
-        delay_ms = int(delay * 1000) if delay else None
+    delay_ms = int(delay * 1000) if delay else None
+    result: dict[str, Any] = {"msgId": envelope.msg_id, "to": recipient, "kind": envelope.kind}
+    if not wait:
         gw.publish([envelope], delay_ms=delay_ms)
-        result: dict[str, Any] = {"msgId": envelope.msg_id, "to": recipient, "kind": envelope.kind}
-        if waiter is not None:
-            result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait or 0))
+        return result
+    waiter = gw.add_waiter(identity.gid, envelope.msg_id)
+    try:
+        [confirm] = gw.lane.submit([envelope], delay_ms=delay_ms)
+        confirm.add_done_callback(lambda _: waiter.event.set())
+        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait), confirm)
         return result
     finally:
-        if waiter is not None:
-            gw.remove_waiter(waiter)
+        gw.remove_waiter(waiter)
 
 
-def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + min(timeout, MAX_WAIT)
+def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: float,
+                 confirm: Future) -> dict[str, Any]:
+    """Wait for the reply and for the message's confirm *together*: a reply proves the message
+    was delivered, so once it is here the confirm no longer matters (for a persistent message
+    the broker may confirm only after its next disk sync, well after the reply came back).
+    A confirm that fails — unroutable, nacked, connection lost — ends the wait with its error;
+    at the timeout an unconfirmed message is waited for first, so that "the reply will be
+    held" is never said of a message the broker did not take."""
+    from bridgecli.gateway.publishing import await_confirm  # pika: not for the CLI's imports of this module
+
+    started = time.monotonic()
+    deadline = started + min(timeout, MAX_WAIT)
     while True:
         found = gw.store.take_reply(gid, msg_id)
         if found is not None:
             return message_dict(found)
+        if confirm.done() and confirm.exception() is not None:
+            raise confirm.exception()  # type: ignore[misc]
         remaining = deadline - time.monotonic()
         if remaining <= 0:
+            await_confirm(confirm, started + CONFIRM_TIMEOUT)
             raise Timeout(f"no reply to {msg_id} within {timeout:g}s",
                           "the reply will be held for you: collect it later with `bridge poll`")
         waiter.event.wait(min(remaining, 1.0))

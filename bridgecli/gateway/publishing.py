@@ -189,8 +189,17 @@ class PublishLane:
 
     def publish(self, envelopes: list[Envelope], delay_ms: int | None = None, timeout: float = 30.0) -> None:
         """Publish ``envelopes`` in order, mandatory, and wait for every confirm."""
+        deadline = time.monotonic() + timeout
+        for future in self.submit(envelopes, delay_ms=delay_ms, timeout=timeout):
+            await_confirm(future, deadline)
+
+    def submit(self, envelopes: list[Envelope], delay_ms: int | None = None,
+               timeout: float = 30.0) -> list[Future]:
+        """Hand ``envelopes`` to the lane thread and return one future per message, resolved
+        by its confirm (or failed with its typed error) — for a caller that has something
+        better to wait for, such as the reply that proves delivery (``send --wait``)."""
         if not envelopes:
-            return
+            return []
         if not self.ready.wait(timeout=min(timeout, 5.0)):
             raise BrokerUnavailable("the gateway is not connected to the broker right now",
                                     "see the gateway's log; it reconnects by itself")
@@ -204,14 +213,7 @@ class PublishLane:
             connection.add_callback_threadsafe(lambda: self._publish_batch(batch, delay_ms))
         except Exception:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment") from None
-        deadline = time.monotonic() + timeout
-        for _, future in batch:
-            try:
-                future.result(timeout=max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                raise BrokerUnavailable("the broker did not confirm the message in time",
-                                        "the broker may be blocking publishers (memory or disk alarm): "
-                                        "see `bridge doctor` and the broker's log") from None
+        return [future for _, future in batch]
 
     def send_soft(self, frames: list[tuple[str, str, bytes, pika.BasicProperties]]) -> bool:
         """Publish soft-state frames (exchange, routing key, body, properties) without confirms
@@ -310,6 +312,16 @@ class PublishLane:
         if not self._stop.is_set():
             glog.event(logger, "publish channel closed", logging.WARNING, reason=str(reason))
         self._broken = True
+
+
+def await_confirm(future: Future, deadline: float) -> None:
+    """Wait until ``deadline`` (monotonic) for one message's confirm; raise its error."""
+    try:
+        future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        raise BrokerUnavailable("the broker did not confirm the message in time",
+                                "the broker may be blocking publishers (memory or disk alarm): "
+                                "see `bridge doctor` and the broker's log") from None
 
 
 def _fail(future: Future, error: Exception) -> None:

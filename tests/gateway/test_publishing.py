@@ -109,6 +109,13 @@ def test_pipelined_confirms_keep_every_outcome_per_message(host_factory, rabbitm
         ghost = "4b0c3a5e-9999-4222-8333-444455556666"
         lost = a.bridge("send", ghost, "-", "--lines", "--force", "--from", "main", input="x\ny\n")
         assert lost.returncode == ExitCode.REJECTED and "no queue is bound" in lost.stderr, lost.stderr
+        # --wait overlaps the confirm with the wait for the reply: a refused message still
+        # ends the wait at once with the broker's answer, never after the whole --wait
+        for target, why in ((full, "nack"), (ghost, "no queue is bound")):
+            began = time.monotonic()
+            waited = a.bridge("ask", target, "q", "--force", "--from", "main", "--wait", "2m")
+            assert waited.returncode == ExitCode.REJECTED and why in waited.stderr, waited.stderr
+            assert time.monotonic() - began < 60
         bulk = a.bridge("send", main, "-", "--lines", "--from", "main", input="".join(f"m{i}\n" for i in range(300)))
         assert bulk.returncode == 0 and len(bulk.stdout.split()) == 300, bulk.stderr
         got = []
