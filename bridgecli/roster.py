@@ -145,13 +145,19 @@ class RosterView:
                     host, str(frame.get("version", "?")), now, interval, int(frame.get("entities", 0)),
                     tuple(str(p) for p in named[:MAX_PROFILES]) if isinstance(named, list) else ())
                 return True
+            label, role = str(frame.get("label", "?")), str(frame.get("role", "?"))
+            status, backend = str(frame.get("status", "unknown")), str(frame.get("backend", "?"))
+            since, version = float(frame.get("since") or now), str(frame.get("version", "?"))
             previous = self._entries.get(gid)
-            self._entries[gid] = RosterEntry(
-                gid=gid, label=str(frame.get("label", "?")), role=str(frame.get("role", "?")), host=host,
-                status=str(frame.get("status", "unknown")), backend=str(frame.get("backend", "?")),
-                since=float(frame.get("since") or now), version=str(frame.get("version", "?")),
-                last_seen=now, interval=interval)
-            if previous is None or previous.status != self._entries[gid].status:
+            if previous is not None and (previous.label, previous.role, previous.host, previous.status,
+                                         previous.backend, previous.since, previous.version) == (
+                                         label, role, host, status, backend, since, version):
+                previous.last_seen, previous.interval = now, interval  # the common case: a refresh
+                return True
+            self._entries[gid] = RosterEntry(gid=gid, label=label, role=role, host=host, status=status,
+                                             backend=backend, since=since, version=version, last_seen=now,
+                                             interval=interval)
+            if previous is None or previous.status != status:
                 self.changes += 1
             return True
 

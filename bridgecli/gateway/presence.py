@@ -1,8 +1,10 @@
 """Wires the presence plane (seed §8 step 5) and the control plane (step 4) into a gateway.
 
-Presence: declare ``roster.<host>`` (exclusive, auto-delete, bound ``roster.#``), consume it
-into a :class:`~bridgecli.roster.RosterView`, heartbeat every local entity and the gateway
-itself every ``roster.interval`` seconds, announce ``gone`` on unregister and clean stop.
+Presence: consume ``roster.<host>`` (exclusive, auto-delete, bound ``roster.#``) into a
+:class:`~bridgecli.roster.RosterView` — on a connection and thread of its own, in batches
+(:mod:`bridgecli.gateway.roster_listener`) — heartbeat every local entity and the gateway
+itself every ``roster.interval`` seconds through the publish lane, announce ``gone`` on
+unregister and clean stop.
 Statuses come from each entity's delivery backend — or, for a spawned entity whose process
 is no longer running, from its launcher (``gone``); they are computed on a side thread
 (a tmux or herdr query may take milliseconds) and the heartbeat sends the latest.
@@ -24,6 +26,7 @@ from bridgecli import __version__, cache
 from bridgecli import roster as roster_mod
 from bridgecli.amqp import topology
 from bridgecli.gateway import log as glog
+from bridgecli.gateway.roster_listener import RosterListener
 from bridgecli.interfaces import Entity, LaunchHandle
 
 if TYPE_CHECKING:
@@ -46,6 +49,8 @@ class Presence:
         self.received = 0
         self._status_stop = threading.Event()
         self._launchers: dict[str, object] = {}
+        #: consumes roster.<host> on a connection and thread of its own, in batches (install())
+        self.listener: RosterListener | None = None
         self._status_thread = threading.Thread(target=self._status_loop, name="presence-status", daemon=True)
 
     # wiring ------------------------------------------------------------------------------
@@ -62,13 +67,14 @@ class Presence:
         gw.add_periodic(min(1.0, self.interval / 2), self.expire)
         gw.status_extras["roster"] = lambda: (f"{len(self.view.entries())} entities on "
                                               f"{len(self.view.gateways())} gateways; "
-                                              f"heartbeats sent {self.sent}, received {self.received}")
+                                              f"heartbeats sent {self.sent}, received {self.received}"
+                                              + ("" if self.listener and self.listener.connected.is_set()
+                                                 else "; roster listener not connected"))
         self._status_thread.start()
+        self.listener = RosterListener(gw.config, gw.host, self._on_frame, on_connected=self._listening)
+        self.listener.start()
 
     def on_connect(self) -> None:
-        channel = self.gw.channel
-        topology.declare(channel, topology.roster_queue(self.gw.host))
-        channel.basic_consume(f"roster.{self.gw.host}", self._on_frame, auto_ack=True)
         # first heartbeats after a random part of one interval: when a broker restarts, every
         # gateway reconnects in the same second, and a synchronised announce burst (G²(E+1)
         # deliveries at once) can push the broker into a backlog it never recovers from
@@ -90,6 +96,8 @@ class Presence:
 
     def on_stop(self) -> None:
         self._status_stop.set()
+        if self.listener is not None:
+            self.listener.stop()
         try:
             frames = [(entity.gid, roster_mod.gone_frame(host=self.gw.host, gid=entity.gid, reason="gateway stopped"))
                       for entity in self.gw.registry.all()]
@@ -101,7 +109,12 @@ class Presence:
 
     # traffic -----------------------------------------------------------------------------
 
-    def _on_frame(self, channel, method, props, body: bytes) -> None:
+    def _listening(self) -> None:
+        """The listener (re)connected: a lookup that finds nothing waits one and a half
+        intervals from now before calling a target unknown (Gateway.once_roster_complete)."""
+        self.gw.roster_complete_at = max(self.gw.roster_complete_at, time.monotonic() + self.interval * 1.5)
+
+    def _on_frame(self, method, body: bytes) -> None:
         self.received += 1
         self.view.apply(body, key=roster_mod.arrival_key(method))
 

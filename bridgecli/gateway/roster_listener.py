@@ -1,0 +1,135 @@
+"""The gateway's roster listener: ``roster.<host>`` consumed on a connection and thread of its
+own, read in batches.
+
+Why not the consuming connection: every gateway receives every heartbeat of the fleet —
+G(E+1)/T frames/s, 410/s at 50 gateways × 40 entities — and pika decodes each in Python. On
+the I/O thread the frames arrived a few at a time, each wake-up of the I/O loop paying its
+own poll and dispatch, and that made roster work most of a gateway's CPU
+(bench/roster_scale.py). Presence is soft state that expires after three intervals, so this
+thread reads its socket every :data:`BATCH_SECONDS`: the frames that came meanwhile are
+decoded in one pass, and deliveries on the consuming connection never wait behind them.
+
+The queue is exclusive to this connection; when the connection drops, the listener
+reconnects with the gateway's backoff policy and declares the queue again (the heartbeats
+missed meanwhile are repeated within one interval).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import pika.exceptions
+import tenacity
+
+from bridgecli.amqp import connection as amqp_conn
+from bridgecli.amqp import topology
+from bridgecli.errors import BrokerUnavailable
+from bridgecli.gateway import log as glog
+from bridgecli.gateway.reconnect import retry_until_stopped
+
+if TYPE_CHECKING:
+    from bridgecli.config import Config
+
+logger = logging.getLogger("bridgecli.gateway")
+
+#: how long frames may wait in the socket before they are decoded together
+BATCH_SECONDS = 0.1
+#: how long opening the channel and starting the consumer may take
+OPEN_TIMEOUT = 10.0
+_BROKEN = amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPError,)
+
+
+class RosterListener:
+    """Feeds every frame of ``roster.<host>`` to ``on_frame(method, body)`` from its own thread;
+    ``on_connected()`` runs after each (re)connect, once the consumer is in place."""
+
+    def __init__(self, config: Config, host: str, on_frame: Callable[[Any, bytes], None],
+                 on_connected: Callable[[], None] = lambda: None) -> None:
+        self.config = config
+        self.host = host
+        self.on_frame = on_frame
+        self.on_connected = on_connected
+        self.connected = threading.Event()
+        self._stop = threading.Event()
+        self._connection: pika.BlockingConnection | None = None
+        self._broken = False
+        self._thread = threading.Thread(target=self._run, name="roster-listener", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                retry_until_stopped(self._connect, self._stop, "roster listener")
+            except tenacity.RetryError:
+                break
+            try:
+                while not self._stop.is_set() and not self._broken:
+                    assert self._connection is not None
+                    self._connection.process_data_events(time_limit=0)
+                    self._stop.wait(BATCH_SECONDS)
+            except _BROKEN as exc:
+                glog.event(logger, "roster connection lost", logging.WARNING, error=f"{type(exc).__name__}: {exc}")
+            self._close()
+            if not self._stop.is_set():
+                self._stop.wait(0.2)
+        self._close()
+
+    def _connect(self) -> None:
+        connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}-roster")
+        try:
+            topology.declare(connection.channel(), topology.roster_queue(self.host))
+            self._consume(connection)
+        except BaseException:
+            if connection.is_open:
+                connection.close()
+            raise
+        self._connection, self._broken = connection, False
+        self.connected.set()
+        self.on_connected()
+
+    def _consume(self, connection: pika.BlockingConnection) -> None:
+        """Consume on an *asynchronous* channel of the blocking connection: its callback runs
+        straight from the I/O loop, where a BlockingChannel would wrap each delivery into an
+        event to queue and dispatch — at hundreds of frames a second, more work than the
+        frame itself."""
+        opened: list[Any] = []
+        connection._impl.channel(on_open_callback=opened.append)
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        while not opened and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+        if not opened:
+            raise BrokerUnavailable("the broker did not open the roster channel", "check the broker's log")
+        channel = opened[0]
+        channel.add_on_close_callback(self._on_channel_closed)
+        started: list[Any] = []
+        channel.basic_consume(topology.roster_queue(self.host).name,
+                              lambda _ch, method, _props, body: self.on_frame(method, body),
+                              auto_ack=True, callback=started.append)
+        while not started and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.1)
+        if not started:
+            raise BrokerUnavailable("the broker did not start the roster consumer", "check the broker's log")
+
+    def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
+        if not self._stop.is_set():
+            glog.event(logger, "roster channel closed", logging.WARNING, reason=str(reason))
+        self._broken = True  # the loop reconnects
+
+    def _close(self) -> None:
+        self.connected.clear()
+        connection, self._connection = self._connection, None
+        if connection is not None and connection.is_open:
+            try:
+                connection.close()
+            except Exception:
+                pass
