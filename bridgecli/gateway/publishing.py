@@ -149,22 +149,13 @@ class PublishLane:
     def _open_confirm_channel(self, connection: pika.BlockingConnection) -> Any:
         """An asynchronous channel on the blocking connection's own I/O (which this thread
         drives), in confirm mode, with our ack/nack, return and close callbacks."""
-        opened: list[Any] = []
-        confirming: list[Any] = []
-        connection._impl.channel(on_open_callback=opened.append)
-        deadline = time.monotonic() + OPEN_TIMEOUT
-        while not opened and time.monotonic() < deadline:
-            connection.process_data_events(time_limit=0.1)
-        if not opened:
-            raise BrokerUnavailable("the broker did not open the publish channel", "check the broker's log")
-        channel = opened[0]
+        channel = amqp_conn.open_async_channel(connection, OPEN_TIMEOUT, "publish")
         channel.add_on_return_callback(self._on_return)
         channel.add_on_close_callback(self._on_channel_closed)
+        confirming: list[Any] = []
         channel.confirm_delivery(self._on_confirm, callback=confirming.append)
-        while not confirming and time.monotonic() < deadline:
-            connection.process_data_events(time_limit=0.1)
-        if not confirming:
-            raise BrokerUnavailable("the broker did not turn on publisher confirms", "check the broker's log")
+        amqp_conn.wait_for_callback(connection, confirming, OPEN_TIMEOUT,
+                                    "the broker did not turn on publisher confirms")
         return channel
 
     def _close(self) -> None:

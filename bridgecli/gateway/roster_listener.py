@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import pika.exceptions
@@ -26,7 +25,6 @@ import tenacity
 
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
-from bridgecli.errors import BrokerUnavailable
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.reconnect import retry_until_stopped
 
@@ -102,23 +100,14 @@ class RosterListener:
         straight from the I/O loop, where a BlockingChannel would wrap each delivery into an
         event to queue and dispatch — at hundreds of frames a second, more work than the
         frame itself."""
-        opened: list[Any] = []
-        connection._impl.channel(on_open_callback=opened.append)
-        deadline = time.monotonic() + OPEN_TIMEOUT
-        while not opened and time.monotonic() < deadline:
-            connection.process_data_events(time_limit=0.1)
-        if not opened:
-            raise BrokerUnavailable("the broker did not open the roster channel", "check the broker's log")
-        channel = opened[0]
+        channel = amqp_conn.open_async_channel(connection, OPEN_TIMEOUT, "roster")
         channel.add_on_close_callback(self._on_channel_closed)
         started: list[Any] = []
         channel.basic_consume(topology.roster_queue(self.host).name,
                               lambda _ch, method, _props, body: self.on_frame(method, body),
                               auto_ack=True, callback=started.append)
-        while not started and time.monotonic() < deadline:
-            connection.process_data_events(time_limit=0.1)
-        if not started:
-            raise BrokerUnavailable("the broker did not start the roster consumer", "check the broker's log")
+        amqp_conn.wait_for_callback(connection, started, OPEN_TIMEOUT,
+                                    "the broker did not start the roster consumer")
 
     def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
         if not self._stop.is_set():
