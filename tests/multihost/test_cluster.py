@@ -52,5 +52,6 @@ def test_killing_the_quorum_leader_mid_burst_loses_nothing(healthy_cluster: Clus
 def test_gateways_fail_over_when_their_node_dies(healthy_cluster: Cluster, tmp_path: Path):
     outcome = leader_failover(healthy_cluster, tmp_path, mode="gateway-node", timeout=30)
     assert outcome.lost == 0, outcome
+    assert outcome.times.get("sends confirmed again after kill") is not None, outcome  # delivery resumes
     assert outcome.times.get("receiver gateway reconnect") is not None, outcome
     assert outcome.times.get("sender gateway reconnect") is not None, outcome
