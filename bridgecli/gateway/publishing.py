@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import pika
 import pika.exceptions
-import tenacity
 
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import amqp_message, describe, nacked, unroutable
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.gateway import log as glog
-from bridgecli.gateway.reconnect import retry_until_stopped
+from bridgecli.gateway.reconnect import keep_connected
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -111,25 +110,15 @@ class PublishLane:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                retry_until_stopped(self._connect, self._stop, "publish lane")
-            except tenacity.RetryError:
-                break
-            if self._stop.is_set():
-                break
-            try:
-                while not self._stop.is_set() and not self._broken:
-                    assert self._connection is not None
-                    self._connection.process_data_events(time_limit=0.2)
-                if self._stop.is_set() and not self._broken and self._connection is not None:
-                    self._connection.process_data_events(time_limit=0)  # what was queued last (roster "gone")
-            except _BROKEN + (pika.exceptions.AMQPError,) as exc:
-                glog.event(logger, "publish connection lost", logging.WARNING, error=f"{type(exc).__name__}: {exc}")
-            self._close()
-            if not self._stop.is_set():
-                self._stop.wait(0.2)
-        self._close()
+        keep_connected(self._stop, "publish lane", connect=self._connect, serve=self._serve, close=self._close,
+                       lost=_BROKEN + (pika.exceptions.AMQPError,))
+
+    def _serve(self) -> None:
+        while not self._stop.is_set() and not self._broken:
+            assert self._connection is not None
+            self._connection.process_data_events(time_limit=0.2)
+        if self._stop.is_set() and not self._broken and self._connection is not None:
+            self._connection.process_data_events(time_limit=0)  # what was queued last (roster "gone")
 
     def _connect(self) -> None:
         connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}-publish")

@@ -35,3 +35,28 @@ def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what
         before_sleep=log_retry,
     )
     retrying(connect)
+
+
+def keep_connected(stop: threading.Event, what: str, *, connect: Callable[[], None],
+                   serve: Callable[[], None], close: Callable[[], None],
+                   lost: tuple[type[BaseException], ...]) -> None:
+    """The life of a gateway side connection (publish lane, roster listener) on its own
+    thread: connect with :func:`retry_until_stopped`, ``serve`` until it returns or raises one
+    of ``lost`` (logged as "<what> connection lost"), ``close``, pause briefly, again — until
+    ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            retry_until_stopped(connect, stop, what)
+        except tenacity.RetryError:
+            break
+        if stop.is_set():
+            break
+        try:
+            serve()
+        except lost as exc:
+            glog.event(logger, f"{what.split()[0]} connection lost", logging.WARNING,
+                       error=f"{type(exc).__name__}: {exc}")
+        close()
+        if not stop.is_set():
+            stop.wait(0.2)
+    close()

@@ -21,12 +21,11 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 import pika.exceptions
-import tenacity
 
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.gateway import log as glog
-from bridgecli.gateway.reconnect import retry_until_stopped
+from bridgecli.gateway.reconnect import keep_connected
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
@@ -65,22 +64,14 @@ class RosterListener:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                retry_until_stopped(self._connect, self._stop, "roster listener")
-            except tenacity.RetryError:
-                break
-            try:
-                while not self._stop.is_set() and not self._broken:
-                    assert self._connection is not None
-                    self._connection.process_data_events(time_limit=0)
-                    self._stop.wait(BATCH_SECONDS)
-            except _BROKEN as exc:
-                glog.event(logger, "roster connection lost", logging.WARNING, error=f"{type(exc).__name__}: {exc}")
-            self._close()
-            if not self._stop.is_set():
-                self._stop.wait(0.2)
-        self._close()
+        keep_connected(self._stop, "roster listener", connect=self._connect, serve=self._serve, close=self._close,
+                       lost=_BROKEN)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set() and not self._broken:
+            assert self._connection is not None
+            self._connection.process_data_events(time_limit=0)
+            self._stop.wait(BATCH_SECONDS)
 
     def _connect(self) -> None:
         connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}-roster")
