@@ -54,6 +54,8 @@ _BROKEN = amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError, pi
                                          pika.exceptions.ChannelWrongStateError)
 #: how long opening the lane's channel and turning on confirms may take
 OPEN_TIMEOUT = 10.0
+#: after a nack, how long new publishes wait for the old channel's outstanding confirms
+RENEW_DRAIN_TIMEOUT = 5.0
 
 
 @dataclass
@@ -92,6 +94,9 @@ class PublishLane:
         # submitted from other threads, not yet published by the lane thread
         self._queued: set[Future] = set()
         self._queued_lock = threading.Lock()
+        # lane thread only: after a nack, publish on a fresh channel (see _renew_channel_after_nack)
+        self._renew_since: float | None = None
+        self._deferred: list[tuple[list[tuple[Envelope, Future]], int | None]] = []
         self._thread = threading.Thread(target=self._run, name="bridge-publish", daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -117,6 +122,12 @@ class PublishLane:
         while not self._stop.is_set() and not self._broken:
             assert self._connection is not None
             self._connection.process_data_events(time_limit=0.2)
+            if self._renew_since is not None:
+                try:
+                    self._renew_channel_after_nack()
+                except BrokerUnavailable as exc:  # no new channel: start over on a new connection
+                    glog.event(logger, "publish channel renewal failed", logging.WARNING, error=str(exc))
+                    self._broken = True
         if self._stop.is_set() and not self._broken and self._connection is not None:
             self._connection.process_data_events(time_limit=0)  # what was queued last (roster "gone")
 
@@ -133,16 +144,20 @@ class PublishLane:
         self._connection, self._broken = connection, False
         self._in_flight, self._by_msg_id, self._next_tag = {}, {}, 1
         self._delay_tiers = set()
+        self._renew_since = None
         self.ready.set()
 
     def _open_confirm_channel(self, connection: pika.BlockingConnection) -> Any:
         """An asynchronous channel on the blocking connection's own I/O (which this thread
         drives), in confirm mode, with our ack/nack, return and close callbacks."""
         channel = amqp_conn.open_async_channel(connection, OPEN_TIMEOUT, "publish")
-        channel.add_on_return_callback(self._on_return)
+        # a channel renewed after a nack may still answer late: only the current one counts
+        channel.add_on_return_callback(
+            lambda *args: self._on_return(*args) if channel is self._channel else None)
         channel.add_on_close_callback(self._on_channel_closed)
         confirming: list[Any] = []
-        channel.confirm_delivery(self._on_confirm, callback=confirming.append)
+        channel.confirm_delivery(lambda frame: self._on_confirm(frame) if channel is self._channel else None,
+                                 callback=confirming.append)
         amqp_conn.wait_for_callback(connection, confirming, OPEN_TIMEOUT,
                                     "the broker did not turn on publisher confirms")
         return channel
@@ -156,7 +171,8 @@ class PublishLane:
             except Exception:
                 pass
         lost = [entry.future for entry in self._in_flight.values()]
-        self._in_flight, self._by_msg_id = {}, {}
+        lost.extend(future for batch, _ in self._deferred for _, future in batch)
+        self._in_flight, self._by_msg_id, self._deferred, self._renew_since = {}, {}, [], None
         with self._queued_lock:  # submitted to the dead connection: they would never run
             lost.extend(self._queued)
             self._queued = set()
@@ -228,6 +244,9 @@ class PublishLane:
     def _publish_batch(self, batch: list[tuple[Envelope, Future]], delay_ms: int | None) -> None:
         with self._queued_lock:
             self._queued.difference_update(future for _, future in batch)
+        if self._renew_since is not None:  # for the fresh channel, once the old one is drained
+            self._deferred.append((batch, delay_ms))
+            return
         published = 0  # the first `published` of the batch are in flight
         try:
             if delay_ms and self._delay_mode() != "plugin" and delay_ms not in self._delay_tiers:
@@ -274,21 +293,58 @@ class PublishLane:
                 tags.append(tag)
         else:
             tags = [method.delivery_tag] if method.delivery_tag in self._in_flight else []
+        if not ok and tags and self._renew_since is None:
+            self._renew_since = time.monotonic()
         for tag in tags:
             entry = self._in_flight.pop(tag)
             self._by_msg_id.pop(entry.envelope.msg_id, None)
-            what = describe(entry.envelope)
             if not ok:
-                _fail(entry.future, nacked(what))
+                _fail(entry.future, nacked(describe(entry.envelope)))
             elif entry.returned:
-                _fail(entry.future, unroutable(what, entry.exchange, entry.routing_key))
+                _fail(entry.future, unroutable(describe(entry.envelope), entry.exchange, entry.routing_key))
             else:
                 if not entry.future.done():
                     entry.future.set_result(None)
                 glog.event(logger, "sent", kind=entry.envelope.kind, msg=entry.envelope.msg_id,
                            to=entry.envelope.recipient, delay_ms=entry.delay_ms or 0)
 
+    def _renew_channel_after_nack(self) -> None:
+        """Publish on a fresh confirm channel after the broker nacked a message (lane thread).
+
+        Why: a RabbitMQ channel keeps its own client state for each quorum queue it published
+        to, including where it believes the queue's leader is. When a cluster node dies and the
+        lane reconnects to a survivor while the queue is still electing its new leader, that
+        channel can keep *every* later publish to the queue nacked — for as long as it lives —
+        while a fresh channel is confirmed at once (seen in the cluster failover test: 40 s of
+        nacks through the gateway, fresh connections confirmed throughout). A nack is rare
+        otherwise (a full queue that rejects publishes, no quorum), and a new channel costs one
+        round trip, so every nack gets one.
+
+        New publishes wait (deferred) until the old channel's confirms are all in, so no
+        message of another sender is failed for it; if they do not come within
+        :data:`RENEW_DRAIN_TIMEOUT` the rest fail as "may or may not have been delivered"."""
+        assert self._renew_since is not None and self._connection is not None
+        if self._in_flight and time.monotonic() - self._renew_since < RENEW_DRAIN_TIMEOUT:
+            return
+        old, stuck = self._channel, [entry.future for entry in self._in_flight.values()]
+        self._in_flight, self._by_msg_id, self._next_tag = {}, {}, 1
+        self._channel = self._open_confirm_channel(self._connection)
+        self._renew_since = None
+        if old is not None and old.is_open:
+            old.close()
+        for future in stuck:
+            _fail(future, BrokerUnavailable(
+                "the broker did not confirm the message before its channel was renewed",
+                "it may or may not have been delivered: resend with the same --id (a repeat is dropped)"))
+        deferred, self._deferred = self._deferred, []
+        glog.event(logger, "publish channel renewed after a nack", logging.WARNING, waiting=len(deferred),
+                   unconfirmed=len(stuck))
+        for batch, delay_ms in deferred:
+            self._publish_batch(batch, delay_ms)
+
     def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
+        if channel is not self._channel:
+            return  # the channel renewed after a nack, closed on purpose
         if not self._stop.is_set():
             glog.event(logger, "publish channel closed", logging.WARNING, reason=str(reason))
         self._broken = True

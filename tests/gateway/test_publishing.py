@@ -130,3 +130,56 @@ def test_pipelined_confirms_keep_every_outcome_per_message(host_factory, rabbitm
     finally:
         channel.queue_delete(f"full-{full}")
         connection.close()
+
+
+def _lane_channels(node) -> set[int]:
+    """Channel numbers open on the gateway's publish lane connection."""
+    [lane] = [pid for pid, name, _ in _connections(node) if name.endswith("-publish")]
+    out = node.ctl("list_channels", "connection", "number", "-q", "--no-table-headers").stdout
+    return {int(number) for line in out.strip().splitlines()
+            for connection, number in [line.split("\t")] if connection == lane}
+
+
+def test_a_nack_renews_the_lane_channel_and_later_sends_go_through(host_factory, rabbitmq_node_factory):
+    """After a nack the lane publishes on a fresh channel: a RabbitMQ channel can keep nacking
+    every publish to a quorum queue whose leader moved while it was publishing (the cluster
+    failover test), while a new channel is confirmed. Renewing costs nothing visible: the
+    refused message is still reported as refused, and the next sends are confirmed."""
+    import pika
+
+    from bridgecli.errors import ExitCode
+
+    node = rabbitmq_node_factory([])
+    a = host_factory("a", broker_uri=node.uri, extra_env=QUIET)
+    main = a.register("main", role="main")
+    a.start_gateway()
+    assert a.bridge("send", main, "before", "--from", "main").returncode == 0
+    before = _lane_channels(node)
+    full = "0f0f0f0f-2222-4222-8333-444455556666"
+    connection = pika.BlockingConnection(pika.URLParameters(node.uri))
+    try:
+        channel = connection.channel()
+        channel.queue_declare(f"full-{full}", arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+        channel.queue_bind(f"full-{full}", "bridge.msg", routing_key=full)
+        # the refused send and a good one right behind it (it may reach the lane while the
+        # renewal waits for confirms: it is then published on the new channel)
+        refused = subprocess.Popen([BRIDGE_BIN, "send", full, "refused", "--force", "--from", "main"], env=a.env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   stdin=subprocess.DEVNULL)
+        after = a.bridge("send", main, "after", "--from", "main")
+        _, err = refused.communicate(timeout=60)
+        assert refused.returncode == ExitCode.REJECTED and "nack" in err, err
+        assert after.returncode == 0, after.stderr
+        wait_for(lambda: "publish channel renewed after a nack" in a.log_path.read_text(), 20,
+                 what="the lane to renew its channel")
+        # one channel replaced (the confirm channel), none leaked
+        wait_for(lambda: (lambda now: len(now) == len(before) and now != before)(_lane_channels(node)), 20,
+                 what=f"the lane's channels {sorted(before)} to be replaced by as many new ones")
+        again = a.bridge("send", main, "again", "--from", "main")
+        assert again.returncode == 0, again.stderr
+    finally:
+        channel.queue_delete(f"full-{full}")
+        connection.close()
+    got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
+    assert sorted(m["content"] for m in got) == ["after", "again", "before"]
+    assert a.gateway.poll() is None

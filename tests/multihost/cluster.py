@@ -145,6 +145,51 @@ class Cluster:
         stop_epmd_if_idle()
 
 
+def broker_view(cluster: Cluster, queue: str, gid: str) -> dict[str, str]:
+    """What the surviving nodes say about ``queue`` when sends did not resume after a kill:
+    its leader and online members (``rabbitmqctl list_queues``), and whether a publish from a
+    *fresh* connection to each live node, routed exactly like a gateway's (``bridge.msg``,
+    key = gid, persistent, mandatory, confirmed), is accepted. An ack there while our
+    gateway's publishes are nacked would mean the gateway keeps a bad channel; a nack means the
+    broker refuses everyone. (The probe's body is not an envelope, so the receiving gateway
+    dead-letters it: it never reaches the entity.)"""
+    import pika
+    import pika.exceptions
+
+    from bridgecli.amqp import topology
+
+    view: dict[str, str] = {}
+    live = cluster.live()
+    if not live:
+        return view
+    listed = live[0].ctl("list_queues", "name", "leader", "online", "state", "-q", "--no-table-headers",
+                         check=False).stdout
+    view["queue"] = next((" ".join(line.split()[1:]) for line in listed.splitlines()
+                          if line.startswith(queue)), "not listed")
+    for node in live:
+        try:
+            connection = pika.BlockingConnection(pika.URLParameters(node.uri))
+        except pika.exceptions.AMQPError as exc:
+            view[f"fresh publish via {node.nodename}"] = f"cannot connect ({type(exc).__name__})"
+            continue
+        try:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.basic_publish(topology.MSG, gid, b"failover probe", pika.BasicProperties(delivery_mode=2),
+                                  mandatory=True)
+            view[f"fresh publish via {node.nodename}"] = "confirmed"
+        except pika.exceptions.NackError:
+            view[f"fresh publish via {node.nodename}"] = "nacked"
+        except pika.exceptions.UnroutableError:
+            view[f"fresh publish via {node.nodename}"] = "unroutable"
+        except pika.exceptions.AMQPError as exc:
+            view[f"fresh publish via {node.nodename}"] = f"{type(exc).__name__}: {exc}"[:160]
+        finally:
+            if connection.is_open:
+                connection.close()
+    return view
+
+
 def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout: float = 150.0) -> "Outcome":
     """Two loopback hosts on the cluster with quorum inboxes; SIGKILL a node in the middle of
     a steady send; count what arrives.
@@ -263,6 +308,13 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
             outcome.notes.append("no send was confirmed after the kill, although the gateways had reconnected"
                                  if all(reconnect[h] is not None for h in lost_conn if lost_conn[h])
                                  else "no send was confirmed after the kill")
+            # whose refusal is it: the broker's to everyone, or only to our gateway's channel?
+            view = broker_view(cluster, queue, worker)
+            outcome.observed.update(view)
+            outcome.notes.extend(f"{what}: {answer}" for what, answer in view.items())
+        renewed = a.log_path.read_text(errors="replace")[marks[a.name]:].count("publish channel renewed after a nack")
+        if renewed:
+            outcome.notes.append(f"the sender's gateway renewed its publish channel after a nack {renewed} time(s)")
         if errors:
             outcome.notes.append(f"{len(errors)} send batches refused (first: {errors[0][:120]}; "
                                  f"last: {errors[-1][:120]})")
