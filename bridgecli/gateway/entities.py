@@ -8,6 +8,7 @@ re-reads it when told (local API ``register``/``unregister``) — no restart nee
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -53,8 +54,19 @@ def short(gid: str) -> str:
     return gid[:8]
 
 
+_MISSING = object()
+
+
 class Registry:
-    """CRUD over the entity table; safe to use from several processes at once."""
+    """CRUD over the entity table; safe to use from several processes at once.
+
+    Reads are cached in memory: the gateway looks up the sender (and a gid target) on every
+    request, and a lookup through SQLite cost ~40 µs. The cache is dropped whenever the
+    database changed — through this object (at once) or through any other connection or
+    process (``bridge register`` without a gateway, ``bridge complete``'s reads aside): SQLite
+    increments the *file change counter* in the database header at every committed write in
+    rollback-journal mode, and reading those 4 bytes costs ~1 µs. A database in WAL mode does
+    not keep that counter up to date, so there the cache is off."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -62,6 +74,45 @@ class Registry:
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(_SCHEMA)
+            wal = db.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+        self._lock = threading.Lock()
+        self._by_gid: dict[str, Entity | None] = {}
+        self._all: tuple[Entity, ...] | None = None
+        #: the change counter the cached entries were read at (None: nothing cached is valid)
+        self._cached_at: bytes | None = None
+        self._fd: int | None = None if wal else os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+
+    def __del__(self) -> None:
+        fd, self._fd = getattr(self, "_fd", None), None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _counter(self) -> bytes | None:
+        """The database's change counter now, after dropping the cache if it moved."""
+        if self._fd is None:
+            return None
+        try:
+            counter = os.pread(self._fd, 4, 24)
+        except OSError:
+            return None
+        if counter != self._cached_at:
+            with self._lock:
+                if counter != self._cached_at:
+                    self._by_gid.clear()
+                    self._all = None
+                    self._cached_at = counter
+        return counter
+
+    def _invalidate(self) -> None:
+        """After a write through this object: nothing cached so far is valid, and a read
+        that started before the write must not be cached when it ends."""
+        with self._lock:
+            self._by_gid.clear()
+            self._all = None
+            self._cached_at = None
 
     def _connect(self) -> sqlite3.Connection:
         """This thread's connection (kept: the gateway reads the registry on every send)."""
@@ -94,23 +145,46 @@ class Registry:
                 "INSERT INTO entities (gid, label, role, deliver, host, created, launcher, launch_data)"
                 " VALUES (?,?,?,?,?,?,?,?)",
                 (gid, label, role, deliver, host, time.time(), launcher, json.dumps(launch_data or {})))
+        self._invalidate()
         entity = self.get(gid)
         assert entity is not None
         return entity
 
     def remove(self, gid: str) -> bool:
-        with self._connect() as db:
-            return db.execute("DELETE FROM entities WHERE gid = ?", (gid,)).rowcount == 1
+        try:
+            with self._connect() as db:
+                return db.execute("DELETE FROM entities WHERE gid = ?", (gid,)).rowcount == 1
+        finally:
+            self._invalidate()
 
     def get(self, gid: str) -> Entity | None:
+        key = gid.lower()
+        counter = self._counter()
+        cached = self._by_gid.get(key, _MISSING)
+        if cached is not _MISSING and counter is not None:
+            return cached  # type: ignore[return-value]
         with self._connect() as db:
-            row = db.execute("SELECT * FROM entities WHERE gid = ?", (gid.lower(),)).fetchone()
-        return self._entity(row) if row else None
+            row = db.execute("SELECT * FROM entities WHERE gid = ?", (key,)).fetchone()
+        entity = self._entity(row) if row else None
+        if counter is not None:
+            with self._lock:
+                if self._cached_at == counter:  # else the database changed meanwhile
+                    self._by_gid[key] = entity
+        return entity
 
     def all(self) -> list[Entity]:
+        counter = self._counter()
+        cached = self._all
+        if cached is not None and counter is not None:
+            return list(cached)
         with self._connect() as db:
             rows = db.execute("SELECT * FROM entities ORDER BY created").fetchall()
-        return [self._entity(row) for row in rows]
+        entities = [self._entity(row) for row in rows]
+        if counter is not None:
+            with self._lock:
+                if self._cached_at == counter:
+                    self._all = tuple(entities)
+        return entities
 
     def resolve(self, target: str) -> Entity:
         """A local entity by gid, unique gid prefix (≥ 8 chars) or label."""
