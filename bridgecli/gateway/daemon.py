@@ -75,6 +75,9 @@ class Waiter:
     recipient: str
     in_reply_to: str | None
     event: threading.Event = field(default_factory=threading.Event)
+    #: set (before ``event``) when a message for it was committed; the confirm of a
+    #: ``send --wait`` sets only ``event``, so that wakeup needs no look into the store
+    notified: bool = False
 
 
 class Gateway:
@@ -605,6 +608,7 @@ class Gateway:
             for waiter in self.waiters:
                 if waiter.recipient == envelope.recipient and (
                         waiter.in_reply_to is None or waiter.in_reply_to == envelope.in_reply_to):
+                    waiter.notified = True
                     waiter.event.set()
 
     def add_waiter(self, recipient: str, in_reply_to: str | None = None) -> Waiter:

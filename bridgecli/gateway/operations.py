@@ -175,10 +175,12 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
 
     started = time.monotonic()
     deadline = started + min(timeout, MAX_WAIT)
+    look = True  # first (a resend with --id may find its reply here already), then when notified
     while True:
-        found = gw.store.take_reply(gid, msg_id)
-        if found is not None:
-            return message_dict(found)
+        if look:
+            found = gw.store.take_reply(gid, msg_id)
+            if found is not None:
+                return message_dict(found)
         if confirm.done() and confirm.exception() is not None:
             raise confirm.exception()  # type: ignore[misc]
         remaining = deadline - time.monotonic()
@@ -186,8 +188,16 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
             await_confirm(confirm, started + CONFIRM_TIMEOUT)
             raise Timeout(f"no reply to {msg_id} within {timeout:g}s",
                           "the reply will be held for you: collect it later with `bridge poll`")
-        waiter.event.wait(min(remaining, 1.0))
+        woken = waiter.event.wait(min(remaining, 1.0))
         waiter.event.clear()
+        # reset only when seen set, and before the look: a reply committed after that sets it
+        # (then the event) again, so no notification is lost; the once-a-second timeout
+        # still looks, as before
+        if waiter.notified:
+            waiter.notified = False
+            look = True
+        else:
+            look = not woken
 
 
 def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int = 100,

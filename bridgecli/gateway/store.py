@@ -274,6 +274,11 @@ class Store:
             args.append(in_reply_to)
         query += " ORDER BY received LIMIT ?"
         args.append(limit)
+        # look before taking the write lock: an empty hold (every `poll --wait` wakeup that
+        # finds nothing, every first check) then costs one read instead of BEGIN IMMEDIATE
+        # + COMMIT; what is found is read again inside the transaction
+        if not getattr(self._local, "batch", False) and self._db().execute(query, args).fetchone() is None:
+            return []
         with self._tx() as db:
             rows = db.execute(query, args).fetchall()
             now = time.time()
@@ -284,16 +289,23 @@ class Store:
     def take_reply(self, recipient: str, in_reply_to: str) -> StoredMessage | None:
         """The answer to ``in_reply_to`` received for ``recipient``: drained if it was held,
         returned as is if its backend already delivered it."""
-        with self._tx() as db:
-            row = db.execute("SELECT * FROM messages WHERE recipient = ? AND in_reply_to = ?"
-                             " AND state != 'drained' ORDER BY received LIMIT 1",
-                             (recipient, in_reply_to)).fetchone()
+        query = ("SELECT * FROM messages WHERE recipient = ? AND in_reply_to = ?"
+                 " AND state != 'drained' ORDER BY received LIMIT 1")
+        db = self._db()
+        while True:
+            # read first, outside a transaction: `send --wait` checks several times per message
+            # and a miss must not cost BEGIN IMMEDIATE + COMMIT (the I/O thread's write lock)
+            row = db.execute(query, (recipient, in_reply_to)).fetchone()
             if row is None:
                 return None
-            if row["state"] == HELD:
-                db.execute("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?",
-                           (time.time(), row["msg_id"]))
-        return _row_to_message(row)
+            if row["state"] != HELD:
+                return _row_to_message(row)  # its backend delivered it: nothing to take
+            with self._tx() as tx:
+                taken = tx.execute("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?"
+                                   " AND state = 'held'", (time.time(), row["msg_id"])).rowcount
+            if taken:
+                return _row_to_message(row)
+            # drained by someone else in between: look again
 
     def peek(self, recipient: str, limit: int = 100) -> list[StoredMessage]:
         """Held messages for ``recipient`` without taking them (see :meth:`ack`)."""

@@ -46,6 +46,40 @@ def test_take_reply_finds_held_or_delivered_answers(tmp_path):
     assert [m.envelope.content for m in store.drain(gid)] == ["unrelated"]
 
 
+def test_concurrent_takers_get_each_held_message_once(tmp_path):
+    """take_reply and drain look before they lock: two threads racing for the same held
+    messages still hand each one out exactly once."""
+    import threading
+
+    store = Store(tmp_path / "s.db")
+    gid = str(uuid.uuid4())
+    asked = [str(uuid.uuid4()) for _ in range(50)]
+    for msg_id in asked:
+        store.record(_env(gid, msg_id, kind="REPLY", in_reply_to=msg_id), HELD)
+    taken: list[str] = []
+    start = threading.Barrier(4)
+
+    def replies() -> None:
+        start.wait()
+        for msg_id in asked:
+            found = store.take_reply(gid, msg_id)
+            if found is not None:
+                taken.append(found.envelope.msg_id)
+
+    def drains() -> None:
+        start.wait()
+        for _ in range(50):
+            taken.extend(m.envelope.msg_id for m in store.drain(gid, limit=2))
+
+    threads = [threading.Thread(target=fn) for fn in (replies, replies, drains, drains)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(taken) == len(set(taken)) == 50
+    assert store.held_count(gid) == 0
+
+
 def test_attempts_survive_reopening(tmp_path):
     path = tmp_path / "s.db"
     assert Store(path).add_attempt("m1", "boom") == 1
