@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("bridgecli.gateway")
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+#: one encoder for every response (``json.dumps`` with options builds a new one per call)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -90,7 +92,7 @@ class LocalApi:
                 return
             response = self.handle_line(line)
             try:
-                wfile.write(json.dumps(response, ensure_ascii=False, default=str).encode() + b"\n")
+                wfile.write(_ENCODER.encode(response).encode() + b"\n")
                 wfile.flush()
             except OSError:
                 return
