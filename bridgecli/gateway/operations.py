@@ -156,26 +156,35 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
     waiter = gw.add_waiter(identity.gid, envelope.msg_id)
     try:
         [confirm] = gw.lane.submit([envelope], delay_ms=delay_ms)
-        confirm.add_done_callback(lambda _: waiter.event.set())
-        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait), confirm)
+
+        def on_confirm(done: Future) -> None:
+            # only a failed confirm ends the wait early: a successful one needs no wakeup (the
+            # reply is what is waited for, and the timeout path waits for the confirm itself)
+            if done.cancelled() or done.exception() is not None:
+                waiter.event.set()
+
+        confirm.add_done_callback(on_confirm)
+        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait), confirm,
+                                       look_first=new_id is not None)
         return result
     finally:
         gw.remove_waiter(waiter)
 
 
 def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: float,
-                 confirm: Future) -> dict[str, Any]:
+                 confirm: Future, look_first: bool = True) -> dict[str, Any]:
     """Wait for the reply and for the message's confirm *together*: a reply proves the message
     was delivered, so once it is here the confirm no longer matters (for a persistent message
     the broker may confirm only after its next disk sync, well after the reply came back).
     A confirm that fails — unroutable, nacked, connection lost — ends the wait with its error;
     at the timeout an unconfirmed message is waited for first, so that "the reply will be
-    held" is never said of a message the broker did not take."""
+    held" is never said of a message the broker did not take. ``look_first=False`` for an id
+    minted just now, which nothing can have answered yet."""
     from bridgecli.gateway.publishing import await_confirm  # pika: not for the CLI's imports of this module
 
     started = time.monotonic()
     deadline = started + min(timeout, MAX_WAIT)
-    look = True  # first (a resend with --id may find its reply here already), then when notified
+    look = look_first  # a resend with --id may find its reply here already; then when notified
     while True:
         if look:
             found = gw.store.take_reply(gid, msg_id)
