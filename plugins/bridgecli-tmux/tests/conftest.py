@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import pytest
 
 from bridgecli_tmux.client import Tmux
-from tmux_helpers import wait_for, write_config
+from tmux_helpers import server_pid, stop_server, wait_for, write_config
 
 
 
@@ -37,8 +37,9 @@ def tmux_server(short_tmp: Path) -> Iterator[Tmux]:
     subprocess.run(["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "test",
                     "-x", "200", "-y", "50", "bash --norc --noprofile"], check=True, env=env)
     tmux = Tmux(sock)
+    pid = server_pid(sock)
     yield tmux
-    subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+    stop_server(sock, pid)
 
 
 #: a real interactive shell with a recognisable prompt (bash enables bracketed paste)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bridgecli_tmux.client import Tmux, tmux_available
-from tmux_helpers import wait_for
+from tmux_helpers import server_pid, stop_server, wait_for
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 
@@ -35,8 +35,9 @@ def worker_pane(host_factory, short_tmp: Path):
     tmux = Tmux(sock)
     pane = tmux.pane("w:").pane_id
     wait_for(lambda: "worker$" in tmux.capture(pane), what="the worker's prompt")
+    pid = server_pid(sock)
     yield b, tmux, pane
-    subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+    stop_server(sock, pid)
 
 
 def _poll(host, gid: str, wait: str = "10s") -> list[dict]:
