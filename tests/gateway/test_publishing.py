@@ -4,9 +4,11 @@ when the broker drops its connection."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import time
+from typing import Iterator
 
 from tests.multihost.helpers import wait_for
 from tests.support.env import BRIDGE_BIN
@@ -25,6 +27,23 @@ def _connections(node) -> list[tuple[str, str, str]]:
         name = found.group(1) if found else ""
         rows.append((pid, name, state))
     return rows
+
+
+@contextlib.contextmanager
+def _refusing_queue(uri: str, gid: str) -> Iterator[None]:
+    """A queue bound to ``bridge.msg`` under ``gid`` that refuses (nacks) every publish:
+    at most 0 messages, overflow ``reject-publish``."""
+    import pika
+
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    channel = connection.channel()
+    try:
+        channel.queue_declare(f"full-{gid}", arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+        channel.queue_bind(f"full-{gid}", "bridge.msg", routing_key=gid)
+        yield
+    finally:
+        channel.queue_delete(f"full-{gid}")
+        connection.close()
 
 
 def test_a_publish_held_by_broker_flow_control_does_not_stop_consuming(host_factory, rabbitmq_node_factory):
@@ -94,19 +113,13 @@ def test_pipelined_confirms_keep_every_outcome_per_message(host_factory, rabbitm
     """Bulk sends are confirmed as a pipeline; each message still gets its own outcome: the
     broker's nack (a full queue refusing publishes) and an unroutable return are errors,
     never reported as sent."""
-    import pika
-
     from bridgecli.errors import ExitCode
 
     a = host_factory("a", extra_env=QUIET)
     main = a.register("main", role="main")
     a.start_gateway()
     full = "0f0f0f0f-1111-4222-8333-444455556666"
-    connection = pika.BlockingConnection(pika.URLParameters(rabbitmq.uri))
-    try:
-        channel = connection.channel()
-        channel.queue_declare(f"full-{full}", arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
-        channel.queue_bind(f"full-{full}", "bridge.msg", routing_key=full)
+    with _refusing_queue(rabbitmq.uri, full):
         refused = a.bridge("send", full, "-", "--lines", "--force", "--from", "main", input="one\ntwo\nthree\n")
         assert refused.returncode == ExitCode.REJECTED and "nack" in refused.stderr, refused.stderr
         ghost = "4b0c3a5e-9999-4222-8333-444455556666"
@@ -127,9 +140,6 @@ def test_pipelined_confirms_keep_every_outcome_per_message(host_factory, rabbitm
             assert batch, f"only {len(got)} of 300 arrived"
             got.extend(m["content"] for m in batch)
         assert got == [f"m{i}" for i in range(300)]  # in order
-    finally:
-        channel.queue_delete(f"full-{full}")
-        connection.close()
 
 
 def _lane_channels(node) -> set[int]:
@@ -145,8 +155,6 @@ def test_a_nack_renews_the_lane_channel_and_later_sends_go_through(host_factory,
     every publish to a quorum queue whose leader moved while it was publishing (the cluster
     failover test), while a new channel is confirmed. Renewing costs nothing visible: the
     refused message is still reported as refused, and the next sends are confirmed."""
-    import pika
-
     from bridgecli.errors import ExitCode
 
     node = rabbitmq_node_factory([])
@@ -156,11 +164,7 @@ def test_a_nack_renews_the_lane_channel_and_later_sends_go_through(host_factory,
     assert a.bridge("send", main, "before", "--from", "main").returncode == 0
     before = _lane_channels(node)
     full = "0f0f0f0f-2222-4222-8333-444455556666"
-    connection = pika.BlockingConnection(pika.URLParameters(node.uri))
-    try:
-        channel = connection.channel()
-        channel.queue_declare(f"full-{full}", arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
-        channel.queue_bind(f"full-{full}", "bridge.msg", routing_key=full)
+    with _refusing_queue(node.uri, full):
         # the refused send and a good one right behind it (it may reach the lane while the
         # renewal waits for confirms: it is then published on the new channel)
         refused = subprocess.Popen([BRIDGE_BIN, "send", full, "refused", "--force", "--from", "main"], env=a.env,
@@ -177,9 +181,6 @@ def test_a_nack_renews_the_lane_channel_and_later_sends_go_through(host_factory,
                  what=f"the lane's channels {sorted(before)} to be replaced by as many new ones")
         again = a.bridge("send", main, "again", "--from", "main")
         assert again.returncode == 0, again.stderr
-    finally:
-        channel.queue_delete(f"full-{full}")
-        connection.close()
     got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
     assert sorted(m["content"] for m in got) == ["after", "again", "before"]
     assert a.gateway.poll() is None

@@ -7,10 +7,8 @@ The main's ``bridge_send`` with ``wait`` returns that reply.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +19,7 @@ import anyio
 import pytest
 
 from tests.mcp.conftest import mcp_client, text_of
+from tests.support.tmux import server_pid, stop_server
 
 tmux_client = pytest.importorskip("bridgecli_tmux.client")
 pytestmark = pytest.mark.skipif(not tmux_client.tmux_available(), reason="tmux is not installed")
@@ -50,26 +49,10 @@ def worker_pane(host_factory):
     tmux = tmux_client.Tmux(sock)
     pane = tmux.pane("w:").pane_id
     _wait_for(lambda: "worker$" in tmux.capture(pane), 10, "the worker's prompt")
-    pid = int(tmux.run("display-message", "-p", "#{pid}").strip())
+    pid = server_pid(sock)
     yield b, tmux, pane
-    subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
-    # and make sure: once in CI this server (a stopped gateway's control-mode client still
-    # attached) outlived its kill-server and stayed behind after the run
-    deadline = time.monotonic() + 3.0
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    stop_server(sock, pid)
     shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    """Is ``pid`` a live process? (An exited daemon waits as a zombie until init reaps it.)"""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_u1_mcp_main_to_tmux_worker_on_another_host(host_factory, worker_pane):

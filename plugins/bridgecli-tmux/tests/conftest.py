@@ -17,7 +17,8 @@ from typing import Callable, Iterator
 import pytest
 
 from bridgecli_tmux.client import Tmux
-from tmux_helpers import server_pid, stop_server, wait_for, write_config
+from tests.support.tmux import server_pid, stop_server
+from tmux_helpers import wait_for, write_config
 
 
 

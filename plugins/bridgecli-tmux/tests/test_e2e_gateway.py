@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from bridgecli_tmux.client import Tmux, tmux_available
-from tmux_helpers import server_pid, stop_server, wait_for
+from tests.support.tmux import server_pid, stop_server
+from tmux_helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 
