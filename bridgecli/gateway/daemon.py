@@ -50,7 +50,8 @@ from bridgecli.gateway.entities import Registry, open_registry
 from bridgecli.gateway.deadletter import drain_to_dlq
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
-from bridgecli.gateway.store import DELIVERED, Store, open_store
+from bridgecli.gateway.hold import HoldBackend
+from bridgecli.gateway.store import DELIVERED, DRAINED, HELD, Store, StoredMessage, open_store
 from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
 
@@ -68,16 +69,24 @@ class _Consumer:
     ready: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class Waiter:
     """A blocked ``send --wait`` / ``poll --wait`` in a local API thread."""
 
     recipient: str
     in_reply_to: str | None
+    #: how many messages it takes at hold time (see :meth:`Gateway._hand_off`): 1 for a
+    #: ``send --wait``, the limit for a draining ``poll --wait``; 0 = it only wants a wakeup
+    #: (``poll`` with ``peek``, ``count``), and takes from the store itself
+    claims: int = 0
     event: threading.Event = field(default_factory=threading.Event)
     #: set (before ``event``) when a message for it was committed; the confirm of a
     #: ``send --wait`` sets only ``event``, so that wakeup needs no look into the store
     notified: bool = False
+    #: messages recorded as drained for it, committed, not yet picked up (:meth:`Gateway.take_handed`)
+    handed: list[StoredMessage] = field(default_factory=list)
+    #: claimed inside the I/O thread's open batch, not committed yet
+    pending: int = 0
 
 
 class Gateway:
@@ -120,6 +129,8 @@ class Gateway:
         #: every confirmed publish of a local sender (a connection and thread of its own)
         self.lane = PublishLane(config, self.host, lambda: self.delay_mode)
         self._batch: list[tuple[int, Entity, Envelope]] = []
+        #: messages of the open batch recorded as taken by a waiter (see _hand_off)
+        self._handoffs: list[tuple[Waiter, StoredMessage]] = []
         #: delivery tags handed to worker threads and not yet acked (see _flush_batch)
         self._worker_tags: set[int] = set()
         self._identity_policy = identity.IdentityPolicy.from_config(config.values)
@@ -239,6 +250,7 @@ class Gateway:
         self._batch = []  # never acked: the broker redelivers them
         self._worker_tags = set()
         self.store.rollback_batch()
+        self._drop_handoffs()
         self.generation += 1
         for consumer in self.consumers.values():
             if consumer.worker is not None:
@@ -266,6 +278,7 @@ class Gateway:
                 self._flush_batch()
             except Exception:
                 self.store.rollback_batch()  # not acked: redelivered next time
+                self._drop_handoffs()
         workers = [c.worker for c in self.consumers.values() if c.worker is not None]
         for worker in workers:
             drain_queue(worker.items)  # not started yet: the broker redelivers them
@@ -412,6 +425,7 @@ class Gateway:
         except Exception:
             self._batch = []
             self.store.rollback_batch()
+            self._drop_handoffs()
 
     def _handle_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         queue_name = topology.inbox_name(entity.gid)
@@ -446,7 +460,8 @@ class Gateway:
         backend = self.backend_for(entity)
         self.store.begin_batch()
         try:
-            self._deliver_once(entity, backend, envelope, announce=False)
+            if not self._hand_off(backend, envelope):
+                self._deliver_once(entity, backend, envelope, announce=False)
         except DeliveryError as exc:
             self._flush_batch()
             attempts = self.store.add_attempt(envelope.msg_id, str(exc))
@@ -466,6 +481,8 @@ class Gateway:
             return
         batch, self._batch = self._batch, []
         self.store.commit_batch()
+        if self._handoffs:
+            self._give_handoffs()
         # the records are durable now: wake the waiting `poll --wait` / `send --wait` before
         # acking (the ack's frame write is on the way to their answer otherwise); a crash
         # between the two only means a redelivery, which the dedup record drops
@@ -607,6 +624,73 @@ class Gateway:
 
     # --- waiting for held messages ------------------------------------------------------
 
+    def _hand_off(self, backend: DeliveryBackend, envelope: Envelope) -> bool:
+        """Hold a message as already taken by a local ``send --wait`` / ``poll --wait`` that
+        waits for it: one write (its dedup record, state ``drained``) in the open batch,
+        instead of holding it and then draining it in a second transaction from the API
+        thread. The waiter gets it only after the batch commits (:meth:`_give_handoffs`), so a
+        crash before that leaves it unacked and redelivered, as for any held message; a waiter
+        that has left by then has it put back on hold. True when the message is dealt with."""
+        if not self.waiters or not isinstance(backend, HoldBackend):
+            return False
+        with self.waiters_lock:
+            waiter = None
+            for candidate in self.waiters:
+                if (candidate.recipient != envelope.recipient
+                        or candidate.claims <= len(candidate.handed) + candidate.pending):
+                    continue
+                if candidate.in_reply_to is None:
+                    waiter = waiter or candidate  # a poll takes it unless a `send --wait` waits for it
+                elif candidate.in_reply_to == envelope.in_reply_to:
+                    waiter = candidate
+                    break
+            if waiter is None:
+                return False
+            waiter.pending += 1
+        received = time.time()
+        try:
+            taken = self.store.record(envelope, DRAINED, received=received)
+        except Exception as exc:
+            with self.waiters_lock:
+                waiter.pending -= 1
+            raise DeliveryError(f"cannot hold message {envelope.msg_id}: {exc}",
+                                "check free space in the state dir") from exc
+        if taken:
+            # "held" as a drain reports it: it was held for the waiter and taken at once
+            self._handoffs.append((waiter, StoredMessage(envelope=envelope, state=HELD, received=received)))
+        else:
+            with self.waiters_lock:
+                waiter.pending -= 1
+        return True
+
+    def _give_handoffs(self) -> None:
+        """After the commit: hand each taken message to its waiter (woken by _notify next);
+        one whose waiter has gone meanwhile goes back on hold for the next poll."""
+        handoffs, self._handoffs = self._handoffs, []
+        orphans = []
+        with self.waiters_lock:
+            for waiter, stored in handoffs:
+                waiter.pending -= 1
+                if any(w is waiter for w in self.waiters):
+                    waiter.handed.append(stored)
+                else:
+                    orphans.append(stored.envelope.msg_id)
+        if orphans:
+            self.store.release(orphans)
+
+    def _drop_handoffs(self) -> None:
+        """The batch was rolled back: its hand-offs never happened (the broker redelivers)."""
+        handoffs, self._handoffs = self._handoffs, []
+        with self.waiters_lock:
+            for waiter, _ in handoffs:
+                waiter.pending -= 1
+
+    def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
+        """The messages handed to ``waiter`` since it last looked (an API thread's call)."""
+        with self.waiters_lock:
+            handed, waiter.handed = waiter.handed, []
+        return handed
+
     def _notify(self, envelope: Envelope) -> None:
         with self.waiters_lock:
             for waiter in self.waiters:
@@ -615,16 +699,23 @@ class Gateway:
                     waiter.notified = True
                     waiter.event.set()
 
-    def add_waiter(self, recipient: str, in_reply_to: str | None = None) -> Waiter:
-        waiter = Waiter(recipient, in_reply_to)
+    def add_waiter(self, recipient: str, in_reply_to: str | None = None, claims: int = 0) -> Waiter:
+        waiter = Waiter(recipient, in_reply_to, claims=claims)
         with self.waiters_lock:
             self.waiters.append(waiter)
         return waiter
 
     def remove_waiter(self, waiter: Waiter) -> None:
+        """Unregister ``waiter``; messages handed to it that it did not pick up (it timed out
+        or failed as one came) go back on hold, and other waiters are told."""
         with self.waiters_lock:
             if waiter in self.waiters:
                 self.waiters.remove(waiter)
+            leftover, waiter.handed = waiter.handed, []
+        if leftover:
+            self.store.release([m.envelope.msg_id for m in leftover])
+            for stored in leftover:
+                self._notify(stored.envelope)
 
     # --- running work on the I/O thread -------------------------------------------------
 

@@ -65,6 +65,8 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
         row["held"] = gw.store.held_count(entity.gid)
         row["ready"] = depths.get(f"agent.{entity.gid}.inbox")
         row["consuming"] = entity.gid in gw.consumers
+        #: blocked `poll --wait` / `send --wait` calls of this entity right now
+        row["waiting"] = sum(1 for w in list(gw.waiters) if w.recipient == entity.gid)
         entities.append(row)
     try:
         uris = [redact(u) for u in resolve_broker_uri(gw.config)]
@@ -153,7 +155,7 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
     if not wait:
         gw.publish([envelope], delay_ms=delay_ms)
         return result
-    waiter = gw.add_waiter(identity.gid, envelope.msg_id)
+    waiter = gw.add_waiter(identity.gid, envelope.msg_id, claims=1)
     try:
         [confirm] = gw.lane.submit([envelope], delay_ms=delay_ms)
 
@@ -187,7 +189,9 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
     look = look_first  # a resend with --id may find its reply here already; then when notified
     while True:
         if look:
-            found = gw.store.take_reply(gid, msg_id)
+            # handed over at hold time (the usual way: no store access), else from the store
+            # (a resend with --id, a reply delivered by another backend, a missed wakeup)
+            found = next(iter(gw.take_handed(waiter)), None) or gw.store.take_reply(gid, msg_id)
             if found is not None:
                 return message_dict(found)
         if confirm.done() and confirm.exception() is not None:
@@ -215,13 +219,17 @@ def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int
     confirms with op ``ack`` once it has handed them on (no loss if it dies in between)."""
     identity = messaging.sender_identity(gw.registry, gid)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
-    waiter = gw.add_waiter(identity.gid) if wait else None
+    # a draining poll takes messages handed over at hold time; a peek only wants the wakeup
+    waiter = gw.add_waiter(identity.gid, claims=0 if peek else int(limit)) if wait else None
     try:
         while True:
             if peek:
                 messages = gw.store.peek(identity.gid, limit=int(limit))
             else:
-                messages = gw.store.drain(identity.gid, limit=int(limit))
+                handed = gw.take_handed(waiter) if waiter is not None else []
+                messages = gw.store.drain(identity.gid, limit=int(limit) - len(handed)) if len(handed) < limit else []
+                if handed:
+                    messages = sorted(messages + handed, key=lambda m: m.received)
             if messages or waiter is None or time.monotonic() >= deadline:
                 return {"gid": identity.gid, "messages": [message_dict(m) for m in messages]}
             waiter.event.wait(min(deadline - time.monotonic(), 1.0))

@@ -214,17 +214,19 @@ class Store:
                 (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind, envelope.in_reply_to,
                  _body(envelope), envelope.user_id, DELIVERING, time.time()))
 
-    def record(self, envelope: Envelope, state: str) -> bool:
-        """Record a received message as ``held`` or ``delivered``. Returns False (and changes
+    def record(self, envelope: Envelope, state: str, received: float | None = None) -> bool:
+        """Record a received message as ``held``, ``delivered`` or — handed to a waiting
+        ``poll``/``send --wait`` in the same step — ``drained``. Returns False (and changes
         nothing) when it was already recorded — the dedup check and the write are one step."""
+        received = time.time() if received is None else received
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
-                " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)"
+                " user_id, state, received, drained) VALUES (?,?,?,?,?,?,?,?,?,?)"
                 " ON CONFLICT(msg_id) DO UPDATE SET state = excluded.state WHERE state = 'delivering'",
                 (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind,
                  envelope.in_reply_to, _body(envelope),
-                 envelope.user_id, state, time.time()),
+                 envelope.user_id, state, received, received if state == DRAINED else None),
             )
             if envelope.msg_id in self._attempted:  # rare: skip the DELETE on the hot path
                 db.execute("DELETE FROM attempts WHERE msg_id = ?", (envelope.msg_id,))
@@ -306,6 +308,13 @@ class Store:
             if taken:
                 return _row_to_message(row)
             # drained by someone else in between: look again
+
+    def release(self, msg_ids: list[str]) -> int:
+        """Put messages that were taken for a waiter which left without them back on hold
+        (see ``Gateway._hand_off``); returns how many were."""
+        with self._tx() as db:
+            return db.executemany("UPDATE messages SET state = 'held', drained = NULL WHERE msg_id = ?"
+                                  " AND state = 'drained'", [(m,) for m in msg_ids]).rowcount
 
     def peek(self, recipient: str, limit: int = 100) -> list[StoredMessage]:
         """Held messages for ``recipient`` without taking them (see :meth:`ack`)."""
