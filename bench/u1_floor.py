@@ -1,0 +1,264 @@
+"""How low can U1 go in Python? The gateway's round trip next to a single-threaded floor.
+
+Issue #3 (c) asks for a U1 round trip (main → gateway A → broker → gateway B → worker's
+``poll --wait`` → ``reply`` → gateway B → broker → gateway A → main) within 1.5x a raw pika
+request/reply on the same broker. This script measures, in one run and in interleaved rounds,
+three things on the same private broker:
+
+* ``raw``: the baseline of ``bench/messaging.py`` (c): pika request/reply, persistent, confirms,
+  manual acks, two processes.
+* ``gateway``: the real U1 through two running ``bridge gateway`` processes (messaging.py (c)).
+* ``floor``: the same path through two *relays* that are not the gateway but the least a gateway
+  must do on it, each a single thread with no hand-offs: one pika ``IOLoop`` driving the consuming
+  and the publishing ``SelectConnection`` and the local Unix socket (newline-delimited JSON, as the
+  gateway's). Per message they do only the gateway's essential work — ``messaging.compose`` and
+  ``amqp_message`` on send, ``envelope.parse`` and one ``Store.record`` transaction (dedup record
+  and hold/hand-off in one write, committed before the message is handed on) on receipt, the ack
+  and one log line after the hand-off, confirms before a reply call returns. No identity checks,
+  registry, roster, status, reconnects or workers.
+
+The floor is what a single-threaded rewrite of the gateway core could at best reach; the gap
+between it and raw pika is the per-hop work (two more local-socket hops per side and one durable
+write per side) that the raw baseline does not do. Asserts nothing.
+Run: ``.venv/bin/python bench/u1_floor.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+import messaging as m  # noqa: E402  (the bench's broker, hosts and the two other measurements)
+
+_RELAY = r'''
+import json, logging, socket, sys
+from pathlib import Path
+import pika
+from pika.adapters.select_connection import IOLoop
+from bridgecli import envelope as env_mod, messaging
+from bridgecli.amqp import topology
+from bridgecli.amqp.publisher import amqp_message
+from bridgecli.gateway import log as glog
+from bridgecli.gateway.store import DRAINED, HELD, Store
+
+uri, path, my_gid, db_path, log_path = sys.argv[1:6]
+logging.basicConfig(filename=log_path, level=logging.INFO)
+logger = logging.getLogger("bridgecli.gateway")
+store = Store(Path(db_path))
+store.checkpoint_in_background()
+loop = IOLoop()
+state = {"pub": None, "cons": None, "tag": 0}
+reply_waiters, poll_waiter, in_flight, recent = {}, [], {}, {}
+
+
+def respond(client, obj):
+    client.sendall(json.dumps(obj).encode() + b"\n")
+
+
+def on_message(channel, method, props, body):
+    env = env_mod.parse(body, max_content_bytes=1 << 20, keep_raw=True)
+    client, answer = reply_waiters.pop(env.in_reply_to, None), "reply"
+    if client is None and poll_waiter:
+        client, answer = poll_waiter.pop(), "poll"
+    store.begin_batch()
+    taken = store.record(env, DRAINED if client is not None else HELD)
+    store.commit_batch()
+    if client is not None and taken:
+        recent[env.msg_id] = env
+        if answer == "reply":
+            respond(client, {"ok": True, "reply": {"content": env.content}})
+        else:
+            respond(client, {"ok": True, "messages": [{"msgId": env.msg_id, "content": env.content}]})
+    channel.basic_ack(method.delivery_tag)
+    glog.event(logger, "delivered", kind=env.kind, msg=env.msg_id, sender=env.sender[:8])
+
+
+def on_confirm(frame):
+    tag, multiple = frame.method.delivery_tag, frame.method.multiple
+    for done in ([t for t in in_flight if t <= tag] if multiple else [tag]):
+        item = in_flight.pop(done, None)
+        if item is not None:
+            respond(*item)
+
+
+def handle(client, request):
+    ident = messaging.Identity(my_gid, "relay")
+    if request["op"] == "poll":
+        held = store.drain(my_gid)
+        if held:
+            respond(client, {"ok": True, "messages": [{"msgId": s.envelope.msg_id, "content": s.envelope.content}
+                                                      for s in held]})
+        else:
+            poll_waiter.append(client)
+        return
+    if request["op"] == "reply":
+        original = recent.pop(request["msg_id"], None) or messaging.original_message(store, request["msg_id"])
+        env = messaging.compose("REPLY", ident, original.sender, request["content"], host="floor",
+                                max_content_bytes=1 << 20, in_reply_to=original.msg_id)
+    else:
+        env = messaging.compose("SEND", ident, request["target"], request["content"], host="floor",
+                                max_content_bytes=1 << 20)
+    exchange, key, body, props = amqp_message(env, None)
+    state["pub"].basic_publish(exchange, key, body, props, mandatory=True)
+    state["tag"] += 1
+    glog.event(logger, "sent", kind=env.kind, msg=env.msg_id, to=env.recipient)
+    if request.get("wait"):
+        reply_waiters[env.msg_id] = client
+    else:
+        in_flight[state["tag"]] = (client, {"ok": True, "msgId": env.msg_id})
+
+
+buffers = {}
+
+
+def on_client(fd, events):
+    client, buf = buffers[fd]
+    data = client.recv(65536)
+    if not data:
+        loop.remove_handler(fd)
+        client.close()
+        return
+    buf.extend(data)
+    while b"\n" in buf:
+        line, _, rest = bytes(buf).partition(b"\n")
+        buf[:] = rest
+        handle(client, json.loads(line))
+
+
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen(4)
+server.setblocking(False)
+
+
+def on_accept(fd, events):
+    client, _ = server.accept()
+    buffers[client.fileno()] = (client, bytearray())
+    loop.add_handler(client.fileno(), on_client, IOLoop.READ)
+
+
+def opened(role, channel):
+    state[role] = channel
+    if state["pub"] is not None and state["cons"] is not None:
+        print("ready", flush=True)
+
+
+def on_consume_channel(channel):
+    queue = topology.inbox_name(my_gid)
+    channel.queue_declare(queue, durable=True, arguments={"x-dead-letter-exchange": "bridge.dlx"},
+                          callback=lambda _: channel.queue_bind(queue, "bridge.msg", my_gid, callback=lambda _: (
+                              channel.basic_qos(prefetch_count=100, callback=lambda _: (
+                                  channel.basic_consume(queue, on_message), opened("cons", channel))))))
+
+
+def on_publish_channel(channel):
+    channel.confirm_delivery(on_confirm, callback=lambda _: opened("pub", channel))
+
+
+loop.add_handler(server.fileno(), on_accept, IOLoop.READ)
+params = pika.URLParameters(uri)
+pika.SelectConnection(params, custom_ioloop=loop,
+                      on_open_callback=lambda c: c.channel(on_open_callback=on_consume_channel))
+pika.SelectConnection(params, custom_ioloop=loop,
+                      on_open_callback=lambda c: c.channel(on_open_callback=on_publish_channel))
+loop.start()
+'''
+
+_WORKER = r'''
+import json, socket, sys
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(sys.argv[1])
+lines = sock.makefile("rb")
+while True:
+    sock.sendall(b'{"op": "poll"}\n')
+    for msg in json.loads(lines.readline())["messages"]:
+        if msg["content"] == "stop":
+            sys.exit(0)
+        sock.sendall(json.dumps({"op": "reply", "msg_id": msg["msgId"], "content": "ok"}).encode() + b"\n")
+        lines.readline()
+'''
+
+
+def _floor_round_trips(bench: m.Bench, count: int, warmup: int) -> list[float]:
+    root = Path(bench.root) / f"floor-{uuid.uuid4().hex[:6]}"
+    root.mkdir()
+    conn = bench.pika()  # the relays consume from inboxes bound on these (normally the gateway declares them)
+    ch = conn.channel()
+    ch.exchange_declare("bridge.msg", "topic", durable=True)
+    ch.exchange_declare("bridge.dlx", "fanout", durable=True)
+    conn.close()
+    gids = {"a": str(uuid.uuid4()), "b": str(uuid.uuid4())}
+    relays = {name: subprocess.Popen([m.PYTHON, "-c", _RELAY, bench.node.uri, str(root / f"{name}.sock"), gid,
+                                      str(root / f"{name}.db"), str(root / f"{name}.log")],
+                                     stdout=subprocess.PIPE, text=True, env=m._clean_env())
+              for name, gid in gids.items()}
+    worker = None
+    try:
+        for relay in relays.values():
+            assert relay.stdout is not None and relay.stdout.readline().strip() == "ready"
+        worker = subprocess.Popen([m.PYTHON, "-c", _WORKER, str(root / "b.sock")], env=m._clean_env())
+        main = socket.socket(socket.AF_UNIX)
+        main.connect(str(root / "a.sock"))
+        answers = main.makefile("rb")
+        samples = []
+
+        def call(request: dict[str, Any]) -> dict[str, Any]:
+            main.sendall(json.dumps(request).encode() + b"\n")
+            answer = json.loads(answers.readline())
+            assert answer["ok"], answer
+            return answer
+
+        for i in range(warmup + count):
+            began = time.perf_counter()
+            call({"op": "send", "target": gids["b"], "content": f"task {i}", "wait": True})
+            if i >= warmup:
+                samples.append((time.perf_counter() - began) * 1000)
+        call({"op": "send", "target": gids["b"], "content": "stop"})
+        worker.wait(30)
+        main.close()
+        return samples
+    finally:
+        for proc in (worker, *relays.values()):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+def main(quick: bool = False) -> list[dict[str, Any]]:
+    """Rows for bench/run_all.py: p50 of the floor and of the gateway, each against raw pika."""
+    rounds, count = (1, 100) if quick else (3, 300)
+    samples: dict[str, list[float]] = {"raw": [], "floor": [], "gateway": []}
+    with m.Bench(quick) as bench:
+        for _ in range(rounds):  # interleaved, so the shared machine's mood hits all three alike
+            samples["raw"] += m._raw_round_trips(bench, count, 20)
+            samples["floor"] += _floor_round_trips(bench, count, 20)
+            samples["gateway"] += m._bridge_round_trips(bench, count, 20)
+    raw = m._median(samples["raw"])
+    n = len(samples["raw"])
+    rows = []
+    for name, metric in (("floor", "U1 p50, floor: single-threaded relays doing the gateway's least work"),
+                         ("gateway", "U1 p50, the gateway (same run as the floor)")):
+        value = m._median(samples[name])
+        rows.append({"benchmark": "u1_floor", "metric": metric, "value": round(value, 2), "unit": "ms",
+                     "baseline": f"raw pika request/reply {raw:.2f} ms", "ratio": round(value / raw, 2),
+                     "note": f"goal of #3 (c) <= 1.5x; {n} round trips each, {rounds} interleaved rounds"})
+    for row in rows:
+        print(f"{row['metric']:<72} {row['value']:>7} ms  {row['ratio']}x raw ({row['baseline']})")
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one short round (a smoke run)")
+    main(parser.parse_args().quick)
