@@ -631,8 +631,8 @@ class Gateway:
         thread. The waiter gets it only after the batch commits (:meth:`_give_handoffs`), so a
         crash before that leaves it unacked and redelivered, as for any held message; a waiter
         that has left by then has it put back on hold. True when the message is dealt with."""
-        if not self.waiters or not isinstance(backend, HoldBackend):
-            return False
+        if not self.waiters or not isinstance(backend, HoldBackend) or self.should_stop.is_set():
+            return False  # stopping: the local API is going away, so hold it for the next poll
         with self.waiters_lock:
             waiter = None
             for candidate in self.waiters:
@@ -665,13 +665,15 @@ class Gateway:
 
     def _give_handoffs(self) -> None:
         """After the commit: hand each taken message to its waiter (woken by _notify next);
-        one whose waiter has gone meanwhile goes back on hold for the next poll."""
+        one whose waiter has gone meanwhile goes back on hold for the next poll, and so does
+        every one when the gateway is stopping (its API threads may not get to answer)."""
         handoffs, self._handoffs = self._handoffs, []
         orphans = []
+        stopping = self.should_stop.is_set()
         with self.waiters_lock:
             for waiter, stored in handoffs:
                 waiter.pending -= 1
-                if any(w is waiter for w in self.waiters):
+                if not stopping and any(w is waiter for w in self.waiters):
                     waiter.handed.append(stored)
                 else:
                     orphans.append(stored.envelope.msg_id)

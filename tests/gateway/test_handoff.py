@@ -209,3 +209,18 @@ def test_a_waiting_send_and_poll_take_their_messages_at_hold_time(host_factory):
     assert a.bridge_json("poll", "--as", "main")["messages"] == []
     assert b.bridge_json("poll", "--as", worker)["messages"] == []
     assert all(e["waiting"] == 0 for e in a.bridge_json("status")["entities"])
+
+
+def test_a_stopping_gateway_holds_instead_of_handing_off(gateway):
+    gw, hold = gateway
+    me = str(uuid.uuid4())
+    waiter = gw.add_waiter(me, claims=5)
+    before = _env(me, "claimed, committed at the final flush")
+    assert _deliver(gw, hold, before)
+    gw.stop()  # SIGTERM: the final flush must not hand it to an API thread that may never answer
+    after = _env(me, "arrives while stopping")
+    assert not _deliver(gw, hold, after)
+    _commit(gw)
+    assert gw.take_handed(waiter) == []
+    assert [m.envelope.content for m in gw.store.drain(me)] == [before.content, after.content]
+    gw.remove_waiter(waiter)
