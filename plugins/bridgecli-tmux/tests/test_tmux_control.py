@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import assume
 from hypothesis import strategies as st
 
-from bridgecli_tmux.client import Tmux, tmux_available
+from bridgecli_tmux.client import SEP, Tmux, tmux_available
 from tmux_helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
@@ -15,6 +16,9 @@ pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not instal
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=200))
 def test_arguments_reach_tmux_byte_for_byte(tmux_server: Tmux, text: str) -> None:
+    # a lone ";" argument is run()'s command separator (SEP), as on tmux's own command line;
+    # message text never travels as an argument but as load-buffer's input (the test below)
+    assume(text != SEP)
     control = Tmux(tmux_server.socket, control=True)
     try:
         control.run("set-buffer", "-b", "q", "--", text)
@@ -22,6 +26,21 @@ def test_arguments_reach_tmux_byte_for_byte(tmux_server: Tmux, text: str) -> Non
         assert tmux_server.run("show-buffer", "-b", "q") == text if text else True
     finally:
         control.close()
+
+
+@pytest.mark.parametrize("control", [True, False], ids=["control-client", "process"])
+@pytest.mark.parametrize("text", [SEP, "a;", "\\;", "%end 1 2 1", '"\\', "#{pane_id}"])
+def test_buffer_input_that_looks_like_syntax_reaches_tmux_as_is(tmux_server: Tmux, text: str,
+                                                                control: bool) -> None:
+    """The delivery path: load-buffer from input — on stdin per process, and as a quoted
+    set-buffer argument through the control client (which has no stdin) — a lone ";" included."""
+    client = Tmux(tmux_server.socket, control=control)
+    try:
+        client.run("load-buffer", "-b", "q", "-", input=text.encode())
+        assert (client._channel is not None) == control
+        assert tmux_server.run("show-buffer", "-b", "q") == text
+    finally:
+        client.close()
 
 
 def test_forged_end_lines_in_a_pane_do_not_desync(tmux_server: Tmux, new_pane, short_tmp) -> None:
