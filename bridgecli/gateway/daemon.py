@@ -85,8 +85,6 @@ class Waiter:
     notified: bool = False
     #: messages recorded as drained for it, committed, not yet picked up (:meth:`Gateway.take_handed`)
     handed: list[StoredMessage] = field(default_factory=list)
-    #: claimed inside the I/O thread's open batch, not committed yet
-    pending: int = 0
 
 
 class Gateway:
@@ -129,7 +127,7 @@ class Gateway:
         #: every confirmed publish of a local sender (a connection and thread of its own)
         self.lane = PublishLane(config, self.host, lambda: self.delay_mode)
         self._batch: list[tuple[int, Entity, Envelope]] = []
-        #: messages of the open batch recorded as taken by a waiter (see _hand_off)
+        #: messages of the open batch recorded as taken by a waiter (see _hand_off); I/O thread only
         self._handoffs: list[tuple[Waiter, StoredMessage]] = []
         #: delivery tags handed to worker threads and not yet acked (see _flush_batch)
         self._worker_tags: set[int] = set()
@@ -247,10 +245,8 @@ class Gateway:
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()
-        self._batch = []  # never acked: the broker redelivers them
+        self._rollback_batch()
         self._worker_tags = set()
-        self.store.rollback_batch()
-        self._drop_handoffs()
         self.generation += 1
         for consumer in self.consumers.values():
             if consumer.worker is not None:
@@ -277,8 +273,7 @@ class Gateway:
             try:
                 self._flush_batch()
             except Exception:
-                self.store.rollback_batch()  # not acked: redelivered next time
-                self._drop_handoffs()
+                self._rollback_batch()
         workers = [c.worker for c in self.consumers.values() if c.worker is not None]
         for worker in workers:
             drain_queue(worker.items)  # not started yet: the broker redelivers them
@@ -423,9 +418,13 @@ class Gateway:
         try:
             self._flush_batch()
         except Exception:
-            self._batch = []
-            self.store.rollback_batch()
-            self._drop_handoffs()
+            self._rollback_batch()
+
+    def _rollback_batch(self) -> None:
+        """Undo the open batch: none of it is acked (the broker redelivers it), and none of
+        its hand-offs to waiters happened."""
+        self._batch, self._handoffs = [], []
+        self.store.rollback_batch()
 
     def _handle_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         queue_name = topology.inbox_name(entity.gid)
@@ -633,35 +632,27 @@ class Gateway:
         that has left by then has it put back on hold. True when the message is dealt with."""
         if not self.waiters or not isinstance(backend, HoldBackend) or self.should_stop.is_set():
             return False  # stopping: the local API is going away, so hold it for the next poll
+        waiter = None
         with self.waiters_lock:
-            waiter = None
             for candidate in self.waiters:
-                if (candidate.recipient != envelope.recipient
-                        or candidate.claims <= len(candidate.handed) + candidate.pending):
+                if candidate.recipient != envelope.recipient:
+                    continue
+                # its claims so far: handed over, or in this batch (only this thread adds those)
+                claimed = len(candidate.handed) + sum(1 for w, _ in self._handoffs if w is candidate)
+                if candidate.claims <= claimed:
                     continue
                 if candidate.in_reply_to is None:
                     waiter = waiter or candidate  # a poll takes it unless a `send --wait` waits for it
                 elif candidate.in_reply_to == envelope.in_reply_to:
                     waiter = candidate
                     break
-            if waiter is None:
-                return False
-            waiter.pending += 1
+        if waiter is None:
+            return False
         received = time.time()
-        try:
-            taken = self.store.record(envelope, DRAINED, received=received)
-        except Exception as exc:
-            with self.waiters_lock:
-                waiter.pending -= 1
-            raise DeliveryError(f"cannot hold message {envelope.msg_id}: {exc}",
-                                "check free space in the state dir") from exc
-        if taken:
+        if backend.record(envelope, DRAINED, received=received):
             # "held" as a drain reports it: it was held for the waiter and taken at once
             self._handoffs.append((waiter, StoredMessage(envelope=envelope, state=HELD, received=received)))
-        else:
-            with self.waiters_lock:
-                waiter.pending -= 1
-        return True
+        return True  # taken, or a duplicate recorded before (dropped, as the backend would)
 
     def _give_handoffs(self) -> None:
         """After the commit: hand each taken message to its waiter (woken by _notify next);
@@ -672,20 +663,12 @@ class Gateway:
         stopping = self.should_stop.is_set()
         with self.waiters_lock:
             for waiter, stored in handoffs:
-                waiter.pending -= 1
-                if not stopping and any(w is waiter for w in self.waiters):
+                if not stopping and waiter in self.waiters:  # Waiter compares by identity
                     waiter.handed.append(stored)
                 else:
                     orphans.append(stored.envelope.msg_id)
         if orphans:
             self.store.release(orphans)
-
-    def _drop_handoffs(self) -> None:
-        """The batch was rolled back: its hand-offs never happened (the broker redelivers)."""
-        handoffs, self._handoffs = self._handoffs, []
-        with self.waiters_lock:
-            for waiter, _ in handoffs:
-                waiter.pending -= 1
 
     def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
         """The messages handed to ``waiter`` since it last looked (an API thread's call)."""

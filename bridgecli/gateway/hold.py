@@ -30,8 +30,13 @@ class HoldBackend:
             raise ConfigError(f"the hold backend takes no address (got {address!r})", "use --deliver hold")
 
     def deliver(self, entity: Entity, envelope: Envelope) -> None:
+        self.record(envelope, HELD)
+
+    def record(self, envelope: Envelope, state: str, received: float | None = None) -> bool:
+        """Write the message (and its dedup record) as ``state``: ``held``, or ``drained`` when
+        the gateway hands it to a waiting local call at once. False for a duplicate."""
         try:
-            self.store.record(envelope, HELD)
+            return self.store.record(envelope, state, received=received)
         except Exception as exc:  # sqlite full/locked: retryable
             raise DeliveryError(f"cannot hold message {envelope.msg_id}: {exc}",
                                 "check free space in the state dir") from exc

@@ -133,9 +133,8 @@ def test_a_rolled_back_batch_hands_nothing_and_frees_the_claim(gateway):
     waiter = gw.add_waiter(me, claims=1)
     lost = _env(me, "rolled back")
     assert _deliver(gw, hold, lost)
-    gw.store.rollback_batch()
-    gw._drop_handoffs()  # as on a lost connection: the broker redelivers it
-    assert waiter.pending == 0 and gw.take_handed(waiter) == []
+    gw._rollback_batch()  # as on a lost connection: the broker redelivers it
+    assert gw._handoffs == [] and gw.take_handed(waiter) == []  # no claim left in the batch
     assert not gw.store.seen(lost.msg_id)
     again = _env(me, "redelivered later")
     assert _deliver(gw, hold, again)  # the claim is free again
@@ -160,9 +159,10 @@ def test_a_draining_poll_returns_handed_and_held_messages_oldest_first(gateway):
     answered.clear()
     poller = threading.Thread(target=lambda: answered.update(op_poll(gw, gid=me, wait=10, limit=10)))
     poller.start()
-    deadline = threading.Event()
-    while not gw.waiters and not deadline.wait(0.01):
-        pass
+    deadline = time.monotonic() + 10
+    while not gw.waiters:  # the poll found nothing and waits
+        assert time.monotonic() < deadline, "the poll never started waiting"
+        time.sleep(0.01)
     newer = _env(me, "newer, handed at hold time")
     assert _deliver(gw, hold, newer)
     _commit(gw)
