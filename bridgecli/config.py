@@ -137,6 +137,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("broker.tls_ca", str, None, "CA certificate file for amqps://."),
         Setting("broker.tls_cert", str, None, "Client certificate file for amqps://."),
         Setting("broker.tls_key", str, None, "Client key file for amqps://.", secret=True),
+        Setting("hub.id", str, None,
+                "Id of the hub this host joined (set by `bridge join`): the gateway then asks the "
+                "hub's registrar for each new entity's broker grant."),
         Setting("host.id", str, None,
                 "Stable id of this host, used in queue names and routing keys. Default: from "
                 "the hostname.", check=_validate_host_id),
@@ -341,18 +344,27 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def set_value(key: str, raw: str) -> Any:
     """Validate and store ``key = raw`` in the file, preserving every other key and table."""
+    return set_values({key: raw})[key]
+
+
+def set_values(raw_values: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate every ``key = raw`` first, then store them all in one atomic write (all or
+    nothing), preserving every other key and table; the file stays mode 0600."""
     path = paths.config_file()
-    setting = SETTINGS.get(key)
-    if setting is None:
-        raise ConfigError(f"unknown configuration key {key!r}, not written to {path}",
-                          f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
-    value = setting.parse(raw, f"bridge config set (not written to {path})")
+    parsed: dict[str, Any] = {}
+    for key, raw in raw_values.items():
+        setting = SETTINGS.get(key)
+        if setting is None:
+            raise ConfigError(f"unknown configuration key {key!r}, not written to {path}",
+                              f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
+        parsed[key] = setting.parse(raw, f"bridge config set (not written to {path})")
     data = read_file(path)
     flatten(data, path)  # refuse to rewrite a file that is already invalid
-    section, name = key.split(".", 1)
-    data.setdefault(section, {})[name] = value
+    for key, value in parsed.items():
+        section, name = key.split(".", 1)
+        data.setdefault(section, {})[name] = value
     _write_atomic(path, data)
-    return value
+    return parsed
 
 
 def unset_value(key: str) -> bool:

@@ -99,6 +99,9 @@ def _check_quorum(conn: Any, cfg: Any) -> Check:
         return Check("quorum queues", OK, "supported")
     except pika.exceptions.AMQPError as exc:
         wanted = cfg.values.get("messaging.inbox_queue_type") == "quorum"
+        if getattr(exc, "reply_code", None) == 403:
+            return Check("quorum queues", SKIP, "not probed: this host's broker user may only declare "
+                         "its own queues (least privilege)")
         return Check("quorum queues", FAIL if wanted else WARN, f"not supported ({exc})",
                      "set messaging.inbox_queue_type = classic, or use RabbitMQ >= 3.8"
                      if wanted else None, int(ExitCode.BROKER_UNAVAILABLE))
@@ -170,6 +173,8 @@ def check_secret_files(cfg: Any) -> list[Check]:
             data = {}
         secret_keys = [key for key, s in SETTINGS.items() if s.secret
                        and key.split(".", 1)[1] in (data.get(key.split(".", 1)[0]) or {})]
+        if _has_password(str((data.get("broker") or {}).get("uri") or "")):
+            secret_keys.insert(0, "broker.uri (a password)")
         if secret_keys:
             checks.append(_perm_check("config file permissions", cfg_path,
                                       f"holds {', '.join(secret_keys)}"))
@@ -179,6 +184,11 @@ def check_secret_files(cfg: Any) -> list[Check]:
     if not checks:
         checks.append(Check("secret files", OK, "no secret files found"))
     return checks
+
+
+def _has_password(uri: str) -> bool:
+    creds = uri.split("://", 1)[-1].rpartition("@")[0]
+    return ":" in creds
 
 
 def _perm_check(name: str, path: Path, why: str) -> Check:

@@ -32,6 +32,9 @@ class ExitCode(enum.IntEnum):
     CONFLICT = 13  #: already exists / already running / inequivalent broker arguments
     BROWSER = 14  #: browser bridge error (re-electing, owned group, no executor)
     CANNOT_WRITE = 15  #: a file bridge had to write could not be (read-only, full disk, not a dir)
+    INVITE = 16  #: a hub invite that is malformed, used, expired or revoked
+    TLS = 17  #: a TLS handshake failed: certificate not trusted, wrong hub, bad client files
+    CLOCK = 18  #: this host's clock and the hub's are too far apart
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -97,6 +100,18 @@ class PermissionProblem(BridgeError):
 
 class Conflict(BridgeError):
     exit_code = ExitCode.CONFLICT
+
+
+class InviteError(BridgeError):
+    exit_code = ExitCode.INVITE
+
+
+class TlsError(BridgeError):
+    exit_code = ExitCode.TLS
+
+
+class ClockSkew(BridgeError):
+    exit_code = ExitCode.CLOCK
 
 
 class BrowserError(BridgeError):

@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError
@@ -66,8 +66,9 @@ def recorded_uri() -> str | None:
     return info.uri if info else None
 
 
-def embedded_node() -> LocalNode:
-    """The embedded node object, on the ports it used last (else 5672/25672 when free)."""
+def embedded_node(**options: Any) -> LocalNode:
+    """The embedded node object, on the ports it used last (else 5672/25672 when free);
+    ``options`` go to :class:`LocalNode` (the hub adds its TLS listener and management)."""
     base = broker_dir()
     amqp_port, dist_port = DEFAULT_AMQP_PORT, DEFAULT_DIST_PORT
     try:
@@ -75,7 +76,7 @@ def embedded_node() -> LocalNode:
         amqp_port, dist_port = int(ports["amqp_port"]), int(ports["dist_port"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    return LocalNode(base, amqp_port=amqp_port, dist_port=dist_port)
+    return LocalNode(base, amqp_port=amqp_port, dist_port=dist_port, **options)
 
 
 @dataclass
@@ -85,7 +86,7 @@ class StartResult:
     seconds: float
 
 
-def start(timeout: float = 90.0) -> StartResult:
+def start(timeout: float = 90.0, **options: Any) -> StartResult:
     """Start the embedded node unless it already runs; record its URI and pid.
 
     Serialised by a lock file, so two concurrent ``bridge broker start`` (e.g. two panes
@@ -95,7 +96,7 @@ def start(timeout: float = 90.0) -> StartResult:
         current = read_state()
         if current is not None:
             return StartResult(current, already_running=True, seconds=0.0)
-        node = embedded_node()
+        node = embedded_node(**options)
         began = time.monotonic()
         node.start(timeout)
         info = node.info()

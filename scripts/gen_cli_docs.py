@@ -44,6 +44,11 @@ MEANINGS: dict[str, str] = {
     "CANNOT_WRITE": "A file could not be written (read-only directory or file system, full disk, a "
                     "path component that is not a directory); the error names the file, and the "
                     "old file, if any, is unchanged.",
+    "INVITE": "A hub invite that is malformed, already used, expired or revoked (`bridge join`); ask "
+              "the hub for a new one with `bridge hub invite HOSTID`.",
+    "TLS": "A TLS handshake failed: the broker's certificate is not signed by the trusted CA (for "
+           "`bridge join`: the address is not the hub the invite is for), or the TLS files are bad.",
+    "CLOCK": "This host's clock and the hub's differ by more than five minutes; fix the time (NTP) and retry.",
     "INTERRUPTED": "Stopped by Ctrl-C.",
 }
 

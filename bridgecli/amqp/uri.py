@@ -33,3 +33,17 @@ def resolve_broker_uri(config: "Config") -> list[str]:
         return [recorded]
     raise BrokerUnavailable("no broker is configured",
                             "run `bridge broker start` or set broker.uri / BRIDGE_BROKER_URI")
+
+
+def redact(uri: str) -> str:
+    """``broker.uri`` with every password replaced by ``***`` (for output and logs)."""
+    from bridgecli.config import split_uris
+
+    shown = []
+    for one in split_uris(uri) or [uri]:
+        scheme, sep, rest = one.partition("://")
+        creds, at, host = rest.rpartition("@")
+        if sep and at and ":" in creds:
+            one = f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+        shown.append(one)
+    return ",".join(shown)

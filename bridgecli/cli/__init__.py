@@ -31,6 +31,8 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "dlq": ("bridgecli.cli.dlq:dlq", "Inspect, retry or purge dead-lettered messages."),
     "doctor": ("bridgecli.cli.doctor:doctor", "Check config, broker, gateway and file permissions."),
     "entities": ("bridgecli.cli.register:entities", "List the entities registered on this host."),
+    "hub": ("bridgecli.cli.hub:hub", "Make this machine the hub that other hosts join."),
+    "join": ("bridgecli.cli.join:join", "Join the hub that printed INVITE (`bridge hub invite HOSTID` on the hub)."),
     "mcp": ("bridgecli.cli.mcp:mcp", "Run the stdio MCP server for a main or orchestrator session."),
     "gateway": ("bridgecli.cli.gateway:gateway", "Run this host's gateway (blocking consumer loop)."),
     "plugins": ("bridgecli.cli.plugins:plugins", "List installed plugins and what they provide."),

@@ -54,6 +54,10 @@ def show(app, as_json: bool) -> None:
         value = cfg.values[key]
         if setting.secret and value is not None:
             value = "********"
+        elif key == "broker.uri" and value:
+            from bridgecli.amqp.uri import redact
+
+            value = redact(value)
         if key == "host.id" and value is None:
             value = cfg.host_id
         rows.append({"key": key, "value": value, "source": cfg.sources[key], "env": setting.env,

@@ -38,21 +38,28 @@ def register(app, label: str, role: str, deliver: str, as_json: bool) -> None:
 
 def _register_direct(config, label: str, role: str, deliver: str) -> dict:
     from bridgecli import direct, plugins
-    from bridgecli.errors import BrokerUnavailable
+    from bridgecli.errors import BrokerUnavailable, Timeout
     from bridgecli.gateway import registration
     from bridgecli.gateway.entities import open_registry
     from bridgecli.gateway.operations import entity_dict
+    from bridgecli.hub.claims import claimer_for
 
     registry = open_registry()
     entity = registration.register(registry, plugins.get(), config, label=label, role=role, deliver=deliver)
+    grants = claimer_for(config)
     try:
+        if grants is not None:
+            grants.claim([entity])
         direct.declare_inbox(config, entity)
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, Timeout) as exc:
         output.warn(f"registered, but the inbox is not declared yet ({exc.message}); "
                     "the gateway declares it when it starts")
     except Exception:
         registry.remove(entity.gid)
         raise
+    finally:
+        if grants is not None:
+            grants.close()
     return entity_dict(entity)
 
 
@@ -86,6 +93,13 @@ def unregister(app, target: str, as_json: bool) -> None:
             raise BrokerUnavailable(f"cannot unregister {entity.label}: {exc.message}",
                                     "its inbox may hold messages; start the broker and retry") from None
         registry.remove(entity.gid)
+        from bridgecli.gateway import registration
+        from bridgecli.hub.claims import claimer_for
+
+        grants = claimer_for(app.config)
+        registration.release(grants, entity)
+        if grants is not None:
+            grants.close()
         result = {"entity": entity_dict(entity), "dead_lettered": moved}
     if as_json:
         output.data(result)

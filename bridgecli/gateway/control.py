@@ -157,7 +157,7 @@ class Control:
             launcher.wait_ready(handle, timeout)
             entity = registration.register(gw.registry, gw.plugins, gw.config, label=label, role=role,
                                            deliver=handle.deliver, gid=gid, launcher=launcher_name,
-                                           launch_data=dict(handle.data))
+                                           launch_data=dict(handle.data), grants=gw.grants)
         except BaseException:
             try:
                 launcher.stop(handle)
@@ -182,5 +182,6 @@ class Control:
             stopped = True
         gw.on_io(lambda: gw.detach_entity(entity, "stopped"))
         gw.registry.remove(entity.gid)
+        registration.release(gw.grants, entity)
         return {"gid": entity.gid, "host": gw.host, "label": entity.label, "process_stopped": stopped}
 

@@ -45,6 +45,7 @@ from bridgecli.config import Config
 from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import BridgeError, BrokerUnavailable, DeliveryError
 from bridgecli.gateway import identity
+from bridgecli.hub.claims import claimer_for
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.entities import Registry, open_registry
 from bridgecli.gateway.deadletter import drain_to_dlq
@@ -135,6 +136,8 @@ class Gateway:
         #: monotonic time by which the roster has heard every live gateway at least once
         self.roster_complete_at = 0.0
         self.status_extras: dict[str, Callable[[], Any]] = {}
+        #: the hub's registrar, when this host's broker grants come from one (else None)
+        self.grants = claimer_for(config)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -204,7 +207,9 @@ class Gateway:
         # keep each entity's worker thread across reconnects: a second worker for the same
         # entity would break per-recipient order (stale items are dropped by generation)
         previous, self.consumers = self.consumers, {}
-        for entity in self.registry.all():
+        entities = self.registry.all()
+        self._claim_grants(entities)
+        for entity in entities:
             if entity.gid in previous:
                 kept = previous.pop(entity.gid)
                 kept.tag = None
@@ -223,6 +228,17 @@ class Gateway:
         glog.event(logger, "connected to broker", server=self.server_info.get("product"),
                    version=self.server_info.get("version"), entities=len(self.consumers),
                    delay=self.delay_mode)
+
+    def _claim_grants(self, entities: list[Entity]) -> None:
+        """Re-own every entity's gid at the hub before declaring inboxes (idempotent; covers
+        entities registered while the hub was away). A refusal is logged, not fatal: the
+        inboxes the broker already grants keep working."""
+        if self.grants is None or not entities:
+            return
+        try:
+            self.grants.claim(entities)
+        except BridgeError as exc:
+            glog.event(logger, "hub refused or did not answer a grant claim", logging.WARNING, error=str(exc))
 
     def _probe_delay(self) -> str:
         """Does the broker have the delayed-message plugin? RabbitMQ answers an unknown

@@ -95,7 +95,8 @@ def _pid() -> int:
 def op_register(gw: "Gateway", label: str, role: str, deliver: str, gid: str | None = None,
                 launcher: str | None = None, launch_data: dict | None = None) -> dict[str, Any]:
     entity = registration.register(gw.registry, gw.plugins, gw.config, label=label, role=role,
-                                   deliver=deliver, gid=gid, launcher=launcher, launch_data=launch_data)
+                                   deliver=deliver, gid=gid, launcher=launcher, launch_data=launch_data,
+                                   grants=gw.grants)
     try:
         gw.on_io(lambda: gw.attach_entity(entity))
     except Exception:
@@ -108,6 +109,7 @@ def op_unregister(gw: "Gateway", target: str) -> dict[str, Any]:
     entity = gw.registry.resolve(target)
     moved = gw.on_io(lambda: gw.detach_entity(entity))
     gw.registry.remove(entity.gid)
+    registration.release(gw.grants, entity)
     return {"entity": entity_dict(entity), "dead_lettered": moved}
 
 

@@ -3,6 +3,7 @@ store it. Shared by the gateway's local API and the CLI's direct path."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from bridgecli.config import Config
@@ -21,9 +22,31 @@ def check_backend(plugins: Any, config: Config, deliver: str) -> None:
 
 
 def register(registry: Registry, plugins: Any, config: Config, *, label: str, role: str, deliver: str,
-             gid: str | None = None, launcher: str | None = None, launch_data: dict | None = None) -> Entity:
+             gid: str | None = None, launcher: str | None = None, launch_data: dict | None = None,
+             grants: Any = None) -> Entity:
+    """Validate and store a new entity; with ``grants`` (a hub's claimer) also own its gid at
+    the hub, so that its inbox may be declared. Nothing is stored when the hub refuses."""
     validate_label(label)
     validate_role(role)
     check_backend(plugins, config, deliver)
-    return registry.add(label=label, role=role, deliver=deliver, host=config.host_id, gid=gid,
-                        launcher=launcher, launch_data=launch_data)
+    entity = registry.add(label=label, role=role, deliver=deliver, host=config.host_id, gid=gid,
+                          launcher=launcher, launch_data=launch_data)
+    if grants is not None:
+        try:
+            grants.claim([entity])
+        except BaseException:
+            registry.remove(entity.gid)
+            raise
+    return entity
+
+
+def release(grants: Any, entity: Entity) -> None:
+    """Give an unregistered entity's grant back to the hub (best effort: a grant left
+    behind only names an inbox that no longer exists)."""
+    if grants is None:
+        return
+    try:
+        grants.release([entity.gid])
+    except Exception as exc:
+        logging.getLogger("bridgecli.gateway").warning("could not give gid %s back to the hub: %s",
+                                                       entity.gid, exc)

@@ -1,7 +1,7 @@
 """Least privilege across namespace hosts: one RabbitMQ user per host (docs/deploy.md).
 
 Two extra installations, ``seca`` in hostA's namespace and ``secb`` in hostB's, log in as
-their own users with the per-host permissions of :mod:`tests.multihost.permissions` and run
+their own users with the per-host permissions of :mod:`bridgecli.hub.permissions` and run
 with ``security.sender_check = host``. The test proves the messaging still works, that A
 cannot consume, delete or eavesdrop on B's inbox nor publish as B, and that a message
 claiming to come from B but published by A is dead-lettered with ``sender_mismatch``.
@@ -21,7 +21,7 @@ from bridgecli.amqp import topology
 from bridgecli.envelope import Envelope
 from bridgecli.errors import ExitCode
 from tests.multihost.helpers import poll, register, wait_for
-from tests.multihost.permissions import for_host
+from bridgecli.hub.permissions import for_host
 from tests.support.netns import NetnsLab
 
 pytestmark = pytest.mark.netns

@@ -1,0 +1,156 @@
+"""The host side of the registrar: claim a grant before declaring an inbox, release it after.
+
+A host joined to a hub (``hub.id`` set by ``bridge join``), and the hub machine itself,
+ask the hub's registrar for each new entity's grant *before* declaring its inbox, so that
+registering or spawning never needs an operator. Requests go to ``bridge.registrar`` with
+the connection's own ``user_id`` (the broker vouches for it); answers come back on RabbitMQ's
+direct reply-to, which needs no queue and no grant.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Iterable
+
+from bridgecli.errors import BridgeError, BrokerUnavailable, Conflict, PermissionProblem, Timeout
+
+if TYPE_CHECKING:
+    from bridgecli.config import Config
+    from bridgecli.interfaces import Entity
+
+EXCHANGE = "bridge.registrar"
+ROUTING_KEY = "claim"
+REPLY_TO = "amq.rabbitmq.reply-to"
+#: a registrar answers in milliseconds; this only bounds a hub that is down
+DEFAULT_TIMEOUT = 10.0
+
+
+def claims_enabled(config: "Config") -> bool:
+    """True when this host's grants come from a hub's registrar."""
+    if config.values.get("hub.id"):
+        return True
+    if config.values.get("broker.uri"):
+        return False
+    from bridgecli.hub import layout
+
+    return layout.is_active_hub()
+
+
+def claimer_for(config: "Config") -> "GrantClaimer | None":
+    """A claimer when this host's grants come from a hub, else None (nothing to ask)."""
+    return GrantClaimer(config) if claims_enabled(config) else None
+
+
+def error_from_answer(answer: dict[str, Any]) -> BridgeError:
+    """The typed error a registrar refusal stands for."""
+    kind = answer.get("kind")
+    message = f"the hub refused: {answer.get('error', 'no reason given')}"
+    hint = answer.get("hint") or None
+    if kind == "conflict":
+        return Conflict(message, hint)
+    if kind == "denied":
+        return PermissionProblem(message, hint)
+    return BridgeError(message, hint)
+
+
+class GrantClaimer:
+    """Claims and releases this host's gids at the hub's registrar. Thread-safe: callers
+    (API threads, the gateway's I/O thread at connect) take turns on one lazily opened
+    connection, reopened once when it broke."""
+
+    def __init__(self, config: "Config", timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.config = config
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._channel: Any = None
+        self._answers: dict[str, dict[str, Any]] = {}
+
+    def claim(self, entities: Iterable["Entity"]) -> None:
+        """Own ``entities``' gids at the hub (idempotent); raises the hub's refusal."""
+        items = [{"gid": e.gid, "label": e.label} for e in entities]
+        if items:
+            self._call({"op": "claim", "entities": items})
+
+    def release(self, gids: Iterable[str]) -> None:
+        """Give ``gids`` back (their inboxes are gone)."""
+        gids = list(gids)
+        if gids:
+            self._call({"op": "release", "gids": gids})
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _call(self, payload: dict[str, Any]) -> dict[str, Any]:
+        import pika.exceptions
+
+        from bridgecli.amqp.connection import CONNECTION_ERRORS
+
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    answer = self._round_trip(payload)
+                    break
+                except CONNECTION_ERRORS + (pika.exceptions.AMQPError,) as exc:
+                    self._drop()
+                    if isinstance(exc, pika.exceptions.ChannelClosedByBroker) and exc.reply_code == 404:
+                        raise BrokerUnavailable("the hub's registrar is not running (no bridge.registrar)",
+                                                "on the hub: `bridge hub start`") from None
+                    if attempt == 2:
+                        raise BrokerUnavailable(f"cannot reach the hub's registrar ({type(exc).__name__})",
+                                                "check the broker connection: `bridge doctor`") from None
+        if not answer.get("ok"):
+            raise error_from_answer(answer)
+        return answer
+
+    def _round_trip(self, payload: dict[str, Any]) -> dict[str, Any]:
+        import pika
+
+        if self._channel is None:
+            from bridgecli.amqp.connection import connect
+
+            self._connection = connect(self.config, name="bridge-claims", heartbeat=0)
+            self._channel = self._connection.channel()
+            self._channel.basic_consume(REPLY_TO, self._on_answer, auto_ack=True)
+        correlation = str(uuid.uuid4())
+        user = self._user()
+        self._channel.basic_publish(
+            EXCHANGE, ROUTING_KEY, json.dumps(payload).encode(),
+            pika.BasicProperties(reply_to=REPLY_TO, correlation_id=correlation, user_id=user,
+                                 content_type="application/json",
+                                 expiration=str(int(self.timeout * 1000))))
+        deadline = time.monotonic() + self.timeout
+        while correlation not in self._answers:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"the hub's registrar did not answer within {self.timeout:g}s",
+                              "is the hub running? on the hub: `bridge hub status`")
+            self._connection.process_data_events(time_limit=min(left, 0.2))
+        return self._answers.pop(correlation)
+
+    def _user(self) -> str:
+        import pika
+
+        from bridgecli.amqp.uri import resolve_broker_uri
+
+        return pika.URLParameters(resolve_broker_uri(self.config)[0]).credentials.username
+
+    def _on_answer(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
+        try:
+            self._answers[props.correlation_id] = json.loads(body)
+        except ValueError:
+            pass
+
+    def _drop(self) -> None:
+        connection, self._connection, self._channel = self._connection, None, None
+        self._answers.clear()
+        if connection is not None:
+            try:
+                if connection.is_open:
+                    connection.close()
+            except Exception:
+                pass

@@ -1,0 +1,87 @@
+"""Where the hub keeps its files, and its settings (``hub.json``).
+
+Everything lives in ``<data dir>/hub`` (mode 0700): the CA and server certificate, the hub
+database, the settings and the registrar's pid and log. The RabbitMQ node itself stays the
+embedded node of ``bridge broker`` (``<data dir>/broker``), started with the hub's listeners.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bridgecli import paths
+from bridgecli.errors import CannotWrite
+
+DEFAULT_AMQPS_PORT = 5671
+#: the broker user of the hub host's own gateway and CLI (loopback only, full rights: the
+#: hub machine runs the broker, so restricting it would protect nothing)
+LOCAL_USER = "guest"
+#: how far apart the hub's and a joining host's clocks may be
+MAX_CLOCK_SKEW = 300.0
+
+
+def hub_dir() -> Path:
+    return paths.data_dir() / "hub"
+
+
+def db_path() -> Path:
+    return hub_dir() / "hub.db"
+
+
+def pki_dir() -> Path:
+    return hub_dir() / "pki"
+
+
+def registrar_log() -> Path:
+    return hub_dir() / "registrar.log"
+
+
+@dataclass
+class HubSettings:
+    """What ``bridge hub start`` was given, kept so that a plain restart reproduces it."""
+
+    hub_id: str
+    host_id: str  # the hub machine's own bridge host id
+    listen: list[tuple[str, int]] = field(default_factory=list)  # TLS listeners
+    names: list[str] = field(default_factory=list)  # DNS names in the server certificate
+    management_port: int = 0
+    registrar_pid: int = 0
+    active: bool = False  # hub start ran and hub stop has not
+
+    @property
+    def addresses(self) -> list[str]:
+        """The ``ADDR:PORT`` a joining host may dial: every named listener, then every name."""
+        port = self.listen[0][1] if self.listen else DEFAULT_AMQPS_PORT
+        shown = [f"[{a}]:{p}" if ":" in a else f"{a}:{p}" for a, p in self.listen
+                 if a not in ("0.0.0.0", "::")]
+        return shown + [f"{n}:{port}" for n in self.names]
+
+
+def load() -> HubSettings | None:
+    """The saved settings, or None when this machine never ran ``bridge hub start``."""
+    try:
+        raw = json.loads((hub_dir() / "hub.json").read_text())
+        raw["listen"] = [(str(a), int(p)) for a, p in raw.get("listen", [])]
+        return HubSettings(**raw)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def save(settings: HubSettings) -> None:
+    path = hub_dir() / "hub.json"
+    paths.ensure_private_dir(path.parent)
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_text(json.dumps(asdict(settings), indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise CannotWrite(f"cannot write {path}: {exc.strerror}", "check the data directory") from None
+
+
+def is_active_hub() -> bool:
+    """True on the hub machine while its hub runs: its own commands then claim grants too."""
+    settings = load()
+    return bool(settings and settings.active)
