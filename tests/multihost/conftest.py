@@ -6,6 +6,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.multihost.hub_lab import hub_lab  # noqa: F401  (a fixture of this suite)
 from tests.support.netns import NetnsLab
 
 

@@ -243,6 +243,8 @@ class NetnsLab:
     root: Path
     hosts: tuple[str, ...] = ("hostA", "hostB")
     broker_conf: Sequence[str] = ()
+    #: False: the broker namespace gets no node of ours (a test starts `bridge hub` there)
+    start_broker: bool = True
     prefix: str = field(default_factory=lambda: f"bt{os.getpid()}")
     subnet: str = ""
     members: dict[str, Host] = field(default_factory=dict)
@@ -293,8 +295,9 @@ class NetnsLab:
                 home.env.update({"BRIDGE_HOST_ID": name.lower(), "BRIDGE_BROKER_URI": self.broker_uri(),
                                  "BRIDGE_ROSTER_INTERVAL": "1", "BRIDGE_BROKER_HEARTBEAT": "2"})
                 self.members[name] = Host(name, ns, self.addr(name), home)
-        self.broker = NetnsNode(self.root / "broker", self.ns("broker"), self.broker_conf)
-        self.broker.start()
+        if self.start_broker:
+            self.broker = NetnsNode(self.root / "broker", self.ns("broker"), self.broker_conf)
+            self.broker.start()
 
     def _add_ns(self, ns: str) -> None:
         _ip("netns", "add", ns)

@@ -1,0 +1,125 @@
+"""A hub and joining hosts, each a network namespace: the lab of the two-command join.
+
+Unlike the shared ``netns_lab`` (a RabbitMQ node of the test suite's), here the broker
+namespace holds a *bridge installation*, ``hub``, that runs ``bridge hub start`` itself;
+hostB and hostC have no broker settings at all until ``bridge join`` writes them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.support.env import make_home
+from tests.support.netns import Host, NetnsLab, netns_supported
+
+JOINERS = ("hostB", "hostC")
+
+
+def hub_home(lab: NetnsLab) -> Host:
+    """The hub machine: the broker namespace with bridge's own XDG dirs and host id ``hub``."""
+    home = make_home(lab.root / "hub")
+    home.env.update({"BRIDGE_HOST_ID": "hub", "BRIDGE_ROSTER_INTERVAL": "1", "BRIDGE_BROKER_HEARTBEAT": "2"})
+    host = Host("hub", lab.ns("broker"), lab.broker_addr, home)
+    lab.members["hub"] = host
+    return host
+
+
+def build(root: Path) -> NetnsLab:
+    """Namespaces for hub, hostB and hostC; the hub started; nobody joined yet."""
+    lab = NetnsLab(root, hosts=JOINERS, start_broker=False, prefix=f"bh{os.getpid()}")
+    lab.setup()
+    for name in JOINERS:  # a fresh machine: nothing but what `bridge join` will write
+        for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
+            lab.host(name).env.pop(key, None)
+    hub_home(lab)
+    lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, timeout=180)
+    return lab
+
+
+def invite(lab: NetnsLab, host_id: str, *args: str) -> str:
+    return lab.bridge("hub", "hub", "invite", host_id, *args).stdout.strip()
+
+
+def join(lab: NetnsLab, name: str) -> None:
+    """``bridge hub invite`` on the hub, ``bridge join`` on ``name``: the whole recipe."""
+    lab.bridge(name, "join", invite(lab, name.lower()))
+
+
+def broker_uri(lab: NetnsLab, name: str) -> str:
+    """The broker.uri that join wrote on ``name`` (with its password: tests only)."""
+    return tomllib.loads(lab.host(name).home.config_file.read_text())["broker"]["uri"]
+
+
+def ca_file(lab: NetnsLab, name: str) -> str:
+    return tomllib.loads(lab.host(name).home.config_file.read_text())["broker"]["tls_ca"]
+
+
+def as_host(lab: NetnsLab, name: str, fn: Callable[[Any], Any]) -> Any:
+    """Run ``fn(connection)`` in ``name``'s namespace on a pika connection with the broker
+    user and TLS files that join gave that host."""
+    import ssl
+
+    import pika
+
+    uri, ca = broker_uri(lab, name), ca_file(lab, name)
+
+    def work() -> Any:
+        params = pika.URLParameters(uri)
+        params.ssl_options = pika.SSLOptions(ssl.create_default_context(cafile=ca), params.host)
+        connection = pika.BlockingConnection(params)
+        try:
+            return fn(connection)
+        finally:
+            if connection.is_open:
+                connection.close()
+
+    return lab.in_ns(name, work)
+
+
+def as_hub_guest(lab: NetnsLab, fn: Callable[[Any], Any]) -> Any:
+    """Run ``fn(connection)`` on the hub machine as its loopback ``guest`` (an operator's view)."""
+    import json
+
+    import pika
+
+    state = json.loads((lab.host("hub").home.data_dir / "broker" / "state.json").read_text())
+
+    def work() -> Any:
+        connection = pika.BlockingConnection(pika.URLParameters(state["uri"]))
+        try:
+            return fn(connection)
+        finally:
+            if connection.is_open:
+                connection.close()
+
+    return lab.in_ns("broker", work)
+
+
+def queue_depth(lab: NetnsLab, queue: str) -> int:
+    return as_hub_guest(lab, lambda c: c.channel().queue_declare(queue, passive=True).method.message_count)
+
+
+@pytest.fixture(scope="module")
+def hub_lab() -> Iterator[NetnsLab]:
+    """The hub running, hostB joined with its gateway and the hub's own gateway running."""
+    reason = netns_supported()
+    if reason:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="bhub", dir="/tmp"))
+    lab = NetnsLab(root)
+    try:
+        lab = build(root)
+        join(lab, "hostB")
+        lab.start_gateway("hub")
+        lab.start_gateway("hostB")
+        yield lab
+    finally:
+        lab.teardown()
+        shutil.rmtree(root, ignore_errors=True)
