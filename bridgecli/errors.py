@@ -106,7 +106,9 @@ class InviteError(BridgeError):
     exit_code = ExitCode.INVITE
 
 
-class TlsError(BridgeError):
+class TlsError(BrokerUnavailable):
+    """The broker is reachable but the TLS handshake failed (a reconnect loop retries it)."""
+
     exit_code = ExitCode.TLS
 
 

@@ -73,22 +73,61 @@ def connect(config: "Config", *, name: str = "bridge", heartbeat: int | None = N
     try:
         return pika.BlockingConnection(params)
     except pika.exceptions.ProbableAuthenticationError:
+        hub = config.values.get("hub.id")
         raise BrokerUnavailable(
-            f"the broker at {params[0].host}:{params[0].port} refused the credentials",
+            f"the broker at {params[0].host}:{params[0].port} refused the credentials of this host",
+            f"if hub {hub} revoked this host, ask its operator for a new invite "
+            f"(`bridge hub invite {config.host_id} --replace`) and run `bridge join` again" if hub else
             "check the user and password in broker.uri / BRIDGE_BROKER_URI") from None
     except pika.exceptions.ProbableAccessDeniedError:
         raise BrokerUnavailable("the broker refused access to the virtual host",
                                 "check the vhost in broker.uri and the user's permissions") from None
     except (pika.exceptions.AMQPConnectionError, OSError) as exc:
         hosts = ", ".join(f"{p.host}:{p.port}" for p in params)
-        if any(p.ssl_options is not None for p in params):
-            raise BrokerUnavailable(
+        tls = [p for p in params if p.ssl_options is not None]
+        if tls:
+            raise _tls_problem(tls, config, connect_timeout) or BrokerUnavailable(
                 f"cannot open a TLS connection to the AMQP broker at {hosts} ({type(exc).__name__})",
                 "check the broker's TLS listener and broker.tls_ca / tls_cert / tls_key") from None
         raise BrokerUnavailable(
             f"cannot reach the AMQP broker at {hosts} ({type(exc).__name__})",
             "start one with `bridge broker start` or fix broker.uri / BRIDGE_BROKER_URI",
         ) from None
+
+
+def _tls_problem(params: list[pika.URLParameters], config: "Config", timeout: float) -> BrokerUnavailable | None:
+    """Why a TLS connection failed, found by redoing its steps without AMQP: the address
+    unreachable, or the handshake refused (and why), so that a TLS problem reads as one."""
+    import socket
+
+    from bridgecli.errors import TlsError
+
+    found: BrokerUnavailable | None = None
+    for p in params:
+        try:
+            raw = socket.create_connection((p.host, p.port), timeout=timeout)
+        except OSError as exc:
+            found = found or BrokerUnavailable(
+                f"cannot reach the AMQP broker at {p.host}:{p.port} ({exc.strerror or exc})",
+                "check that the broker runs there and the network between (is it the right address?)")
+            continue
+        try:
+            with _tls_context(config).wrap_socket(raw, server_hostname=p.host) as tls:
+                # with TLS 1.3 a refused client certificate shows only once data flows
+                tls.sendall(b"AMQP\x00\x00\x09\x01")
+                tls.recv(1)
+        except ssl.SSLCertVerificationError as exc:
+            return TlsError(f"TLS: the broker's certificate at {p.host}:{p.port} is not trusted "
+                            f"({exc.verify_message or exc})",
+                            "check broker.tls_ca (the CA that signed the broker's certificate) and that "
+                            "the certificate names this address")
+        except (ssl.SSLError, OSError) as exc:
+            return TlsError(f"TLS handshake with the broker at {p.host}:{p.port} failed ({exc})",
+                            "check broker.tls_cert / broker.tls_key (a client certificate the broker "
+                            "accepts) and the broker's TLS listener")
+        finally:
+            raw.close()
+    return found
 
 
 def open_async_channel(connection: pika.BlockingConnection, timeout: float, what: str) -> Any:

@@ -203,7 +203,12 @@ def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float =
             request = json.loads(body)
         except ValueError:
             request = None
-        answer = registrar.handle(request, getattr(props, "user_id", None))
+        try:
+            answer = registrar.handle(request, getattr(props, "user_id", None))
+        except Exception as exc:  # a broker or disk failure: say so, keep serving
+            logger.exception("request failed")
+            answer = _refusal("error", f"the registrar failed: {type(exc).__name__}: {exc}",
+                              "retry; if it persists, see the hub's registrar.log")
         if props.reply_to:
             channel.basic_publish("", props.reply_to, json.dumps(answer).encode(),
                                   pika.BasicProperties(correlation_id=props.correlation_id,
