@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 from bridgecli import paths
 from bridgecli.errors import CannotWrite, ConfigError
 
-HOST_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+HOST_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\Z")
 FREE_FORM_SECTIONS = ("profiles", "plugins")
 
 

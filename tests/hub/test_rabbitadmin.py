@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pika
 import pika.exceptions
@@ -14,27 +10,7 @@ import pytest
 
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.hub.rabbitadmin import RabbitAdmin
-from bridgecli.localbroker import stop_epmd_if_idle
 from bridgecli.rabbitnode import LocalNode, free_port
-
-
-@pytest.fixture(scope="module")
-def node() -> Iterator[LocalNode]:
-    base = Path(tempfile.mkdtemp(prefix="brqm", dir="/tmp"))
-    node = LocalNode(base, management=True)
-    try:
-        node.start()
-        RabbitAdmin(node.management_port).wait_ready(60)
-        yield node
-    finally:
-        node.stop()
-        shutil.rmtree(base, ignore_errors=True)
-        stop_epmd_if_idle()
-
-
-@pytest.fixture
-def admin(node) -> RabbitAdmin:
-    return RabbitAdmin(node.management_port)
 
 
 def _connect(node: LocalNode, user: str, password: str) -> pika.BlockingConnection:
