@@ -26,10 +26,20 @@ def broker() -> None:
 @output.json_option
 @click.pass_obj
 def start(app, timeout: float, as_json: bool) -> None:
-    """Start the node and wait until it accepts connections; prints its URI."""
+    """Start the node and wait until it accepts connections; prints its URI.
+
+    On a machine that is a hub (`bridge hub start` ran and `bridge hub stop` did not), the
+    node comes back as the hub, with its TLS listener and registrar.
+    """
     from bridgecli import localbroker
     from bridgecli.errors import ConfigError
+    from bridgecli.hub import layout
 
+    if layout.is_active_hub():
+        from bridgecli.hub import lifecycle
+
+        lifecycle.start(app.config, [], [], timeout)
+        output.note("bridge: this machine is a hub: started it with its TLS listener and registrar")
     result = localbroker.start(timeout)
     info = result.info
     if as_json:

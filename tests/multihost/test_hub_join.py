@@ -168,8 +168,15 @@ def test_invite_refusals_each_say_what_to_do(hub_lab: NetnsLab, tmp_path):
     time.sleep(1.5)
     expired = lab.bridge("hostC", "join", short, "--force", check=False)
     assert expired.returncode == ExitCode.INVITE and "expired" in expired.stderr
+    withdrawn = invite(lab, "withdrawn")
+    invite_id = invite_mod.decode(withdrawn).invite_id
+    assert invite_id in [i["id"] for i in lab.bridge_json("hub", "hub", "invites")["invites"]]
+    lab.bridge("hub", "hub", "invites", "--revoke", invite_id)
+    revoked = lab.bridge("hostC", "join", withdrawn, "--force", check=False)
+    assert revoked.returncode == ExitCode.INVITE and "used or revoked" in revoked.stderr
     listed = lab.bridge_json("hub", "hub", "invites", "--all")["invites"]
     assert {i["state"] for i in listed if i["host"] == "late"} == {"expired"}
+    assert {i["state"] for i in listed if i["host"] == "withdrawn"} == {"revoked"}
     # joining while a gateway of the old configuration runs
     lab.start_gateway("hostC")
     try:
