@@ -36,6 +36,9 @@ _ERROR_TYPES: dict[str, type[BridgeError]] = {
     ExitCode.CONFLICT.name: errors.Conflict,
     ExitCode.BROWSER.name: errors.BrowserError,
     ExitCode.CANNOT_WRITE.name: errors.CannotWrite,
+    ExitCode.INVITE.name: errors.InviteError,
+    ExitCode.TLS.name: errors.TlsError,
+    ExitCode.CLOCK.name: errors.ClockSkew,
 }
 
 
