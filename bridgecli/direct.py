@@ -77,21 +77,9 @@ def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = No
 
 
 def _declare_delay(connection: Any, channel: Any, delay_ms: int) -> None:
-    import pika.exceptions
-
-    probe = connection.channel()
-    try:
-        probe.exchange_declare(topology.DELAY, passive=True)
-    except pika.exceptions.ChannelClosedByBroker:
-        topology.declare(channel, topology.DELAY_FALLBACK_EXCHANGE)
-    else:
-        probe.close()
-    try:
-        side = connection.channel()
-        topology.declare(side, topology.delay_queue(delay_ms))
-        side.close()
-    except pika.exceptions.ChannelClosedByBroker:
-        pass  # plugin exchange in place: the header is enough
+    """``bridge.delay`` and the TTL tier of ``delay_ms``, exactly as a gateway declares them
+    (one delay mechanism everywhere; another ``bridge.delay`` is a Conflict)."""
+    topology.declare(channel, topology.DELAY_EXCHANGE, topology.delay_queue(delay_ms))
 
 
 def resolve_recipient(config: Config, registry: Registry, target: str, *, force: bool = False) -> str:

@@ -2,8 +2,7 @@
 
 Each check returns a :class:`Check` instead of raising, so one screen shows everything that
 is wrong at once, each with its fix. ``fail`` means bridge cannot work until it is fixed;
-``warn`` means a feature falls back (no delayed-message exchange -> TTL queues) or an
-optional part is not running (the gateway).
+``warn`` means a check could not be made or an optional part is not running (the gateway).
 """
 
 from __future__ import annotations
@@ -108,20 +107,20 @@ def _check_quorum(conn: Any, cfg: Any) -> Check:
 
 
 def _check_delayed(conn: Any) -> Check:
-    import pika.exceptions
+    """``bridge.delay`` is (or can be) the headers exchange of the TTL tiers; anything else
+    there (e.g. the delayed-message plugin's exchange) would make every delayed send fail."""
+    from bridgecli.amqp import topology
+    from bridgecli.errors import Conflict
 
-    name = f"bridge.doctor.delay.{uuid.uuid4()}"
     try:
         ch = conn.channel()
-        ch.exchange_declare(name, exchange_type="x-delayed-message", durable=False,
-                            auto_delete=True, arguments={"x-delayed-type": "topic"})
-        ch.exchange_delete(name)
+        topology.declare(ch, topology.DELAY_EXCHANGE)
         ch.close()
-        return Check("delayed-message exchange", OK, "plugin present: broker-driven delays")
-    except pika.exceptions.AMQPError:
-        return Check("delayed-message exchange", WARN,
-                     "plugin absent: bridge falls back to TTL delay queues",
-                     "optional: enable rabbitmq_delayed_message_exchange on the broker")
+        return Check("delay exchange", OK, "bridge.delay routes delayed sends to TTL queues")
+    except Conflict as exc:
+        return Check("delay exchange", FAIL, exc.message, exc.hint, int(exc.exit_code))
+    except Exception as exc:
+        return Check("delay exchange", WARN, f"not checked ({type(exc).__name__}: {exc})")
 
 
 def _check_consumer_timeout(uri: str) -> Check:

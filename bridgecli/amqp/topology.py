@@ -4,11 +4,10 @@ Names are the seed's: exchanges ``bridge.msg`` (topic), ``bridge.roster`` (topic
 ``bridge.control`` (direct), ``bridge.dlx`` (fanout) and ``bridge.delay``; queues
 ``agent.<gid>.inbox``, ``control.<host>``, ``roster.<host>`` and ``bridge.dlq``.
 
-``bridge.delay`` is an ``x-delayed-message`` exchange when the broker has that plugin. Stock
-RabbitMQ does not, so the fallback builds the same thing from parts every broker has: a
-*headers* exchange that routes on the same ``x-delay`` header the plugin reads, into one
-TTL queue per delay value (``bridge.delay.<ms>``) that dead-letters into ``bridge.msg`` with
-the message's original routing key. Publishers do not care which one is in place.
+``bridge.delay`` is built from parts every RabbitMQ has, and is the same on every broker: a
+*headers* exchange that routes on the ``x-delay`` header into one TTL queue per delay value
+(``bridge.delay.<ms>``), which dead-letters into ``bridge.msg`` with the message's original
+routing key. One mechanism, so the one the tests exercise is the one users run.
 """
 
 from __future__ import annotations
@@ -74,8 +73,7 @@ def dead_letter_queue(queue_type: str = "classic") -> Queue:
         return Queue(DLQ, arguments={"x-queue-type": "quorum"}, bindings=(Binding(DLX),))
     return DEAD_LETTER_QUEUE
 
-DELAYED_PLUGIN_EXCHANGE = Exchange(DELAY, "x-delayed-message", arguments={"x-delayed-type": "topic"})
-DELAY_FALLBACK_EXCHANGE = Exchange(DELAY, "headers")
+DELAY_EXCHANGE = Exchange(DELAY, "headers")
 
 
 def inbox_name(gid: str) -> str:
@@ -126,7 +124,7 @@ def roster_queue(host: str) -> Queue:
 
 
 def delay_queue(delay_ms: int) -> Queue:
-    """One TTL tier of the fallback ``bridge.delay``: holds messages ``delay_ms`` and then
+    """One TTL tier of ``bridge.delay``: holds messages ``delay_ms`` and then
     dead-letters them into ``bridge.msg`` under their original routing key. The tier deletes
     itself when unused for a minute past its delay."""
     return Queue(
@@ -172,8 +170,14 @@ def declare(channel: Any, *objects: Exchange | Queue) -> None:
             if exc.reply_code == 406:
                 raise Conflict(
                     f"{describe(obj)} already exists on the broker with other arguments "
-                    f"(broker: {exc.reply_text})",
-                    "delete the old object (e.g. `rabbitmqctl delete_queue NAME`) or change the "
-                    "setting back (messaging.inbox_queue_type)",
-                ) from None
+                    f"(broker: {exc.reply_text})", _conflict_hint(obj)) from None
             raise
+
+
+def _conflict_hint(obj: Exchange | Queue) -> str:
+    if isinstance(obj, Exchange):
+        return (f"bridge needs {obj.name} to be a {obj.type} exchange: with no gateway running, "
+                f"delete the old one (`rabbitmqadmin delete exchange name={obj.name}` or the "
+                "management UI) and start again")
+    return ("delete the old object (e.g. `rabbitmqctl delete_queue NAME`) or change the "
+            "setting back (messaging.inbox_queue_type)")

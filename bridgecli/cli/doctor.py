@@ -16,7 +16,7 @@ def doctor(app, as_json: bool) -> None:
     """Check config, broker, gateway and file permissions.
 
     Checks that the config file is valid, the broker is reachable (product, version), the
-    capabilities later features use (quorum queues, delayed-message exchange, consumer
+    capabilities later features use (quorum queues, the delay exchange, consumer
     timeout), whether the local gateway answers, and that secret files are private.
     Exits non-zero (with the first failure's exit code) if any check fails; warnings do
     not fail.

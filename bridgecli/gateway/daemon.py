@@ -117,7 +117,6 @@ class Gateway:
         self.connected = threading.Event()
         self.server_info: dict[str, Any] = {}
         self.started = time.time()
-        self.delay_mode = "unknown"
         self.periodic: list[tuple[float, Callable[[], None]]] = []  # (interval, fn)
         self._last_run: dict[int, float] = {}
         self.on_entity_added: list[Callable[[Entity], None]] = []
@@ -126,7 +125,7 @@ class Gateway:
         self.on_stop_hooks: list[Callable[[], None]] = []
         self.api = None
         #: every confirmed publish of a local sender (a connection and thread of its own)
-        self.lane = PublishLane(config, self.host, lambda: self.delay_mode)
+        self.lane = PublishLane(config, self.host)
         self._batch: list[tuple[int, Entity, Envelope]] = []
         #: messages of the open batch recorded as taken by a waiter (see _hand_off); I/O thread only
         self._handoffs: list[tuple[Waiter, StoredMessage]] = []
@@ -189,14 +188,9 @@ class Gateway:
                                 if k in ("product", "version", "cluster_name")}
         except Exception:
             self.server_info = {}
-        self.delay_mode = self._probe_delay()
         channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type))
-        if self.delay_mode == "plugin":
-            topology.declare(channel, topology.DELAYED_PLUGIN_EXCHANGE)
-            channel.exchange_bind(topology.MSG, topology.DELAY, routing_key="#")
-        else:
-            topology.declare(channel, topology.DELAY_FALLBACK_EXCHANGE)
+        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type),
+                         topology.DELAY_EXCHANGE)
         channel.basic_qos(prefetch_count=self.prefetch)
         pub_channel = connection.channel()
         username = connection._impl.params.credentials.username
@@ -223,11 +217,10 @@ class Gateway:
         interval = self.config.values["roster.interval"]
         self.roster_complete_at = time.monotonic() + interval * 1.5
         self.connected.set()
-        if not self.lane.started:  # after the first connect: the delay probe has answered
+        if not self.lane.started:  # after the first connect: the topology is declared
             self.lane.start()
         glog.event(logger, "connected to broker", server=self.server_info.get("product"),
-                   version=self.server_info.get("version"), entities=len(self.consumers),
-                   delay=self.delay_mode)
+                   version=self.server_info.get("version"), entities=len(self.consumers))
 
     def _claim_grants(self, entities: list[Entity]) -> None:
         """Re-own every entity's gid at the hub before declaring inboxes (idempotent; covers
@@ -239,25 +232,6 @@ class Gateway:
             self.grants.claim(entities)
         except BridgeError as exc:
             glog.event(logger, "hub refused or did not answer a grant claim", logging.WARNING, error=str(exc))
-
-    def _probe_delay(self) -> str:
-        """Does the broker have the delayed-message plugin? RabbitMQ answers an unknown
-        exchange type by closing the whole connection (503), so the probe runs on a
-        throwaway connection of its own. The answer is kept for the gateway's lifetime."""
-        if self.delay_mode != "unknown":
-            return self.delay_mode
-        probe_conn = amqp_conn.connect(self.config, name=f"bridge-probe-{self.host}", heartbeat=0)
-        try:
-            probe = probe_conn.channel()
-            probe.exchange_declare("bridge.delay-probe", exchange_type="x-delayed-message",
-                                   arguments={"x-delayed-type": "direct"}, auto_delete=True)
-            probe.exchange_delete("bridge.delay-probe")
-            return "plugin"
-        except (pika.exceptions.ChannelClosedByBroker, pika.exceptions.ConnectionClosedByBroker):
-            return "ttl-queues"
-        finally:
-            if probe_conn.is_open:
-                probe_conn.close()
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()

@@ -75,10 +75,9 @@ class PublishLane:
     from any thread and returns once the broker confirmed every message (or raises the typed
     error of the first one that failed)."""
 
-    def __init__(self, config: Config, host: str, delay_mode: Callable[[], str]) -> None:
+    def __init__(self, config: Config, host: str) -> None:
         self.config = config
         self.host = host
-        self._delay_mode = delay_mode
         self.ready = threading.Event()
         self._stop = threading.Event()
         self._broken = False
@@ -249,7 +248,7 @@ class PublishLane:
             return
         published = 0  # the first `published` of the batch are in flight
         try:
-            if delay_ms and self._delay_mode() != "plugin" and delay_ms not in self._delay_tiers:
+            if delay_ms and delay_ms not in self._delay_tiers:
                 self._declare_delay_tier(delay_ms)
             for envelope, future in batch:
                 exchange, routing_key, body, properties = amqp_message(envelope, self._user_id, delay_ms)

@@ -18,8 +18,7 @@ announced at once even while earlier messages wait undrained.
 The nudge (seed §9 "Remind/backoff — optionally broker-driven via bridge.delay"): when
 messages arrive, the watcher sends *itself* a delayed message through the gateway (op
 ``send`` with ``delay = messaging.nudge_after``, to its own gid, marked by
-``turn = NUDGE_TURN``). The broker keeps the timer — in ``bridge.delay`` (the
-delayed-message plugin, or TTL tiers without it) — so no timer thread of ours has to
+``turn = NUDGE_TURN``). The broker keeps the timer — in ``bridge.delay``'s TTL tiers — so no timer thread of ours has to
 survive, and the clock keeps running across an MCP server restart. When the nudge lands in
 our own inbox and real messages are *still* held, the client gets a reminder ("N messages
 waiting, call bridge_poll") and the next nudge is scheduled, each one twice as far out as

@@ -23,9 +23,7 @@ def test_healthy_broker_passes_with_capabilities(bridge_home, rabbitmq):
     assert checks["broker"]["status"] == "ok" and "RabbitMQ 3." in checks["broker"]["detail"]
     assert "guest:***@" in checks["broker"]["detail"]  # the password is never printed
     assert checks["quorum queues"]["status"] == "ok"
-    # Debian's RabbitMQ has no delayed-message plugin: a warning, bridge falls back to TTL queues
-    assert checks["delayed-message exchange"]["status"] == "warn"
-    assert "TTL" in checks["delayed-message exchange"]["detail"]
+    assert checks["delay exchange"]["status"] == "ok" and "TTL" in checks["delay exchange"]["detail"]
     assert checks["consumer timeout"]["detail"].startswith("unknown")
     assert checks["gateway"]["status"] == "warn"
 
