@@ -156,6 +156,10 @@ def check_gateway() -> Check:
     if broker.get("connected") is False:
         return Check("gateway", WARN, f"answering on {sock} but not connected to the broker",
                      "check the gateway's log and `bridge doctor`'s broker check")
+    if answer.get("elsewhere"):
+        return Check("gateway", WARN, f"{', '.join(answer['elsewhere'])} consumed by another client, not "
+                     "served by this gateway", "stop the other gateway (a cloned VM, a restored snapshot or a "
+                     "home directory shared with another machine?); this one takes over by itself")
     return Check("gateway", OK, f"answering on {sock}: " + ", ".join(parts))
 
 

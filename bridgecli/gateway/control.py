@@ -44,9 +44,13 @@ class Control:
         self.gw.on_connect_hooks.append(self.on_connect)
 
     def on_connect(self) -> None:
+        """Consume ``control.<host>`` exclusively (retried while another client holds it)."""
         channel = self.gw.channel
+        queue = f"control.{self.gw.host}"
         topology.declare(channel, topology.control_queue(self.gw.host, self.gw.queue_type))
-        channel.basic_consume(f"control.{self.gw.host}", self._on_request)
+        if self.gw.consumed_elsewhere(queue, self.on_connect, "spawn/stop requests"):
+            return
+        channel.basic_consume(queue, self._on_request, exclusive=True)
 
     def _on_request(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
         channel.basic_ack(method.delivery_tag)

@@ -70,6 +70,16 @@ class _Consumer:
     ready: int = 0
 
 
+@dataclass
+class _Elsewhere:
+    """A queue of ours that another client consumes: retried with backoff until it is free."""
+
+    what: str
+    retry: Callable[[], None]
+    interval: float = 1.0
+    next_at: float = 0.0
+
+
 @dataclass(eq=False)
 class Waiter:
     """A blocked ``send --wait`` / ``poll --wait`` in a local API thread."""
@@ -137,6 +147,10 @@ class Gateway:
         self.status_extras: dict[str, Callable[[], Any]] = {}
         #: the hub's registrar, when this host's broker grants come from one (else None)
         self.grants = claimer_for(config)
+        #: queues of ours consumed by another client (a clone of this host?), by queue name
+        self.elsewhere: dict[str, _Elsewhere] = {}
+        self._probe: Any = None
+        self.add_periodic(0.5, self._retry_elsewhere)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -195,6 +209,7 @@ class Gateway:
         pub_channel = connection.channel()
         username = connection._impl.params.credentials.username
         self.connection, self.channel = connection, channel
+        self._probe, self.elsewhere = None, {}
         self.publisher = Publisher(pub_channel, user_id=username)
         self.generation += 1
         self._worker_tags = set()
@@ -330,10 +345,15 @@ class Gateway:
         return self.backends[entity.backend]
 
     def _attach(self, entity: Entity) -> None:
-        """Declare the entity's inbox and start its manual-ack consumer."""
+        """Declare the entity's inbox and start its manual-ack, exclusive consumer (unless
+        another client consumes the inbox: then it is retried with backoff)."""
         assert self.channel is not None
+        queue = topology.inbox_name(entity.gid)
         topology.declare(self.channel, topology.inbox_queue(entity.gid, self.queue_type, self.max_attempts))
         consumer = self.consumers.get(entity.gid) or _Consumer(entity)
+        self.consumers[entity.gid] = consumer
+        if self.consumed_elsewhere(queue, lambda: self._reattach(entity), f"entity {entity.label}"):
+            return
         try:
             backend = self.backend_for(entity)
         except BridgeError as exc:
@@ -345,9 +365,46 @@ class Gateway:
             consumer.worker.start()
         generation = self.generation
         consumer.tag = self.channel.basic_consume(
-            topology.inbox_name(entity.gid),
-            lambda ch, method, props, body: self._on_message(entity, generation, method, props, body))
-        self.consumers[entity.gid] = consumer
+            queue, lambda ch, method, props, body: self._on_message(entity, generation, method, props, body),
+            exclusive=True)
+
+    def _reattach(self, entity: Entity) -> None:
+        if entity.gid in self.consumers and self.consumers[entity.gid].tag is None:
+            self._attach(entity)
+
+    def consumed_elsewhere(self, queue: str, retry: Callable[[], None], what: str) -> bool:
+        """True when another client consumes ``queue`` (I/O thread). Then ``retry`` runs
+        again later, with backoff up to 30 s, until the queue is free; the first time is
+        logged as a warning, the take-over as info. One consumer per inbox is what keeps two
+        gateways sharing a registry (a cloned VM, a restored snapshot, a home on NFS) from
+        each delivering about half of the messages."""
+        assert self.connection is not None
+        if self._probe is None or not self._probe.is_open:
+            self._probe = self.connection.channel()
+        consumers = self._probe.queue_declare(queue, passive=True).method.consumer_count
+        entry = self.elsewhere.get(queue)
+        if not consumers:
+            if entry is not None:
+                del self.elsewhere[queue]
+                glog.event(logger, "queue is free again; serving it here", queue=queue, what=what)
+            return False
+        if entry is None:
+            entry = self.elsewhere[queue] = _Elsewhere(what, retry)
+            glog.event(logger, "queue is consumed by another client; not serving it here until it goes away",
+                       logging.WARNING, queue=queue, what=what,
+                       hint="another gateway with a copy of this host's files? (a cloned VM, a restored "
+                            "snapshot, a shared home directory): stop it")
+        else:
+            entry.interval = min(entry.interval * 2, 30.0)
+        entry.next_at = time.monotonic() + entry.interval
+        return True
+
+    def _retry_elsewhere(self) -> None:
+        if self.channel is None:
+            return
+        now = time.monotonic()
+        for entry in [e for e in self.elsewhere.values() if e.next_at <= now]:
+            entry.retry()
 
     def attach_entity(self, entity: Entity) -> None:
         """Start serving a newly registered entity (I/O thread)."""
@@ -363,6 +420,7 @@ class Gateway:
         """Stop serving an entity; dead-letter whatever is still in its inbox, then delete
         the inbox. Returns how many messages were dead-lettered (I/O thread)."""
         consumer = self.consumers.pop(entity.gid, None)
+        self.elsewhere.pop(topology.inbox_name(entity.gid), None)
         if consumer is not None:
             if consumer.tag and self.channel is not None:
                 self.channel.basic_cancel(consumer.tag)

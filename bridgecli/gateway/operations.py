@@ -64,7 +64,9 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
         row = entity_dict(entity)
         row["held"] = gw.store.held_count(entity.gid)
         row["ready"] = depths.get(f"agent.{entity.gid}.inbox")
-        row["consuming"] = entity.gid in gw.consumers
+        row["consuming"] = entity.gid in gw.consumers and gw.consumers[entity.gid].tag is not None
+        #: another client consumes this inbox (see Gateway.consumed_elsewhere)
+        row["elsewhere"] = f"agent.{entity.gid}.inbox" in gw.elsewhere
         #: blocked `poll --wait` / `send --wait` calls of this entity right now
         row["waiting"] = sum(1 for w in list(gw.waiters) if w.recipient == entity.gid)
         entities.append(row)
@@ -75,7 +77,8 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
     return {"host": gw.host, "version": _version(), "pid": _pid(), "uptime": round(time.time() - gw.started, 1),
             "broker": {"connected": gw.connected.is_set(), "publishing": gw.lane.ready.is_set(),
                        "uris": uris, "server": gw.server_info},
-            "entities": entities, "dedup_size": gw.store.size(), "dlq_depth": depths.get("bridge.dlq"),
+            "elsewhere": sorted(list(gw.elsewhere)), "entities": entities, "dedup_size": gw.store.size(),
+            "dlq_depth": depths.get("bridge.dlq"),
             "extra": {name: fn() for name, fn in getattr(gw, "status_extras", {}).items()}}
 
 
