@@ -54,9 +54,12 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
     from bridgecli.amqp.uri import resolve_broker_uri
 
     depths: dict[str, int] = {}
+    store_mode = None
     if gw.connected.is_set():
         try:
             depths = gw.on_io(gw.queue_depths, timeout=5)
+            # on the I/O thread's own connection: the one whose commits precede the acks
+            store_mode = gw.on_io(gw.store.synchronous, timeout=5)
         except Exception:
             depths = {}
     entities = []
@@ -77,6 +80,7 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
     return {"host": gw.host, "version": _version(), "pid": _pid(), "uptime": round(time.time() - gw.started, 1),
             "broker": {"connected": gw.connected.is_set(), "publishing": gw.lane.ready.is_set(),
                        "uris": uris, "server": gw.server_info},
+            "store": {"synchronous": store_mode},
             "elsewhere": sorted(list(gw.elsewhere)), "entities": entities, "dedup_size": gw.store.size(),
             "dlq_depth": depths.get("bridge.dlq"),
             "extra": {name: fn() for name, fn in getattr(gw, "status_extras", {}).items()}}

@@ -3,9 +3,9 @@
 One SQLite file in the user state dir. Why SQLite: the dedup record and the hold must be
 written in the *same* transaction, so that a gateway killed at any instant either has the
 message (and acks it on redelivery as a duplicate) or does not (and takes it again) —
-exactly-once at the hold. WAL mode with ``synchronous=NORMAL`` survives a process crash
-(kill -9) at every commit; after a power loss the last commits may be lost, which only
-means a redelivered message is delivered twice (at-least-once still holds).
+exactly-once at the hold. WAL mode with ``synchronous=FULL``: each commit is fsynced
+before the gateway acks what it recorded, so a held message survives a power cut too (the
+broker forgets a message only once the host has it durably); a burst shares one commit.
 
 The dedup window is bounded: rows that are no longer held are pruned oldest-first beyond
 ``messaging.dedup_window`` ids.
@@ -99,7 +99,7 @@ class Store:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA synchronous=FULL")  # acks follow durability, power cuts included
             if self._checkpointer is not None:
                 db.execute("PRAGMA wal_autocheckpoint=0")
                 db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
@@ -179,6 +179,11 @@ class Store:
         return Store._Tx(self._db())
 
     # --- batching (the gateway's I/O thread) ------------------------------------------
+
+    def synchronous(self) -> str:
+        """The ``synchronous`` mode in force on this thread's connection (OFF … EXTRA)."""
+        level = self._db().execute("PRAGMA synchronous").fetchone()[0]
+        return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
 
     def begin_batch(self) -> None:
         """Open one transaction that the following writes of this thread join, so a burst

@@ -1,0 +1,57 @@
+"""Run the real ``bridge gateway`` with a SIGKILL injected at one stage of its Nth burst.
+
+``BRIDGE_TEST_FAULT=STAGE:N`` with STAGE one of ``before-commit`` (records written in the open
+batch transaction, not committed), ``after-commit`` (committed, no ack sent) or ``after-ack``
+(the burst's acks written to the socket). The gateway is bridge's own code, unchanged: this
+only wraps two of its methods to kill the process at the stage's boundary, which is how a
+crash at that instant looks to the broker and the store.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def _install(stage: str, nth: int) -> None:
+    from bridgecli.gateway.daemon import Gateway
+    from bridgecli.gateway.store import Store
+
+    bursts = {"n": 0, "armed": False}
+    flush, commit = Gateway._flush_batch, Store.commit_batch
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def commit_batch(self) -> None:
+        if bursts["armed"] and stage == "before-commit":
+            die()
+        commit(self)
+        if bursts["armed"] and stage == "after-commit":
+            die()
+
+    def flush_batch(self) -> None:
+        if self._batch:
+            bursts["n"] += 1
+            bursts["armed"] = bursts["n"] == nth
+        flush(self)
+        if bursts["armed"] and stage == "after-ack":
+            self.connection.process_data_events(time_limit=0)  # the queued ack frames go out
+            die()
+
+    Gateway._flush_batch, Store.commit_batch = flush_batch, commit_batch
+
+
+def main() -> None:
+    stage, _, nth = os.environ["BRIDGE_TEST_FAULT"].partition(":")
+    assert stage in ("before-commit", "after-commit", "after-ack"), stage
+    _install(stage, int(nth or 1))
+    from bridgecli.entry import main as bridge_main
+
+    sys.argv = ["bridge", "gateway"]
+    bridge_main()
+
+
+if __name__ == "__main__":
+    main()
