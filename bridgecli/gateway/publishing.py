@@ -42,8 +42,6 @@ from bridgecli.gateway import log as glog
 from bridgecli.gateway.reconnect import keep_connected
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from bridgecli.config import Config
     from bridgecli.envelope import Envelope
 
