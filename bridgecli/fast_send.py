@@ -119,13 +119,16 @@ def call_gateway(client: GatewayClient, *, command: str, contents: list[str], se
         params["new_id"] = new_id
     if bulk:
         return client.call("send", contents=contents, timeout=None, **params)
-    return client.call("send", content=contents[0], wait=wait, timeout=None if wait else 60, **params)
+    if wait:  # the reply stays recoverable until the caller confirms it (confirm_pending)
+        return client.call("send", content=contents[0], wait=wait, timeout=None, confirm=True, **params)
+    return client.call("send", content=contents[0], timeout=60, **params)
 
 
 def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list[str]]:
     """What a send-like command prints: (stdout lines, stderr lines)."""
     if as_json:
-        return [json.dumps(result, indent=2, ensure_ascii=False, default=str)], []
+        shown = {k: v for k, v in result.items() if k != "pending"}
+        return [json.dumps(shown, indent=2, ensure_ascii=False, default=str)], []
     if "reply" in result:
         reply = result["reply"]
         return [reply["content"]], [f"reply {reply['msgId']} from {reply.get('fromLabel') or reply['from']}"]
@@ -164,12 +167,13 @@ def run(argv: list[str]) -> int | None:
     try:
         with client:
             result = _execute(client, command, values)
-        out, err = result_lines(result, values["as_json"])
-        for text in out:
-            print(text)
-        for text in err:
-            print(text, file=sys.stderr)
-        sys.stdout.flush()
+            out, err = result_lines(result, values["as_json"])
+            for text in out:
+                print(text)
+            for text in err:
+                print(text, file=sys.stderr)
+            sys.stdout.flush()
+            client.confirm_pending(result)  # printed: the reply may leave the hold now
     except BridgeError as exc:
         if os.environ.get("BRIDGE_DEBUG", "") not in ("", "0"):
             raise

@@ -43,22 +43,29 @@ def poll(gid: str | None, wait: float, limit: int, as_json: bool) -> None:
     client = GatewayClient.connect()
     if client is not None:
         with client:
-            result = client.call("poll", gid=gid, wait=wait, limit=limit, timeout=None)
-    else:
-        from bridgecli import config as cfg
-        from bridgecli import messaging
-        from bridgecli.gateway.entities import open_registry
-        from bridgecli.gateway.operations import message_dict
-        from bridgecli.gateway.store import open_store
+            # taken, not drained, until printed: a poll killed before then loses nothing
+            result = client.call("poll", gid=gid, wait=wait, limit=limit, timeout=None, confirm=True)
+            _show(result, as_json)
+            client.confirm_pending(result)
+        return
+    from bridgecli import config as cfg
+    from bridgecli import messaging
+    from bridgecli.gateway.entities import open_registry
+    from bridgecli.gateway.operations import message_dict
+    from bridgecli.gateway.store import open_store
 
-        if wait:
-            output.warn("no local gateway: returning what is held now, without waiting")
-        identity = messaging.sender_identity(open_registry(), gid)
-        store = open_store(cfg.load())
-        result = {"gid": identity.gid,
-                  "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit)]}
+    if wait:
+        output.warn("no local gateway: returning what is held now, without waiting")
+    identity = messaging.sender_identity(open_registry(), gid)
+    store = open_store(cfg.load())
+    result = {"gid": identity.gid,
+              "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit)]}
+    _show(result, as_json)
+
+
+def _show(result: dict, as_json: bool) -> None:
     if as_json:
-        output.data(result)
+        output.data({k: v for k, v in result.items() if k != "pending"})
         return
     for message in result["messages"]:
         _human(message)

@@ -25,18 +25,23 @@ _wait = click.option("--wait", "-w", type=DURATION, default=None, metavar="DUR",
 _turn = click.option("--turn", default=None, metavar="ID", help="Turn id to correlate a mid-turn exchange.")
 
 
-def _deliver(app, *, command: str, contents: list[str], sender: str | None, target: str | None = None,
-             msg_id: str | None = None, delay: float | None = None, force: bool = False,
-             turn: str | None = None, wait: float | None = None, bulk: bool = False,
-             new_id: str | None = None) -> dict[str, Any]:
+def _deliver(app, *, as_json: bool, command: str, contents: list[str], sender: str | None,
+             target: str | None = None, msg_id: str | None = None, delay: float | None = None,
+             force: bool = False, turn: str | None = None, wait: float | None = None, bulk: bool = False,
+             new_id: str | None = None) -> None:
+    """Send, and print the result; a reply waited for is confirmed to the gateway only once
+    it is printed (it is held again if this process dies first)."""
     from bridgecli.gateway.client import GatewayClient
 
     client = GatewayClient.connect()
     if client is not None:
         with client:
-            return call_gateway(client, command=command, contents=contents, sender=sender, target=target,
-                                msg_id=msg_id, delay=delay, force=force, turn=turn, wait=wait, bulk=bulk,
-                                new_id=new_id)
+            result = call_gateway(client, command=command, contents=contents, sender=sender, target=target,
+                                  msg_id=msg_id, delay=delay, force=force, turn=turn, wait=wait, bulk=bulk,
+                                  new_id=new_id)
+            _print(result, as_json)
+            client.confirm_pending(result)
+        return
     if wait:
         from bridgecli.errors import GatewayUnavailable
 
@@ -50,8 +55,10 @@ def _deliver(app, *, command: str, contents: list[str], sender: str | None, targ
                             contents=contents, sender=sender, target=target, msg_id=msg_id, delay=delay,
                             force=force, turn=turn, new_id=new_id)
     if bulk:
-        return {"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None}
-    return {"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}
+        _print({"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None},
+               as_json)
+        return
+    _print({"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}, as_json)
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
@@ -92,12 +99,11 @@ def send(app, target: str, message: str, sender: str | None, wait: float | None,
         if wait or new_id:
             raise click.UsageError("--lines cannot be combined with --wait or --id")
         contents = [line for line in sys.stdin.read().splitlines() if line.strip()]
-        result = _deliver(app, command="send", contents=contents, sender=sender, target=target,
-                          delay=delay, force=force, turn=turn, bulk=True)
+        _deliver(app, as_json=as_json, command="send", contents=contents, sender=sender, target=target,
+                 delay=delay, force=force, turn=turn, bulk=True)
     else:
-        result = _deliver(app, command="send", contents=[read_content(message)], sender=sender, target=target,
-                          delay=delay, force=force, turn=turn, wait=wait, new_id=new_id)
-    _print(result, as_json)
+        _deliver(app, as_json=as_json, command="send", contents=[read_content(message)], sender=sender,
+                 target=target, delay=delay, force=force, turn=turn, wait=wait, new_id=new_id)
 
 
 @click.command()
@@ -116,9 +122,8 @@ def ask(app, target: str, question: str, sender: str | None, wait: float | None,
     The mid-turn ask (seed U2): a worker pauses its turn, asks, and resumes on the answer.
     QUESTION '-' reads stdin.
     """
-    result = _deliver(app, command="ask", contents=[read_content(question)], sender=sender, target=target,
-                      force=force, turn=turn, wait=wait)
-    _print(result, as_json)
+    _deliver(app, as_json=as_json, command="ask", contents=[read_content(question)], sender=sender,
+             target=target, force=force, turn=turn, wait=wait)
 
 
 @click.command()
@@ -134,9 +139,8 @@ def reply(app, msg_id: str, message: str, sender: str | None, wait: float | None
     Sends a REPLY to whoever sent MSGID (a message received on this host). MESSAGE '-'
     reads stdin.
     """
-    result = _deliver(app, command="reply", contents=[read_content(message)], sender=sender, msg_id=msg_id,
-                      wait=wait)
-    _print(result, as_json)
+    _deliver(app, as_json=as_json, command="reply", contents=[read_content(message)], sender=sender,
+             msg_id=msg_id, wait=wait)
 
 
 @click.command()
@@ -151,5 +155,5 @@ def answer(app, msg_id: str, message: str, sender: str | None, as_json: bool) ->
     Sends an ANSWER to whoever asked MSGID, so the asker's `bridge ask --wait` resumes.
     MESSAGE '-' reads stdin.
     """
-    result = _deliver(app, command="answer", contents=[read_content(message)], sender=sender, msg_id=msg_id)
-    _print(result, as_json)
+    _deliver(app, as_json=as_json, command="answer", contents=[read_content(message)], sender=sender,
+             msg_id=msg_id)

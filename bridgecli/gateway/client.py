@@ -111,6 +111,13 @@ class GatewayClient:
             raise error_from_wire(response.get("error") or {})
         return response
 
+    def confirm_pending(self, result: dict[str, Any]) -> None:
+        """Tell the gateway this process has the messages ``result`` handed it to confirm
+        (call it once they are printed or passed on: until then they stay recoverable)."""
+        pending = result.get("pending")
+        if pending:
+            self.call("confirm", msg_ids=list(pending))
+
     def close(self) -> None:
         try:
             self._file.close()

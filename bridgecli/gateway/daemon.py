@@ -52,7 +52,7 @@ from bridgecli.gateway.deadletter import drain_to_dlq
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
 from bridgecli.gateway.hold import HoldBackend
-from bridgecli.gateway.store import DELIVERED, DRAINED, HELD, Store, StoredMessage, open_store
+from bridgecli.gateway.store import DELIVERED, DRAINED, HELD, TAKEN, Store, StoredMessage, open_store
 from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
 
@@ -96,6 +96,8 @@ class Waiter:
     notified: bool = False
     #: messages recorded as drained for it, committed, not yet picked up (:meth:`Gateway.take_handed`)
     handed: list[StoredMessage] = field(default_factory=list)
+    #: its client confirms what it gets: hand-offs are recorded ``taken``, not ``drained``
+    two_phase: bool = False
 
 
 class Gateway:
@@ -162,6 +164,9 @@ class Gateway:
         self._install_signal_handlers()
         self.api = LocalApi(self)
         self.api.start()
+        recovered = self.store.recover_taken()
+        if recovered:  # handed to clients that never confirmed before the last gateway died
+            glog.event(logger, "held again: messages no client confirmed", count=recovered)
         glog.event(logger, "gateway started", host=self.host, version=__version__,
                    socket=str(self.api.path))
         try:
@@ -527,7 +532,11 @@ class Gateway:
             self.store.commit_batch()
             return
         batch, self._batch = self._batch, []
-        self.store.commit_batch()
+        try:
+            self.store.commit_batch()
+        except Exception as exc:  # a full or failing disk: nothing of the burst is acked or handed
+            self._requeue_uncommitted(batch, exc)
+            return
         if self._handoffs:
             self._give_handoffs()
         # the records are durable now: wake the waiting `poll --wait` / `send --wait` before
@@ -553,6 +562,20 @@ class Gateway:
         else:  # one line per committed burst: a log line per message would cost more than the delivery
             glog.event(logger, "delivered", count=len(batch), entities=len({e.gid for _, e, _ in batch}),
                        first=batch[0][2].msg_id, last=batch[-1][2].msg_id)
+
+    def _requeue_uncommitted(self, batch: list[tuple[int, Entity, Envelope]], exc: Exception) -> None:
+        """The burst's commit failed: roll it back, hand nothing to waiters, and give every
+        delivery back to the broker now (nack, requeue) so it comes again, instead of leaving
+        it unacked until the channel closes."""
+        self._handoffs = []
+        try:
+            self.store.rollback_batch()
+        except Exception:
+            pass  # a failed COMMIT may already have ended the transaction
+        for tag, _, _ in batch:
+            self.channel.basic_nack(tag, requeue=True)
+        glog.event(logger, "store commit failed; burst requeued", logging.ERROR, count=len(batch),
+                   error=f"{type(exc).__name__}: {exc}")
 
     # --- delivering ---------------------------------------------------------------------
 
@@ -697,7 +720,7 @@ class Gateway:
         if waiter is None:
             return False
         received = time.time()
-        if backend.record(envelope, DRAINED, received=received):
+        if backend.record(envelope, TAKEN if waiter.two_phase else DRAINED, received=received):
             # "held" as a drain reports it: it was held for the waiter and taken at once
             self._handoffs.append((waiter, StoredMessage(envelope=envelope, state=HELD, received=received)))
         return True  # taken, or a duplicate recorded before (dropped, as the backend would)
@@ -732,11 +755,23 @@ class Gateway:
                     waiter.notified = True
                     waiter.event.set()
 
-    def add_waiter(self, recipient: str, in_reply_to: str | None = None, claims: int = 0) -> Waiter:
-        waiter = Waiter(recipient, in_reply_to, claims=claims)
+    def add_waiter(self, recipient: str, in_reply_to: str | None = None, claims: int = 0,
+                   two_phase: bool = False) -> Waiter:
+        waiter = Waiter(recipient, in_reply_to, claims=claims, two_phase=two_phase)
         with self.waiters_lock:
             self.waiters.append(waiter)
         return waiter
+
+    def release_taken(self, msg_ids: list[str]) -> None:
+        """A client went away without confirming ``msg_ids``: hold them again and tell the
+        other waiters (an API thread's call)."""
+        if not msg_ids or not self.store.release(msg_ids):
+            return
+        for msg_id in msg_ids:
+            stored = self.store.get(msg_id)
+            if stored is not None:
+                self._notify(stored.envelope)
+        glog.event(logger, "unconfirmed messages held again", count=len(msg_ids), first=msg_ids[0])
 
     def remove_waiter(self, waiter: Waiter) -> None:
         """Unregister ``waiter``; messages handed to it that it did not pick up (it timed out

@@ -86,16 +86,29 @@ class LocalApi:
             pass
 
     def _serve_connection(self, rfile: Any, wfile: Any) -> None:
-        while True:
-            line = rfile.readline(MAX_REQUEST_BYTES + 1)
-            if not line:
-                return
-            response = self.handle_line(line)
-            try:
-                wfile.write(_ENCODER.encode(response).encode() + b"\n")
-                wfile.flush()
-            except OSError:
-                return
+        """Answer requests until the client hangs up. Messages handed out for the client to
+        confirm (:data:`operations.PENDING`) that it has not confirmed when the connection
+        ends — it died, was killed, or the answer could not be written — are held again."""
+        pending: set[str] = set()
+        try:
+            while True:
+                try:
+                    line = rfile.readline(MAX_REQUEST_BYTES + 1)
+                except OSError:
+                    return
+                if not line:
+                    return
+                response = self.handle_line(line)
+                pending.update(response.get(operations.PENDING) or ())
+                pending.difference_update(response.get("confirmedIds") or ())
+                try:
+                    wfile.write(_ENCODER.encode(response).encode() + b"\n")
+                    wfile.flush()
+                except OSError:
+                    return
+        finally:
+            if pending:
+                self.gateway.release_taken(sorted(pending))
 
     def handle_line(self, line: bytes) -> dict[str, Any]:
         """One request line → one response dict; never raises."""

@@ -17,6 +17,7 @@ from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.errors import Timeout
 from bridgecli.gateway import registration
 from bridgecli.gateway.entities import short
+from bridgecli.gateway.store import DELIVERED, DRAINED, TAKEN
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from bridgecli.gateway.daemon import Gateway
 
 MAX_WAIT = 24 * 3600.0
+#: response field: ids the client must confirm (op ``confirm``) once it has the messages;
+#: the local API holds them again when the connection ends without that
+PENDING = "pending"
 #: how long a publish may wait for the broker's confirm (as ``Gateway.publish``)
 CONFIRM_TIMEOUT = 30.0
 
@@ -135,10 +139,13 @@ def op_resolve(gw: "Gateway", target: str, force: bool = False) -> dict[str, Any
 def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str | None = None,
             target: str | None = None, msg_id: str | None = None, delay: float | None = None,
             force: bool = False, turn: str | None = None, wait: float | None = None,
-            contents: list[str] | None = None, new_id: str | None = None) -> dict[str, Any]:
+            contents: list[str] | None = None, new_id: str | None = None,
+            confirm: bool = False) -> dict[str, Any]:
     """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional --wait.
 
-    ``contents`` sends several messages in one request (bulk mode of ``bridge send -``)."""
+    ``contents`` sends several messages in one request (bulk mode of ``bridge send -``).
+    With ``confirm`` the reply of a ``wait`` stays recoverable until the client confirms it
+    (op ``confirm``; it is held again if the client goes away first)."""
     identity = messaging.sender_identity(gw.registry, sender)
     in_reply_to = None
     if command in ("reply", "answer"):
@@ -154,7 +161,8 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
         delay_ms = int(delay * 1000) if delay else None
 
         gw.publish(envelopes, delay_ms=delay_ms, timeout=max(30.0, len(envelopes) * 0.05))
-        return {"msgIds": [e.msg_id for e in envelopes], "to": recipient, "kind": envelopes[0].kind if envelopes else None}
+        return {"msgIds": [e.msg_id for e in envelopes], "to": recipient,
+                "kind": envelopes[0].kind if envelopes else None}
     envelope = messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content or "",
                                  host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
                                  turn=turn, msg_id=new_id)
@@ -163,9 +171,9 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
     if not wait:
         gw.publish([envelope], delay_ms=delay_ms)
         return result
-    waiter = gw.add_waiter(identity.gid, envelope.msg_id, claims=1)
+    waiter = gw.add_waiter(identity.gid, envelope.msg_id, claims=1, two_phase=confirm)
     try:
-        [confirm] = gw.lane.submit([envelope], delay_ms=delay_ms)
+        [confirmed] = gw.lane.submit([envelope], delay_ms=delay_ms)
 
         def on_confirm(done: Future) -> None:
             # only a failed confirm ends the wait early: a successful one needs no wakeup (the
@@ -173,16 +181,18 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
             if done.cancelled() or done.exception() is not None:
                 waiter.event.set()
 
-        confirm.add_done_callback(on_confirm)
-        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait), confirm,
-                                       look_first=new_id is not None)
+        confirmed.add_done_callback(on_confirm)
+        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait), confirmed,
+                                       look_first=new_id is not None, mark=TAKEN if confirm else DRAINED)
+        if confirm and result["reply"].get("state") != DELIVERED:
+            result[PENDING] = [result["reply"]["msgId"]]
         return result
     finally:
         gw.remove_waiter(waiter)
 
 
 def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: float,
-                 confirm: Future, look_first: bool = True) -> dict[str, Any]:
+                 confirm: Future, look_first: bool = True, mark: str = DRAINED) -> dict[str, Any]:
     """Wait for the reply and for the message's confirm *together*: a reply proves the message
     was delivered, so once it is here the confirm no longer matters (for a persistent message
     the broker may confirm only after its next disk sync, well after the reply came back).
@@ -199,7 +209,7 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
         if look:
             # handed over at hold time (the usual way: no store access), else from the store
             # (a resend with --id, a reply delivered by another backend, a missed wakeup)
-            found = next(iter(gw.take_handed(waiter)), None) or gw.store.take_reply(gid, msg_id)
+            found = next(iter(gw.take_handed(waiter)), None) or gw.store.take_reply(gid, msg_id, mark=mark)
             if found is not None:
                 return message_dict(found)
         if confirm.done() and confirm.exception() is not None:
@@ -222,29 +232,42 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
 
 
 def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int = 100,
-            peek: bool = False) -> dict[str, Any]:
+            peek: bool = False, confirm: bool = False) -> dict[str, Any]:
     """Drain held messages; with ``peek`` return them without draining — the caller then
-    confirms with op ``ack`` once it has handed them on (no loss if it dies in between)."""
+    confirms with op ``ack`` once it has handed them on (no loss if it dies in between).
+    With ``confirm`` they are taken, not drained, until the client confirms them (op
+    ``confirm``), and held again if it goes away first."""
     identity = messaging.sender_identity(gw.registry, gid)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
+    mark = TAKEN if confirm else DRAINED
     # a draining poll takes messages handed over at hold time; a peek only wants the wakeup
-    waiter = gw.add_waiter(identity.gid, claims=0 if peek else int(limit)) if wait else None
+    waiter = gw.add_waiter(identity.gid, claims=0 if peek else int(limit), two_phase=confirm) if wait else None
     try:
         while True:
             if peek:
                 messages = gw.store.peek(identity.gid, limit=int(limit))
             else:
                 handed = gw.take_handed(waiter) if waiter is not None else []
-                messages = gw.store.drain(identity.gid, limit=int(limit) - len(handed)) if len(handed) < limit else []
+                messages = (gw.store.drain(identity.gid, limit=int(limit) - len(handed), mark=mark)
+                            if len(handed) < limit else [])
                 if handed:
                     messages = sorted(messages + handed, key=lambda m: m.received)
             if messages or waiter is None or time.monotonic() >= deadline:
-                return {"gid": identity.gid, "messages": [message_dict(m) for m in messages]}
+                result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages]}
+                if confirm and not peek and messages:
+                    result[PENDING] = [m.envelope.msg_id for m in messages]
+                return result
             waiter.event.wait(min(deadline - time.monotonic(), 1.0))
             waiter.event.clear()
     finally:
         if waiter is not None:
             gw.remove_waiter(waiter)
+
+
+def op_confirm(gw: "Gateway", msg_ids: list[str]) -> dict[str, Any]:
+    """The client has the messages a ``confirm`` poll or send handed it (see :data:`PENDING`)."""
+    ids = [str(m) for m in msg_ids]
+    return {"confirmed": gw.store.confirm(ids), "confirmedIds": ids}
 
 
 def op_ack(gw: "Gateway", msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
@@ -340,6 +363,7 @@ OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "show": op_show,
     "held": op_held,
     "ack": op_ack,
+    "confirm": op_confirm,
     "roster": op_roster,
     "spawn": op_spawn,
     "stop": op_stop,

@@ -26,6 +26,9 @@ from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope
 
 HELD, DELIVERED, DRAINED = "held", "delivered", "drained"
+#: handed to a local client that has not confirmed it yet: back to held if the client goes
+#: away (or the gateway restarts) first; drained on its confirm
+TAKEN = "taken"
 #: the gateway checkpoints the WAL after this long without a write (seconds) ...
 CHECKPOINT_IDLE = 0.5
 #: ... or once it has grown to this many bytes (also the size it is truncated back to)
@@ -193,9 +196,16 @@ class Store:
             self._local.batch = True
 
     def commit_batch(self) -> None:
+        """Commit the open batch; if that fails, it is rolled back (and the error raised)."""
         if getattr(self._local, "batch", False):
             self._local.batch = False
-            self._db().execute("COMMIT")
+            db = self._db()
+            try:
+                db.execute("COMMIT")
+            except Exception:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
 
     def rollback_batch(self) -> None:
         if getattr(self._local, "batch", False):
@@ -221,7 +231,8 @@ class Store:
 
     def record(self, envelope: Envelope, state: str, received: float | None = None) -> bool:
         """Record a received message as ``held``, ``delivered`` or — handed to a waiting
-        ``poll``/``send --wait`` in the same step — ``drained``. Returns False (and changes
+        ``poll``/``send --wait`` in the same step — ``drained`` (``taken`` when that client
+        confirms). Returns False (and changes
         nothing) when it was already recorded — the dedup check and the write are one step."""
         received = time.time() if received is None else received
         with self._tx() as db:
@@ -231,7 +242,7 @@ class Store:
                 " ON CONFLICT(msg_id) DO UPDATE SET state = excluded.state WHERE state = 'delivering'",
                 (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind,
                  envelope.in_reply_to, _body(envelope),
-                 envelope.user_id, state, received, received if state == DRAINED else None),
+                 envelope.user_id, state, received, received if state in (DRAINED, TAKEN) else None),
             )
             if envelope.msg_id in self._attempted:  # rare: skip the DELETE on the hot path
                 db.execute("DELETE FROM attempts WHERE msg_id = ?", (envelope.msg_id,))
@@ -249,8 +260,9 @@ class Store:
             db.execute("DELETE FROM attempts WHERE msg_id IN (SELECT msg_id FROM messages"
                        " WHERE state IN ('held', 'delivered', 'drained'))")
             cur = db.execute(
-                "DELETE FROM messages WHERE state NOT IN ('held', 'delivering') AND msg_id IN ("
-                " SELECT msg_id FROM messages WHERE state NOT IN ('held', 'delivering') ORDER BY received DESC"
+                "DELETE FROM messages WHERE state NOT IN ('held', 'delivering', 'taken') AND msg_id IN ("
+                " SELECT msg_id FROM messages WHERE state NOT IN ('held', 'delivering', 'taken')"
+                " ORDER BY received DESC"
                 " LIMIT -1 OFFSET ?)", (self.dedup_window,))
             return cur.rowcount
 
@@ -272,8 +284,10 @@ class Store:
 
     # --- holding and draining -----------------------------------------------------------
 
-    def drain(self, recipient: str, limit: int = 100, in_reply_to: str | None = None) -> list[StoredMessage]:
-        """Take held messages for ``recipient`` (oldest first) and mark them drained."""
+    def drain(self, recipient: str, limit: int = 100, in_reply_to: str | None = None,
+              mark: str = DRAINED) -> list[StoredMessage]:
+        """Take held messages for ``recipient`` (oldest first) and mark them ``mark``
+        (:data:`TAKEN` for a client that confirms once it has them)."""
         query = "SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
         args: list[object] = [recipient]
         if in_reply_to is not None:
@@ -289,15 +303,15 @@ class Store:
         with self._tx() as db:
             rows = db.execute(query, args).fetchall()
             now = time.time()
-            db.executemany("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?",
-                           [(now, row["msg_id"]) for row in rows])
+            db.executemany("UPDATE messages SET state = ?, drained = ? WHERE msg_id = ?",
+                           [(mark, now, row["msg_id"]) for row in rows])
         return [_row_to_message(row) for row in rows]
 
-    def take_reply(self, recipient: str, in_reply_to: str) -> StoredMessage | None:
-        """The answer to ``in_reply_to`` received for ``recipient``: drained if it was held,
-        returned as is if its backend already delivered it."""
+    def take_reply(self, recipient: str, in_reply_to: str, mark: str = DRAINED) -> StoredMessage | None:
+        """The answer to ``in_reply_to`` received for ``recipient``: marked ``mark`` if it was
+        held, returned as is if its backend already delivered it."""
         query = ("SELECT * FROM messages WHERE recipient = ? AND in_reply_to = ?"
-                 " AND state != 'drained' ORDER BY received LIMIT 1")
+                 " AND state NOT IN ('drained', 'taken') ORDER BY received LIMIT 1")
         db = self._db()
         while True:
             # read first, outside a transaction: `send --wait` checks several times per message
@@ -308,18 +322,30 @@ class Store:
             if row["state"] != HELD:
                 return _row_to_message(row)  # its backend delivered it: nothing to take
             with self._tx() as tx:
-                taken = tx.execute("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?"
-                                   " AND state = 'held'", (time.time(), row["msg_id"])).rowcount
+                taken = tx.execute("UPDATE messages SET state = ?, drained = ? WHERE msg_id = ?"
+                                   " AND state = 'held'", (mark, time.time(), row["msg_id"])).rowcount
             if taken:
                 return _row_to_message(row)
             # drained by someone else in between: look again
 
     def release(self, msg_ids: list[str]) -> int:
-        """Put messages that were taken for a waiter which left without them back on hold
-        (see ``Gateway._hand_off``); returns how many were."""
+        """Put messages that were taken for a waiter or a client which left without them back
+        on hold (see ``Gateway._hand_off``); returns how many were."""
         with self._tx() as db:
             return db.executemany("UPDATE messages SET state = 'held', drained = NULL WHERE msg_id = ?"
-                                  " AND state = 'drained'", [(m,) for m in msg_ids]).rowcount
+                                  " AND state IN ('drained', 'taken')", [(m,) for m in msg_ids]).rowcount
+
+    def confirm(self, msg_ids: list[str]) -> int:
+        """A client has the :data:`TAKEN` messages ``msg_ids``: they are drained for good."""
+        with self._tx() as db:
+            return db.executemany("UPDATE messages SET state = 'drained' WHERE msg_id = ? AND state = 'taken'",
+                                  [(m,) for m in msg_ids]).rowcount
+
+    def recover_taken(self) -> int:
+        """Hold again what was handed to clients that never confirmed (the gateway died in
+        between); called when a gateway starts. Returns how many."""
+        with self._tx() as db:
+            return db.execute("UPDATE messages SET state = 'held', drained = NULL WHERE state = 'taken'").rowcount
 
     def peek(self, recipient: str, limit: int = 100) -> list[StoredMessage]:
         """Held messages for ``recipient`` without taking them (see :meth:`ack`)."""

@@ -174,7 +174,8 @@ def test_a_draining_poll_returns_handed_and_held_messages_oldest_first(gateway):
 
 
 def _taken_at_hold_time(host, msg_id: str) -> bool:
-    """The message's row says it was drained in the same write that received it."""
+    """The message's row says it was drained in the same write that received it (and then
+    confirmed by the client that printed it)."""
     db = Path(host.env["XDG_STATE_HOME"]) / "bridge" / "gateway.db"
     with sqlite3.connect(db) as conn:
         state, received, drained = conn.execute(

@@ -2,7 +2,9 @@
 
 ``BRIDGE_TEST_FAULT=STAGE:N`` with STAGE one of ``before-commit`` (records written in the open
 batch transaction, not committed), ``after-commit`` (committed, no ack sent) or ``after-ack``
-(the burst's acks written to the socket). The gateway is bridge's own code, unchanged: this
+(the burst's acks written to the socket) — counting bursts — or, counting bursts that hand a
+message to a waiting client, ``handoff-after-commit`` (committed, the client not answered yet)
+or ``handoff-commit-fails`` (the commit raises a disk I/O error instead; the gateway lives). The gateway is bridge's own code, unchanged: this
 only wraps two of its methods to kill the process at the stage's boundary, which is how a
 crash at that instant looks to the broker and the store.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import sys
 
 
@@ -27,14 +30,20 @@ def _install(stage: str, nth: int) -> None:
     def commit_batch(self) -> None:
         if bursts["armed"] and stage == "before-commit":
             die()
+        if bursts["armed"] and stage == "handoff-commit-fails":
+            bursts["armed"] = False
+            raise sqlite3.OperationalError("disk I/O error (injected)")
         commit(self)
-        if bursts["armed"] and stage == "after-commit":
+        if bursts["armed"] and stage in ("after-commit", "handoff-after-commit"):
             die()
 
     def flush_batch(self) -> None:
-        if self._batch:
+        counted = self._handoffs if stage.startswith("handoff") else self._batch
+        if counted:
             bursts["n"] += 1
             bursts["armed"] = bursts["n"] == nth
+        else:
+            bursts["armed"] = False
         flush(self)
         if bursts["armed"] and stage == "after-ack":
             self.connection.process_data_events(time_limit=0)  # the queued ack frames go out
@@ -45,7 +54,8 @@ def _install(stage: str, nth: int) -> None:
 
 def main() -> None:
     stage, _, nth = os.environ["BRIDGE_TEST_FAULT"].partition(":")
-    assert stage in ("before-commit", "after-commit", "after-ack"), stage
+    assert stage in ("before-commit", "after-commit", "after-ack", "handoff-after-commit",
+                     "handoff-commit-fails"), stage
     _install(stage, int(nth or 1))
     from bridgecli.entry import main as bridge_main
 
