@@ -2,9 +2,10 @@
 
 ``BRIDGE_TEST_FAULT=STAGE:N`` with STAGE one of ``before-commit`` (records written in the open
 batch transaction, not committed), ``after-commit`` (committed, no ack sent) or ``after-ack``
-(the burst's acks written to the socket) — counting bursts — or, counting bursts that hand a
-message to a waiting client, ``handoff-after-commit`` (committed, the client not answered yet)
-or ``handoff-commit-fails`` (the commit raises a disk I/O error instead; the gateway lives). The gateway is bridge's own code, unchanged: this
+(the burst's acks written to the socket) — counting bursts — or, counting bursts that hand
+a message to a waiting client, ``handoff-after-commit`` (committed, the client not answered
+yet) or ``handoff-commit-fails`` (the commit raises a disk I/O error instead; the gateway
+lives). The gateway is bridge's own code, unchanged: this
 only wraps two of its methods to kill the process at the stage's boundary, which is how a
 crash at that instant looks to the broker and the store.
 """
