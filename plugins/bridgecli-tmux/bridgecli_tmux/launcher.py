@@ -99,6 +99,13 @@ class TmuxLauncher:
                                   "check the profile's command by running it by hand") from None
             screen = tmux.capture(pane, 200)
             if info.dead:
+                # tmux may see the exit before it has read the last output from the pty (a busy
+                # machine): give it a moment, so the error shows what the command said
+                for _ in range(20):
+                    if any(line.strip() and not line.startswith("Pane is dead") for line in screen.splitlines()):
+                        break
+                    time.sleep(0.05)
+                    screen = tmux.capture(pane, 200)
                 tail = " | ".join(line.strip() for line in screen.splitlines() if line.strip())
                 raise BridgeError(f"the agent's command exited in tmux pane {pane}; last lines: {tail[-400:]}",
                                   "fix the profile's command (the pane is kept for inspection)")
