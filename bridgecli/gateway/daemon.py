@@ -164,6 +164,7 @@ class Gateway:
         self._install_signal_handlers()
         self.api = LocalApi(self)
         self.api.start()
+        self.store.make_durable()  # this (I/O) thread's commits are followed by acks
         recovered = self.store.recover_taken()
         if recovered:  # handed to clients that never confirmed before the last gateway died
             glog.event(logger, "held again: messages no client confirmed", count=recovered)

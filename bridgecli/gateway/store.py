@@ -3,9 +3,10 @@
 One SQLite file in the user state dir. Why SQLite: the dedup record and the hold must be
 written in the *same* transaction, so that a gateway killed at any instant either has the
 message (and acks it on redelivery as a duplicate) or does not (and takes it again) —
-exactly-once at the hold. WAL mode with ``synchronous=FULL``: each commit is fsynced
-before the gateway acks what it recorded, so a held message survives a power cut too (the
-broker forgets a message only once the host has it durably); a burst shares one commit.
+exactly-once at the hold. WAL mode; every commit an ack follows (a burst's, a worker's
+record) is fsynced first (``synchronous=FULL``), so a held message survives a power cut
+too: the broker forgets a message only once the host has it durably. A burst shares one
+commit. Other writes (taken, confirm, release) use NORMAL: losing one only repeats a message.
 
 The dedup window is bounded: rows that are no longer held are pruned oldest-first beyond
 ``messaging.dedup_window`` ids.
@@ -102,7 +103,9 @@ class Store:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")  # acks follow durability, power cuts included
+            # NORMAL here; the connections whose commits an ack follows switch to FULL
+            # (make_durable): losing any other write in a power cut only repeats a message
+            db.execute("PRAGMA synchronous=NORMAL")
             if self._checkpointer is not None:
                 db.execute("PRAGMA wal_autocheckpoint=0")
                 db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
@@ -183,6 +186,13 @@ class Store:
 
     # --- batching (the gateway's I/O thread) ------------------------------------------
 
+    def make_durable(self) -> None:
+        """Fsync every commit of this thread's connection (``synchronous=FULL``): for the
+        threads whose commits an ack follows (the gateway's I/O thread, delivery workers)."""
+        if not getattr(self._local, "durable", False):
+            self._db().execute("PRAGMA synchronous=FULL")
+            self._local.durable = True
+
     def synchronous(self) -> str:
         """The ``synchronous`` mode in force on this thread's connection (OFF … EXTRA)."""
         level = self._db().execute("PRAGMA synchronous").fetchone()[0]
@@ -192,6 +202,7 @@ class Store:
         """Open one transaction that the following writes of this thread join, so a burst
         of deliveries costs one commit instead of one each."""
         if not getattr(self._local, "batch", False):
+            self.make_durable()
             self._db().execute("BEGIN IMMEDIATE")
             self._local.batch = True
 
@@ -235,6 +246,8 @@ class Store:
         confirms). Returns False (and changes
         nothing) when it was already recorded — the dedup check and the write are one step."""
         received = time.time() if received is None else received
+        if not getattr(self._local, "batch", False):
+            self.make_durable()  # an ack follows this write
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
