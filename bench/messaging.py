@@ -444,7 +444,9 @@ sock, gid = Path(sys.argv[1]), sys.argv[2]
 with GatewayClient.require(sock) as client:
     print("ready", flush=True)
     while True:
-        got = client.call("poll", timeout=None, gid=gid, wait=3600, limit=100)
+        # as `bridge poll` does: taken until confirmed (confirmed before acting on them)
+        got = client.call("poll", timeout=None, gid=gid, wait=3600, limit=100, confirm=True)
+        client.confirm_pending(got)
         for msg in got["messages"]:
             if msg["content"] == "stop":
                 sys.exit(0)
@@ -501,10 +503,12 @@ def _bridge_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
                     time.sleep(0.2)
             for i in range(warmup + count):
                 began = time.perf_counter()
-                client.call("send", command="send", target=worker_gid, content=f"task {i}",
-                            sender=main_gid, wait=30, timeout=60)
+                # as `bridge send --wait` does: the reply is taken until the caller confirms it
+                answer = client.call("send", command="send", target=worker_gid, content=f"task {i}",
+                                     sender=main_gid, wait=30, timeout=60, confirm=True)
                 if i >= warmup:
                     samples.append((time.perf_counter() - began) * 1000)
+                client.confirm_pending(answer)  # after the reply is "printed", as the CLI does
             client.call("send", command="send", target=worker_gid, content="stop", sender=main_gid)
         worker.wait(30)
     finally:
