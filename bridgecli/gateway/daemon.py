@@ -164,7 +164,6 @@ class Gateway:
         self._install_signal_handlers()
         self.api = LocalApi(self)
         self.api.start()
-        self.store.make_durable()  # this (I/O) thread's commits are followed by acks
         recovered = self.store.recover_taken()
         if recovered:  # handed to clients that never confirmed before the last gateway died
             glog.event(logger, "held again: messages no client confirmed", count=recovered)
@@ -540,11 +539,12 @@ class Gateway:
             return
         if self._handoffs:
             self._give_handoffs()
-        # the records are durable now: wake the waiting `poll --wait` / `send --wait` before
-        # acking (the ack's frame write is on the way to their answer otherwise); a crash
-        # between the two only means a redelivery, which the dedup record drops
+        # committed (safe against a crash): wake the waiting `poll --wait` / `send --wait` now,
+        # so the disk sync below runs while they answer; the acks wait for the sync. A power
+        # cut before it only means a redelivery (the broker still has every unacked message)
         for _, _, envelope in batch:
             self._notify(envelope)
+        self.store.sync()  # acks follow durability, power cuts included; the waiters already run
         last = batch[-1][0]
         # the acks are queued on the channel, not flushed one by one: BlockingChannel.basic_ack
         # spins the I/O loop until its frame is written (a tenth of the I/O thread's CPU per

@@ -84,7 +84,7 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
     return {"host": gw.host, "version": _version(), "pid": _pid(), "uptime": round(time.time() - gw.started, 1),
             "broker": {"connected": gw.connected.is_set(), "publishing": gw.lane.ready.is_set(),
                        "uris": uris, "server": gw.server_info},
-            "store": {"synchronous": store_mode},
+            "store": {"synchronous": store_mode, "sync_before_ack": True, "syncs": gw.store.syncs},
             "elsewhere": sorted(list(gw.elsewhere)), "entities": entities, "dedup_size": gw.store.size(),
             "dlq_depth": depths.get("bridge.dlq"),
             "extra": {name: fn() for name, fn in getattr(gw, "status_extras", {}).items()}}

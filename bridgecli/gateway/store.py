@@ -3,10 +3,11 @@
 One SQLite file in the user state dir. Why SQLite: the dedup record and the hold must be
 written in the *same* transaction, so that a gateway killed at any instant either has the
 message (and acks it on redelivery as a duplicate) or does not (and takes it again) —
-exactly-once at the hold. WAL mode; every commit an ack follows (a burst's, a worker's
-record) is fsynced first (``synchronous=FULL``), so a held message survives a power cut
-too: the broker forgets a message only once the host has it durably. A burst shares one
-commit. Other writes (taken, confirm, release) use NORMAL: losing one only repeats a message.
+exactly-once at the hold. WAL mode; every commit an ack follows is on disk before the ack
+(a burst: :meth:`Store.sync` after its commit; a worker's record: ``synchronous=FULL``), so
+a held message survives a power cut too: the broker forgets a message only once the host
+has it durably. A burst shares one sync. Other writes (taken, confirm, release) are not
+synced: losing one in a power cut only repeats a message.
 
 The dedup window is bounded: rows that are no longer held are pruned oldest-first beyond
 ``messaging.dedup_window`` ids.
@@ -86,6 +87,8 @@ class Store:
 
     def __init__(self, path: Path, dedup_window: int = 100_000) -> None:
         self.path = path
+        #: WAL syncs made for acks (see :meth:`sync`); shown by `bridge status`
+        self.syncs = 0
         self.dedup_window = dedup_window
         self._local = threading.local()
         self._inserts = 0
@@ -186,6 +189,22 @@ class Store:
 
     # --- batching (the gateway's I/O thread) ------------------------------------------
 
+    def sync(self) -> None:
+        """Make every commit so far durable against a power cut (fsync the WAL).
+
+        The gateway's I/O thread commits a burst with ``synchronous=NORMAL`` (safe against a
+        crash), hands it to waiting clients, then calls this before acking: the disk sync
+        runs while the clients are answered, instead of inside the commit."""
+        try:
+            fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return  # nothing committed through the WAL yet
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.syncs += 1
+
     def make_durable(self) -> None:
         """Fsync every commit of this thread's connection (``synchronous=FULL``): for the
         threads whose commits an ack follows (the gateway's I/O thread, delivery workers)."""
@@ -202,7 +221,6 @@ class Store:
         """Open one transaction that the following writes of this thread join, so a burst
         of deliveries costs one commit instead of one each."""
         if not getattr(self._local, "batch", False):
-            self.make_durable()
             self._db().execute("BEGIN IMMEDIATE")
             self._local.batch = True
 

@@ -13,7 +13,7 @@ import json
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from bridgecli.errors import BridgeError, BrokerUnavailable, Conflict, PermissionProblem, Timeout
 
@@ -40,8 +40,14 @@ def claims_enabled(config: "Config") -> bool:
 
 
 def claimer_for(config: "Config") -> "GrantClaimer | None":
-    """A claimer when this host's grants come from a hub, else None (nothing to ask)."""
-    return GrantClaimer(config) if claims_enabled(config) else None
+    """A claimer when this host's grants come from a hub, else None (nothing to ask). On a
+    machine using its embedded broker the answer can change while a gateway runs (`bridge hub
+    start` after `./dev run`), so there the claimer asks :func:`claims_enabled` at each call."""
+    if config.values.get("hub.id"):
+        return GrantClaimer(config)
+    if config.values.get("broker.uri"):
+        return None
+    return GrantClaimer(config, only_while=lambda: claims_enabled(config))
 
 
 def error_from_answer(answer: dict[str, Any]) -> BridgeError:
@@ -61,9 +67,11 @@ class GrantClaimer:
     (API threads, the gateway's I/O thread at connect) take turns on one lazily opened
     connection, reopened once when it broke."""
 
-    def __init__(self, config: "Config", timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, config: "Config", timeout: float = DEFAULT_TIMEOUT,
+                 only_while: Callable[[], bool] | None = None) -> None:
         self.config = config
         self.timeout = timeout
+        self._only_while = only_while
         self._lock = threading.Lock()
         self._connection: Any = None
         self._channel: Any = None
@@ -73,18 +81,21 @@ class GrantClaimer:
     def claim(self, entities: Iterable["Entity"]) -> None:
         """Own ``entities``' gids at the hub (idempotent); raises the hub's refusal."""
         items = [{"gid": e.gid, "label": e.label} for e in entities]
-        if items:
+        if items and self._active():
             self._call({"op": "claim", "entities": items})
 
     def release(self, gids: Iterable[str]) -> None:
         """Give ``gids`` back (their inboxes are gone)."""
         gids = list(gids)
-        if gids:
+        if gids and self._active():
             self._call({"op": "release", "gids": gids})
 
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+    def _active(self) -> bool:
+        return self._only_while is None or self._only_while()
 
     def _call(self, payload: dict[str, Any]) -> dict[str, Any]:
         import pika.exceptions

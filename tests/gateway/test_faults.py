@@ -292,4 +292,5 @@ def test_a_crash_at_each_stage_of_a_burst_loses_and_repeats_nothing(host_factory
     got = _drain_all(a, gid, len(ids), timeout=120)
     assert sorted(m["content"] for m in got) == sorted(ids)  # every one, exactly once
     assert _drain_all(a, gid, 1, timeout=2) == []
-    assert a.bridge_json("status")["store"]["synchronous"] == "FULL"
+    store = a.bridge_json("status")["store"]
+    assert store["sync_before_ack"] and store["syncs"] >= 1, store  # the restarted gateway synced its bursts

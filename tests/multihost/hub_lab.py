@@ -32,14 +32,20 @@ def hub_home(lab: NetnsLab) -> Host:
 
 
 def build(root: Path) -> NetnsLab:
-    """Namespaces for hub, hostB and hostC; the hub started; nobody joined yet."""
+    """Namespaces for hub, hostB and hostC; the hub started; nobody joined yet. As the README
+    has it: the hub machine first runs its broker and gateway (`./dev run`), then `bridge hub
+    start` turns that broker into the hub under the running gateway."""
     lab = NetnsLab(root, hosts=JOINERS, start_broker=False, prefix=f"bh{os.getpid()}")
     lab.setup()
     for name in JOINERS:  # a fresh machine: nothing but what `bridge join` will write
         for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
             lab.host(name).env.pop(key, None)
     hub_home(lab)
+    lab.bridge("hub", "broker", "start", timeout=180)
+    lab.start_gateway("hub")
+    mark = len(lab.gateway_text("hub"))
     lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, timeout=180)
+    lab.wait_log("hub", "connected to broker", timeout=60, after=mark)  # back on the hub's node
     return lab
 
 
@@ -117,7 +123,6 @@ def hub_lab() -> Iterator[NetnsLab]:
     try:
         lab = build(root)
         join(lab, "hostB")
-        lab.start_gateway("hub")
         lab.start_gateway("hostB")
         yield lab
     finally:
