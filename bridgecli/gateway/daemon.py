@@ -28,7 +28,7 @@ import logging
 import signal
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -147,6 +147,8 @@ class Gateway:
         #: monotonic time by which the roster has heard every live gateway at least once
         self.roster_complete_at = 0.0
         self.status_extras: dict[str, Callable[[], Any]] = {}
+        #: syncs the store before a burst's acks, off the I/O thread (see _ack_when_synced)
+        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-sync")
         #: the hub's registrar, when this host's broker grants come from one (else None)
         self.grants = claimer_for(config)
         #: queues of ours consumed by another client (a clone of this host?), by queue name
@@ -291,7 +293,9 @@ class Gateway:
         deadline = time.monotonic() + 10
         while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
             self._pump(0.05)
-        self._pump(0)
+        self._syncer.shutdown(wait=True)  # the last bursts' syncs: their acks are queued now
+        self._pump(0)  # runs those acks...
+        self._pump(0)  # ...and writes them
         if self.connection is not None:
             try:
                 self.connection.close()
@@ -544,25 +548,51 @@ class Gateway:
         # cut before it only means a redelivery (the broker still has every unacked message)
         for _, _, envelope in batch:
             self._notify(envelope)
-        self.store.sync()  # acks follow durability, power cuts included; the waiters already run
         last = batch[-1][0]
-        # the acks are queued on the channel, not flushed one by one: BlockingChannel.basic_ack
-        # spins the I/O loop until its frame is written (a tenth of the I/O thread's CPU per
-        # message), while the loop's next poll, right after this, writes it anyway
-        ack = self.channel._impl.basic_ack
         if not any(tag < last for tag in self._worker_tags):
             # one ack frame for the whole burst: every unacked delivery up to `last` on this
             # channel is in the batch (workers' deliveries are tracked and none is older)
-            ack(last, multiple=True)
+            acks = [(last, True)]
         else:
-            for tag, _, _ in batch:
-                ack(tag)
+            acks = [(tag, False) for tag, _, _ in batch]
+        self._ack_when_synced(acks)
         if len(batch) == 1:
             _, entity, envelope = batch[0]
             self._log_delivered(entity, envelope)
         else:  # one line per committed burst: a log line per message would cost more than the delivery
             glog.event(logger, "delivered", count=len(batch), entities=len({e.gid for _, e, _ in batch}),
                        first=batch[0][2].msg_id, last=batch[-1][2].msg_id)
+
+    def _ack_when_synced(self, acks: list[tuple[int, bool]]) -> None:
+        """Ack once the store has synced what was just committed: acks follow durability,
+        power cuts included. The sync runs on a thread of its own, so the I/O thread goes on
+        receiving and committing the next burst meanwhile (one sync covers every commit
+        before it: group commit); the acks then come back to the I/O thread in order."""
+        generation, connection = self.generation, self.connection
+        assert connection is not None
+
+        def synced(done: Future) -> None:
+            failed = done.exception()
+            try:
+                connection.add_callback_threadsafe(lambda: self._after_sync(generation, acks, failed))
+            except Exception:
+                pass  # the connection is gone: the broker redelivers, the dedup records drop them
+
+        self._syncer.submit(self.store.sync).add_done_callback(synced)
+
+    def _after_sync(self, generation: int, acks: list[tuple[int, bool]], failed: BaseException | None) -> None:
+        if generation != self.generation or self.channel is None or not self.channel.is_open:
+            return  # a channel since replaced: its deliveries come again, the dedup drops them
+        # queued on the channel, not flushed one by one: BlockingChannel.basic_ack spins the
+        # I/O loop until its frame is written, while the loop's next poll writes it anyway
+        impl = self.channel._impl
+        for tag, multiple in acks:
+            if failed is None:
+                impl.basic_ack(tag, multiple=multiple)
+            else:
+                impl.basic_nack(tag, multiple=multiple, requeue=True)
+        if failed is not None:
+            glog.event(logger, "store sync failed; burst requeued", logging.ERROR, error=str(failed))
 
     def _requeue_uncommitted(self, batch: list[tuple[int, Entity, Envelope]], exc: Exception) -> None:
         """The burst's commit failed: roll it back, hand nothing to waiters, and give every

@@ -45,9 +45,14 @@ def _install(stage: str, nth: int) -> None:
             bursts["armed"] = bursts["n"] == nth
         else:
             bursts["armed"] = False
+        synced = self.store.syncs
         flush(self)
         if bursts["armed"] and stage == "after-ack":
-            self.connection.process_data_events(time_limit=0)  # the queued ack frames go out
+            # the acks follow the store's sync on its own thread: let them arrive and go out
+            while self.store.syncs == synced:
+                self.connection.process_data_events(time_limit=0.01)
+            self.connection.process_data_events(time_limit=0.05)
+            self.connection.process_data_events(time_limit=0)
             die()
 
     Gateway._flush_batch, Store.commit_batch = flush_batch, commit_batch
