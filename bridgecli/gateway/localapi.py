@@ -131,7 +131,8 @@ class LocalApi:
         except BridgeError as exc:
             return _error(exc)
         except TypeError as exc:
-            return _error(Rejected(f"bad parameters for {op}: {exc}", "check the request fields"))
+            return _error(Rejected(f"bad parameters for {op}: {exc}",
+                                   "check the request fields; after an upgrade of bridge, restart the gateway"))
         except Exception as exc:
             glog.event(logger, "local API operation failed", logging.ERROR, op=op,
                        error=f"{type(exc).__name__}: {exc}")

@@ -72,9 +72,12 @@ class Presence:
                                                  else "; roster listener not connected"))
         self._status_thread.start()
         self.listener = RosterListener(gw.config, gw.host, self._on_frame, on_connected=self._listening)
-        self.listener.start()
 
     def on_connect(self) -> None:
+        # the listener binds to bridge.roster, which the gateway's first connect declares:
+        # started before that, a gateway on a fresh broker logged a frightening 404 retry
+        if self.listener is not None and not self.listener.is_started():
+            self.listener.start()
         # first heartbeats after a random part of one interval: when a broker restarts, every
         # gateway reconnects in the same second, and a synchronised announce burst (G²(E+1)
         # deliveries at once) can push the broker into a backlog it never recovers from

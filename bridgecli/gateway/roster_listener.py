@@ -58,6 +58,9 @@ class RosterListener:
     def start(self) -> None:
         self._thread.start()
 
+    def is_started(self) -> bool:
+        return self._thread.ident is not None
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread.is_alive():
