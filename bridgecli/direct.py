@@ -83,17 +83,19 @@ def _declare_delay(connection: Any, channel: Any, delay_ms: int) -> None:
 
 
 def resolve_recipient(config: Config, registry: Registry, target: str, *, force: bool = False) -> str:
-    """``target`` as a gid without a local gateway. A gid or label of exactly one entity of
-    this host (or any gid with ``force``) needs nothing more; anything else — a label on
-    another host, a gid to check — is looked up in the roster, heard for one interval on
-    ``bridge.roster`` like ``bridge roster`` does without a gateway."""
+    """``target`` as a gid without a local gateway. A full gid, or a label of exactly one
+    entity of this host, needs nothing more: the publish is mandatory, so the broker itself
+    says when no inbox has that gid (exit 9), without waiting for the roster. Only a label
+    of another host is looked up in the roster, heard for one interval on ``bridge.roster``
+    like ``bridge roster`` does without a gateway."""
     from bridgecli.envelope import is_uuid
     from bridgecli.resolve import resolve_target
 
     wanted = target.strip()
     lowered = wanted.lower()
-    if not wanted or (is_uuid(lowered) and (force or registry.get(lowered) is not None)) or (
-            not is_uuid(lowered) and sum(e.label == wanted for e in registry.all()) == 1):
+    if is_uuid(lowered):
+        return resolve_target(wanted, registry=registry, roster=None, force=True)
+    if not wanted or sum(e.label == wanted for e in registry.all()) == 1:
         return resolve_target(wanted, registry=registry, roster=None, force=force)
     from bridgecli.control_client import listen_roster
 
