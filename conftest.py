@@ -23,3 +23,15 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped on CI, where every test must run: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same at collection: a module that skips itself whole (``pytest.importorskip`` at
+    module level, when an extra is missing) fails the run on CI instead of vanishing."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"{collector.nodeid} skipped at collection on CI, where every test must run: {reason}"
