@@ -11,16 +11,20 @@ from bridgecli.cli.params import DURATION
 
 
 def _human(message: dict) -> None:
+    """A message for a person's terminal: its text is untrusted, so every control character
+    is shown as a visible stand-in, never sent to the terminal as input."""
+    from bridgecli.sanitize import sanitize, sanitize_line
+
     when = datetime.datetime.fromtimestamp(message["ts"]).strftime("%H:%M:%S")
-    who = message.get("fromLabel") or message["from"][:8]
-    host = f"@{message['fromHost']}" if message.get("fromHost") else ""
+    who = sanitize_line(message.get("fromLabel") or message["from"][:8], max_chars=64)
+    host = f"@{sanitize_line(message['fromHost'], max_chars=64)}" if message.get("fromHost") else ""
     header = f"[{when}] {message['kind']} {message['msgId']} from {who}{host}"
     if message.get("inReplyTo"):
         header += f" (re {message['inReplyTo']})"
     if message.get("user"):
         header += f" [user {message['user']}]"  # authenticated by the broker, unlike fromHost
     output.line(header)
-    output.line(message["content"])
+    output.line(sanitize(message["content"]))
     output.line("")
 
 

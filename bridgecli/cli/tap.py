@@ -22,6 +22,7 @@ def tap(app, count: int | None, as_json: bool) -> None:
     from bridgecli.amqp import topology
     from bridgecli.amqp.connection import connect
     from bridgecli.envelope import InvalidEnvelope, parse
+    from bridgecli.sanitize import sanitize_line
 
     connection = connect(app.config, name="bridge-tap")
     channel = connection.channel()
@@ -45,10 +46,10 @@ def tap(app, count: int | None, as_json: bool) -> None:
             if as_json:
                 output.line(json.dumps(row, ensure_ascii=False))
             elif "invalid" in row:
-                output.line(f"INVALID ({row['invalid']}) -> {row['routing_key']}: {row['body']!r}")
-            else:
-                who = row["fromLabel"] or row["from"][:8]
-                text = row["content"].replace("\n", " ")[:100]
+                output.line(f"INVALID ({row['invalid']}) -> {sanitize_line(row['routing_key'])}: {row['body']!r}")
+            else:  # message text is untrusted: no control character reaches the terminal
+                who = sanitize_line(row["fromLabel"] or row["from"][:8], max_chars=40)
+                text = sanitize_line(row["content"], max_chars=100)
                 output.line(f"{row['kind']:6} {who} -> {row['to'][:8]} {row['msgId'][:8]}: {text}")
             seen += 1
             if count is not None and seen >= count:
