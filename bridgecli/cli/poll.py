@@ -34,9 +34,11 @@ def _human(message: dict) -> None:
               help="Whose messages (default: env BRIDGE_GID).")
 @click.option("--wait", "-w", type=DURATION, default=0.0, metavar="DUR",
               help="If nothing is held, wait up to DUR for a message.")
+@click.option("--peer", metavar="GID|LABEL", default=None,
+              help="Only the messages from this sender; the others stay held.")
 @click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True)
 @output.json_option
-def poll(gid: str | None, wait: float, limit: int, as_json: bool) -> None:
+def poll(gid: str | None, wait: float, limit: int, peer: str | None, as_json: bool) -> None:
     """Drain messages held for an entity.
 
     Prints (and removes from the hold) the messages waiting for a hold-backend entity —
@@ -48,7 +50,8 @@ def poll(gid: str | None, wait: float, limit: int, as_json: bool) -> None:
     if client is not None:
         with client:
             # taken, not drained, until printed: a poll killed before then loses nothing
-            result = client.call("poll", gid=gid, wait=wait, limit=limit, timeout=None, confirm=True)
+            result = client.call("poll", gid=gid, wait=wait, limit=limit, timeout=None, confirm=True,
+                                 **({"peer": peer} if peer else {}))
             _show(result, as_json)
             client.confirm_pending(result)
         return
@@ -60,10 +63,14 @@ def poll(gid: str | None, wait: float, limit: int, as_json: bool) -> None:
 
     if wait:
         output.warn("no local gateway: returning what is held now, without waiting")
-    identity = messaging.sender_identity(open_registry(), gid)
+    from bridgecli.resolve import resolve_target
+
+    registry = open_registry()
+    identity = messaging.sender_identity(registry, gid)
+    peer_gid = resolve_target(peer, registry=registry, roster=None, force=True) if peer else None
     store = open_store(cfg.load())
     result = {"gid": identity.gid,
-              "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit)]}
+              "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit, sender=peer_gid)]}
     _show(result, as_json)
 
 

@@ -98,6 +98,8 @@ class Waiter:
     handed: list[StoredMessage] = field(default_factory=list)
     #: its client confirms what it gets: hand-offs are recorded ``taken``, not ``drained``
     two_phase: bool = False
+    #: a poll for one peer's messages only (its gid), or None for anyone's
+    peer: str | None = None
 
 
 class Gateway:
@@ -737,7 +739,7 @@ class Gateway:
         waiter = None
         with self.waiters_lock:
             for candidate in self.waiters:
-                if candidate.recipient != envelope.recipient:
+                if candidate.recipient != envelope.recipient or candidate.peer not in (None, envelope.sender):
                     continue
                 # its claims so far: handed over, or in this batch (only this thread adds those)
                 claimed = len(candidate.handed) + sum(1 for w, _ in self._handoffs if w is candidate)
@@ -787,8 +789,8 @@ class Gateway:
                     waiter.event.set()
 
     def add_waiter(self, recipient: str, in_reply_to: str | None = None, claims: int = 0,
-                   two_phase: bool = False) -> Waiter:
-        waiter = Waiter(recipient, in_reply_to, claims=claims, two_phase=two_phase)
+                   two_phase: bool = False, peer: str | None = None) -> Waiter:
+        waiter = Waiter(recipient, in_reply_to, claims=claims, two_phase=two_phase, peer=peer)
         with self.waiters_lock:
             self.waiters.append(waiter)
         return waiter

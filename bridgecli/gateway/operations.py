@@ -232,28 +232,33 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
 
 
 def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int = 100,
-            peek: bool = False, confirm: bool = False) -> dict[str, Any]:
+            peek: bool = False, confirm: bool = False, peer: str | None = None) -> dict[str, Any]:
     """Drain held messages; with ``peek`` return them without draining — the caller then
     confirms with op ``ack`` once it has handed them on (no loss if it dies in between).
     With ``confirm`` they are taken, not drained, until the client confirms them (op
-    ``confirm``), and held again if it goes away first."""
+    ``confirm``), and held again if it goes away first. With ``peer`` (a gid or label) only
+    that sender's messages are taken; the others stay held."""
     identity = messaging.sender_identity(gw.registry, gid)
+    peer_gid = gw.resolve_target(peer, force=True) if peer else None
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
     mark = TAKEN if confirm else DRAINED
     # a draining poll takes messages handed over at hold time; a peek only wants the wakeup
-    waiter = gw.add_waiter(identity.gid, claims=0 if peek else int(limit), two_phase=confirm) if wait else None
+    waiter = gw.add_waiter(identity.gid, claims=0 if peek else int(limit), two_phase=confirm,
+                           peer=peer_gid) if wait else None
     try:
         while True:
             if peek:
-                messages = gw.store.peek(identity.gid, limit=int(limit))
+                messages = gw.store.peek(identity.gid, limit=int(limit), sender=peer_gid)
             else:
                 handed = gw.take_handed(waiter) if waiter is not None else []
-                messages = (gw.store.drain(identity.gid, limit=int(limit) - len(handed), mark=mark)
-                            if len(handed) < limit else [])
+                messages = (gw.store.drain(identity.gid, limit=int(limit) - len(handed), mark=mark,
+                                           sender=peer_gid) if len(handed) < limit else [])
                 if handed:
                     messages = sorted(messages + handed, key=lambda m: m.received)
             if messages or waiter is None or time.monotonic() >= deadline:
                 result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages]}
+                if peer_gid:
+                    result["peer"] = peer_gid
                 if confirm and not peek and messages:
                     result[PENDING] = [m.envelope.msg_id for m in messages]
                 return result

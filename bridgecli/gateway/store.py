@@ -316,11 +316,14 @@ class Store:
     # --- holding and draining -----------------------------------------------------------
 
     def drain(self, recipient: str, limit: int = 100, in_reply_to: str | None = None,
-              mark: str = DRAINED) -> list[StoredMessage]:
-        """Take held messages for ``recipient`` (oldest first) and mark them ``mark``
-        (:data:`TAKEN` for a client that confirms once it has them)."""
+              mark: str = DRAINED, sender: str | None = None) -> list[StoredMessage]:
+        """Take held messages for ``recipient`` (oldest first; only ``sender``'s when given)
+        and mark them ``mark`` (:data:`TAKEN` for a client that confirms once it has them)."""
         query = "SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
         args: list[object] = [recipient]
+        if sender is not None:
+            query += " AND sender = ?"
+            args.append(sender)
         if in_reply_to is not None:
             query += " AND in_reply_to = ?"
             args.append(in_reply_to)
@@ -378,10 +381,12 @@ class Store:
         with self._tx() as db:
             return db.execute("UPDATE messages SET state = 'held', drained = NULL WHERE state = 'taken'").rowcount
 
-    def peek(self, recipient: str, limit: int = 100) -> list[StoredMessage]:
-        """Held messages for ``recipient`` without taking them (see :meth:`ack`)."""
+    def peek(self, recipient: str, limit: int = 100, sender: str | None = None) -> list[StoredMessage]:
+        """Held messages for ``recipient`` (only ``sender``'s when given) without taking them
+        (see :meth:`ack`)."""
         rows = self._db().execute("SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
-                                  " ORDER BY received LIMIT ?", (recipient, limit)).fetchall()
+                                  " AND (? IS NULL OR sender = ?) ORDER BY received LIMIT ?",
+                                  (recipient, sender, sender, limit)).fetchall()
         return [_row_to_message(row) for row in rows]
 
     def ack(self, recipient: str, msg_ids: list[str]) -> int:

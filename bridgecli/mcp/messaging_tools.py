@@ -83,8 +83,9 @@ def _tools(link: GatewayLink) -> list[Tool]:
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             # peek, then ack once the result is built: a server that dies in between loses nothing
+            peer = {"peer": args["peer"]} if args.get("peer") else {}
             result = await link.call("poll", gid=link.gid, wait=remaining, limit=limit, peek=True,
-                                     timeout=remaining + 30)
+                                     timeout=remaining + 30, **peer)
             drained = result.get("messages") or []
             if drained:
                 await link.call("ack", gid=link.gid, msg_ids=[m["msgId"] for m in drained], timeout=30)
@@ -156,7 +157,9 @@ def _tools(link: GatewayLink) -> list[Tool]:
              "to that many seconds if nothing is held yet.",
              _schema({"wait": {**_WAIT, "description": "Seconds to wait if nothing is held yet (default 0)."},
                       "limit": {"type": "integer", "minimum": 1, "maximum": 1000,
-                                "description": "Most messages to return (default 100)."}}, []),
+                                "description": "Most messages to return (default 100)."},
+                      "peer": {**_TARGET, "description": "Only the messages from this sender (a label or gid); "
+                                                         "the others stay held for a later call."}}, []),
              bridge_poll, title="Collect held messages"),
         Tool("bridge_roster",
              "List every agent and session all gateways announce: label, host, role, status, delivery and gid. "

@@ -222,3 +222,31 @@ def test_u6_u7_two_mcp_sessions_message_each_other(gw_host, label):
     anyio.run(scenario)
     roles = {e["label"]: e["role"] for e in gw_host.bridge_json("entities")["entities"]}
     assert roles[orchestrator] == "orchestrator" and roles[main] == "main"
+
+
+def test_poll_for_one_peer_leaves_the_others_held(gw_host, label):
+    """The seed's bridge_poll(gidW): only that worker's messages are taken; bridge poll --peer
+    does the same from a shell."""
+    gw_host.register(f"wa{label}")
+    gw_host.register(f"wb{label}")
+
+    async def session() -> None:
+        async with mcp_client(gw_host, label) as (client, _):
+            for worker in (f"wa{label}", f"wb{label}", f"wa{label}"):
+                gw_host.bridge("send", label, f"from {worker}", "--from", worker, check=True)
+            _wait_held(gw_host, label, 3)
+            result = await client.call_tool("bridge_poll", {"peer": f"wa{label}"})
+            assert not result.is_error, text_of(result)
+            assert [m["content"] for m in result.structured_content["messages"]] == [f"from wa{label}"] * 2
+            rest = await client.call_tool("bridge_poll", {})
+            assert [m["content"] for m in rest.structured_content["messages"]] == [f"from wb{label}"]
+
+    anyio.run(session)
+    main = next(e["gid"] for e in gw_host.bridge_json("entities")["entities"] if e["label"] == label)
+    for worker in (f"wa{label}", f"wb{label}"):
+        gw_host.bridge("send", main, f"again from {worker}", "--from", worker, check=True)
+    _wait_held(gw_host, label, 2)
+    mine = gw_host.bridge_json("poll", "--as", main, "--peer", f"wb{label}", "--wait", "5s")["messages"]
+    assert [m["content"] for m in mine] == [f"again from wb{label}"]
+    left = gw_host.bridge_json("poll", "--as", main, "--wait", "5s")["messages"]
+    assert [m["content"] for m in left] == [f"again from wa{label}"]
