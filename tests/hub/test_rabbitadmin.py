@@ -91,7 +91,5 @@ def test_errors(node):
     with pytest.raises(BrokerUnavailable, match="HTTP 401"):
         RabbitAdmin(node.management_port, password="wrong").wait_ready(5)
     closed_port = free_port()
-    started = time.monotonic()
     with pytest.raises(BrokerUnavailable, match=f"127.0.0.1:{closed_port}"):
         RabbitAdmin(closed_port).wait_ready(1)
-    assert time.monotonic() - started < 3
