@@ -50,7 +50,7 @@ class Control:
         topology.declare(channel, topology.control_queue(self.gw.host, self.gw.queue_type))
         if self.gw.consumed_elsewhere(queue, self.on_connect, "spawn/stop requests"):
             return
-        channel.basic_consume(queue, self._on_request, exclusive=True)
+        channel.basic_consume(queue, self._on_request, exclusive=self.gw.exclusive)
 
     def _on_request(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
         channel.basic_ack(method.delivery_tag)

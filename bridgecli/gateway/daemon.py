@@ -156,6 +156,10 @@ class Gateway:
         #: queues of ours consumed by another client (a clone of this host?), by queue name
         self.elsewhere: dict[str, _Elsewhere] = {}
         self._probe: Any = None
+        #: when this gateway last lost its connection: until the broker notices, the old
+        #: connection's consumers still count (a cluster node that died, a dead TCP peer)
+        self._lost_at: float | None = None
+        self._stale_grace = 2 * float(config.values["broker.heartbeat"]) + 60.0
         self.add_periodic(0.5, self._retry_elsewhere)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -259,6 +263,7 @@ class Gateway:
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()
+        self._lost_at = time.monotonic()
         self._rollback_batch()
         self._worker_tags = set()
         self.generation += 1
@@ -377,7 +382,14 @@ class Gateway:
         generation = self.generation
         consumer.tag = self.channel.basic_consume(
             queue, lambda ch, method, props, body: self._on_message(entity, generation, method, props, body),
-            exclusive=True)
+            exclusive=self.exclusive)
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether inboxes are consumed as the only consumer. Not on a cluster (quorum
+        inboxes): a consumer on a node that died lingers on its quorum queues for minutes, and
+        would keep every survivor from taking the inbox over (failover is the point there)."""
+        return self.queue_type != "quorum"
 
     def _reattach(self, entity: Entity) -> None:
         if entity.gid in self.consumers and self.consumers[entity.gid].tag is None:
@@ -390,6 +402,8 @@ class Gateway:
         gateways sharing a registry (a cloned VM, a restored snapshot, a home on NFS) from
         each delivering about half of the messages."""
         assert self.connection is not None
+        if not self.exclusive:
+            return False
         if self._probe is None or not self._probe.is_open:
             self._probe = self.connection.channel()
         consumers = self._probe.queue_declare(queue, passive=True).method.consumer_count
@@ -399,13 +413,21 @@ class Gateway:
                 del self.elsewhere[queue]
                 glog.event(logger, "queue is free again; serving it here", queue=queue, what=what)
             return False
+        # just reconnected: the consumer may be this gateway's own, on the connection the
+        # broker has not noticed is gone yet (a killed cluster node's consumers linger too);
+        # look again every second meanwhile, rather than backing off as from a stranger
+        own_leftover = self._lost_at is not None and time.monotonic() - self._lost_at < self._stale_grace
         if entry is None:
             entry = self.elsewhere[queue] = _Elsewhere(what, retry)
-            glog.event(logger, "queue is consumed by another client; not serving it here until it goes away",
-                       logging.WARNING, queue=queue, what=what,
-                       hint="another gateway with a copy of this host's files? (a cloned VM, a restored "
-                            "snapshot, a shared home directory): stop it")
-        else:
+            if own_leftover:
+                glog.event(logger, "queue still has this gateway's previous consumer; waiting for the broker "
+                           "to drop it", queue=queue, what=what)
+            else:
+                glog.event(logger, "queue is consumed by another client; not serving it here until it goes away",
+                           logging.WARNING, queue=queue, what=what,
+                           hint="another gateway with a copy of this host's files? (a cloned VM, a restored "
+                                "snapshot, a shared home directory): stop it")
+        elif not own_leftover:
             entry.interval = min(entry.interval * 2, 30.0)
         entry.next_at = time.monotonic() + entry.interval
         return True

@@ -98,7 +98,9 @@ def chromium_factory() -> Iterator[Callable[..., object]]:
     started: list[Chromium] = []
 
     def start(**kwargs: object) -> Chromium:
-        browser = Chromium(**kwargs).start()
+        # 60 s, not the 20 s default: a first start on a fresh CI machine builds Chromium's
+        # caches, and on a busy 2-core box that once took longer than 20 s
+        browser = Chromium(**kwargs).start(timeout=60.0)
         started.append(browser)
         return browser
 
