@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bridgecli import paths
+from bridgecli.amqp.uri import redact
 from bridgecli.errors import (BridgeError, BrokerUnavailable, CannotWrite, ClockSkew, Conflict, InviteError,
                               Timeout, TlsError)
 from bridgecli.hub import invite as invite_mod
@@ -92,7 +93,7 @@ def _existing_conflicts(invite: invite_mod.Invite, force: bool) -> None:
         return
     old_uri = _file_value("broker", "uri")
     if old_uri and not any(a in old_uri for a in invite.addresses):
-        raise Conflict(f"this host already uses another broker ({_redacted(old_uri)})",
+        raise Conflict(f"this host already uses another broker ({redact(old_uri)})",
                        "join anyway with `bridge join --force INVITE` (the old broker.uri is replaced)")
     old_host = _file_value("host", "id")
     if old_host and old_host != invite.host:
@@ -111,14 +112,6 @@ def _file_value(section: str, key: str) -> Any:
         return (read_file(paths.config_file()).get(section) or {}).get(key)
     except BridgeError:
         return None
-
-
-def _redacted(uri: str) -> str:
-    if "@" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
 
 
 def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invite,

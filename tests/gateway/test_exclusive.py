@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pika
 import pika.exceptions
 
+from tests.multihost.helpers import wait_for
 from tests.support.hosts import Host
-
-
-def _wait(predicate, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not met within {timeout:g}s")
 
 
 def _clone(host: Host, rabbitmq) -> Host:
@@ -42,7 +32,8 @@ def test_a_cloned_host_splits_nothing_and_reports_the_conflict(host_factory, rab
     clone = _clone(a, rabbitmq)
     try:
         clone.start_gateway()
-        status = _wait(lambda: (s := clone.bridge_json("status"))["elsewhere"] and s, 30, "the clone's conflict")
+        status = wait_for(lambda: (s := clone.bridge_json("status"))["elsewhere"] and s, 30,
+                          what="the clone's conflict")
         assert set(status["elsewhere"]) == {f"agent.{main}.inbox", f"control.{a.name}"}
         assert [e["elsewhere"] for e in status["entities"]] == [True]
         assert "consumed by another client" in clone.log_path.read_text()
@@ -60,7 +51,7 @@ def test_a_cloned_host_splits_nothing_and_reports_the_conflict(host_factory, rab
         assert clone.bridge_json("poll", "--as", main, "--wait", "1s")["messages"] == []
         # the original goes away: the clone takes over by itself
         a.stop_gateway()
-        _wait(lambda: not clone.bridge_json("status")["elsewhere"], 60, "the clone's take-over")
+        wait_for(lambda: not clone.bridge_json("status")["elsewhere"], 60, what="the clone's take-over")
         assert "free again; serving it here" in clone.log_path.read_text()
         clone.bridge("send", main, "after take-over", "--from", "main", check=True)
         assert [m["content"] for m in clone.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]] \

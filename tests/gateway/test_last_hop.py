@@ -11,25 +11,15 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.multihost.helpers import wait_for
 from tests.support.env import BRIDGE_BIN
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not met within {timeout:g}s")
 
 
 def _waiting(host, gid: str) -> bool:
@@ -40,7 +30,7 @@ def _waiting(host, gid: str) -> bool:
 def _start_poll(host, gid: str) -> subprocess.Popen:
     poll = subprocess.Popen([BRIDGE_BIN, "poll", "--as", gid, "--wait", "60s", "--json"], env=host.env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait(lambda: _waiting(host, gid), what="the poll waiting in the gateway")
+    wait_for(lambda: _waiting(host, gid), what="the poll waiting in the gateway")
     return poll
 
 
@@ -63,12 +53,12 @@ def test_a_poll_killed_after_the_answer_was_written_loses_nothing(host_factory):
     poll.send_signal(signal.SIGSTOP)  # it cannot read (or print) what the gateway writes it
     try:
         sent = a.bridge_json("send", main, "do not lose me", "--from", "peer")
-        _wait(lambda: "delivered" in a.log(), what="the hand-off")
+        wait_for(lambda: "delivered" in a.log(), what="the hand-off")
     finally:
         poll.kill()  # SIGKILL, also for a stopped process
         poll.communicate(timeout=10)
-    again = _wait(lambda: a.bridge_json("poll", "--as", main, "--wait", "2s")["messages"], 15,
-                  "the message held again")
+    again = wait_for(lambda: a.bridge_json("poll", "--as", main, "--wait", "2s")["messages"], 15,
+                     what="the message held again")
     assert [(m["msgId"], m["content"]) for m in again] == [(sent["msgId"], "do not lose me")]
     assert a.bridge_json("poll", "--as", main, "--wait", "1s")["messages"] == [], "once"
     assert "unconfirmed messages held again" in a.log()
