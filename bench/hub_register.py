@@ -1,25 +1,12 @@
-"""Registering on a joined host: what the hub's registrar claim adds before the inbox is live.
+"""Register -> inbox consumable on a host joined to a hub, against a host that never claims.
 
-On a host joined to a hub (``bridge join``), ``register`` through the local gateway first asks
-the hub's registrar (AMQP, direct reply-to) to extend the host's RabbitMQ permissions to the
-new gid (one management API update on the hub), then declares the inbox and consumes it.
-Measured: "register -> inbox consumable", the ``register`` op on the gateway's socket
-(in-process :class:`GatewayClient`) from call to return; the op returns once the inbox is
-declared and consumed. p50/p95/p99 over N rounds (5 warm-ups per host not counted).
-
-Baseline, same run, interleaved round by round (alternating which host goes first): the same
-register on a host with the same TLS connection to the same broker but a broker user with
-full permissions (``.* .* .*``, made through the hub's management API) and no ``hub.id``, so
-it never claims. Hosts (own XDG dirs each): A the hub machine (``bridge hub start --listen
-127.0.0.1``, its gateway running), B joined with ``bridge hub invite hostb`` + ``bridge
-join`` (measured), C the baseline. Every 10th round (untimed) the new inbox is checked to
-have exactly 1 consumer (passive declare as A's loopback guest); every entity is unregistered
-again (untimed) so the registry and the grant stay small.
-
-Run: ``.venv/bin/python bench/hub_register.py [--rounds N] [--json [FILE]]``; prints a table
-(``--json`` prints the rows and raw samples as JSON instead, or writes them to FILE);
-``main()`` returns rows for bench/run_all.py. Asserts nothing. Gateways, hub node, registrar
-and temp dirs are all removed at the end.
+Measured: the ``register`` op on the joined host's gateway socket, call to return (the
+inbox is then declared and consumed): it first claims the gid at the hub's registrar.
+Baseline, same run, interleaved: the same register on a host with every permission on the
+same broker and TLS listener and no ``hub.id``. p50/p95/p99 after 5 warm-ups per host.
+Why: the grant that follows registration must stay cheap. Setup and method in
+docs/benchmarks.md ("Hub: register on a joined host"). Run:
+``.venv/bin/python bench/hub_register.py [--rounds N] [--json [FILE]]``; asserts nothing.
 """
 
 from __future__ import annotations

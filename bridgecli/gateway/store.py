@@ -1,16 +1,10 @@
 """The gateway's durable state on this host: received messages (dedup + hold) and attempts.
 
-One SQLite file in the user state dir. Why SQLite: the dedup record and the hold must be
-written in the *same* transaction, so that a gateway killed at any instant either has the
-message (and acks it on redelivery as a duplicate) or does not (and takes it again) —
-exactly-once at the hold. WAL mode; every commit an ack follows is on disk before the ack
-(a burst: :meth:`Store.sync` after its commit; a worker's record: ``synchronous=FULL``), so
-a held message survives a power cut too: the broker forgets a message only once the host
-has it durably. A burst shares one sync. Other writes (taken, confirm, release) are not
-synced: losing one in a power cut only repeats a message.
-
-The dedup window is bounded: rows that are no longer held are pruned oldest-first beyond
-``messaging.dedup_window`` ids.
+One SQLite file in the user state dir. The dedup record and the hold are one transaction, so
+a gateway killed at any instant either has a message (and drops its redelivery) or takes it
+again: exactly-once at the hold. Every commit an ack follows is on disk first (:meth:`Store.sync`
+after a burst; ``synchronous=FULL`` for a worker's record), so a power cut loses nothing either.
+Held messages are never pruned; other ids beyond ``messaging.dedup_window`` are.
 """
 
 from __future__ import annotations
