@@ -84,18 +84,23 @@ def inbox_queue(gid: str, queue_type: str = "classic", max_attempts: int = 5) ->
     """``agent.<gid>.inbox``: durable, dead-lettering to ``bridge.dlx``, bound by gid.
 
     Quorum inboxes also get the broker's own ``x-delivery-limit`` (the gateway counts
-    attempts itself as well, which is what makes classic queues dead-letter too).
+    attempts itself as well, which is what makes classic queues dead-letter too) and
+    ``x-single-active-consumer``: quorum queues ignore the exclusive flag of a consume, so on a
+    cluster it is this argument that keeps a second consumer from taking half of the messages.
     """
     args: dict[str, Any] = {"x-dead-letter-exchange": DLX, "x-queue-type": queue_type}
     if queue_type == "quorum":
         args["x-delivery-limit"] = max_attempts
+        args["x-single-active-consumer"] = True
     return Queue(inbox_name(gid), arguments=args, bindings=(Binding(MSG, gid),))
 
 
 def control_queue(host: str, queue_type: str = "classic") -> Queue:
     """``control.<host>``: durable, bound to ``bridge.control`` with the host id (quorum on a
-    cluster, for the same reason as :func:`dead_letter_queue`)."""
-    args = {"x-queue-type": "quorum"} if queue_type == "quorum" else {}
+    cluster, for the same reason as :func:`dead_letter_queue`, with one active consumer as
+    :func:`inbox_queue` has)."""
+    args: dict[str, Any] = {"x-queue-type": "quorum", "x-single-active-consumer": True} \
+        if queue_type == "quorum" else {}
     return Queue(f"control.{host}", arguments=args, bindings=(Binding(CONTROL, host),))
 
 

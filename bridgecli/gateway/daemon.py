@@ -386,9 +386,9 @@ class Gateway:
 
     @property
     def exclusive(self) -> bool:
-        """Whether inboxes are consumed as the only consumer. Not on a cluster (quorum
-        inboxes): a consumer on a node that died lingers on its quorum queues for minutes, and
-        would keep every survivor from taking the inbox over (failover is the point there)."""
+        """Whether consumes carry the exclusive flag: classic queues only. Quorum queues ignore
+        the flag; their inboxes are declared single-active-consumer instead, which the broker
+        enforces and which hands the inbox over at once when a consumer's node dies."""
         return self.queue_type != "quorum"
 
     def _reattach(self, entity: Entity) -> None:
@@ -402,8 +402,6 @@ class Gateway:
         gateways sharing a registry (a cloned VM, a restored snapshot, a home on NFS) from
         each delivering about half of the messages."""
         assert self.connection is not None
-        if not self.exclusive:
-            return False
         if self._probe is None or not self._probe.is_open:
             self._probe = self.connection.channel()
         consumers = self._probe.queue_declare(queue, passive=True).method.consumer_count
@@ -414,8 +412,8 @@ class Gateway:
                 glog.event(logger, "queue is free again; serving it here", queue=queue, what=what)
             return False
         # just reconnected: the consumer may be this gateway's own, on the connection the
-        # broker has not noticed is gone yet (a killed cluster node's consumers linger too);
-        # look again every second meanwhile, rather than backing off as from a stranger
+        # broker has not noticed is gone yet; look again every second meanwhile, rather than
+        # backing off as from a stranger (a killed cluster node's consumers are not counted)
         own_leftover = self._lost_at is not None and time.monotonic() - self._lost_at < self._stale_grace
         if entry is None:
             entry = self.elsewhere[queue] = _Elsewhere(what, retry)

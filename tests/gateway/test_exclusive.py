@@ -1,5 +1,10 @@
 """One consumer per inbox, enforced by the broker: a second gateway with a copy of this host's
-files (a cloned VM, a restored snapshot, a home on NFS) splits nothing and says so."""
+files (a cloned VM, a restored snapshot, a home on NFS) splits nothing and says so.
+
+Both queue types: classic inboxes are consumed exclusively; quorum inboxes (a cluster) ignore
+that flag and are declared single-active-consumer instead. The quorum case runs in a vhost of
+its own, so its quorum ``bridge.dlq`` does not meet the session's classic one.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +12,48 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import uuid
+
 import pika
 import pika.exceptions
+import pytest
 
 from tests.multihost.helpers import wait_for
 from tests.support.hosts import Host
 
 
-def _clone(host: Host, rabbitmq) -> Host:
+QUORUM = {"BRIDGE_MESSAGING_INBOX_QUEUE_TYPE": "quorum"}
+
+
+@pytest.fixture(params=["classic", "quorum"])
+def broker(request, rabbitmq) -> tuple[str, dict[str, str]]:
+    """``(uri, env)`` for hosts of one queue type."""
+    if request.param == "classic":
+        return rabbitmq.uri, {}
+    vhost = f"q{uuid.uuid4().hex[:8]}"
+    rabbitmq.ctl("add_vhost", vhost)
+    rabbitmq.ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    request.addfinalizer(lambda: rabbitmq.ctl("delete_vhost", vhost, check=False))
+    return f"{rabbitmq.uri.rstrip('/')}/{vhost}", QUORUM
+
+
+def _clone(host: Host, uri: str, env: dict[str, str]) -> Host:
     """A second installation with a copy of ``host``'s registry, store and config, and the
     same host id: what a cloned VM runs. Its runtime dir (gateway socket) is its own."""
     root = Path(tempfile.mkdtemp(prefix="hclone", dir="/tmp"))
-    clone = Host(host.name, root, rabbitmq.uri)
+    clone = Host(host.name, root, uri, env)
     for kind in ("DATA", "STATE", "CONFIG"):
         key = f"XDG_{kind}_HOME"
         shutil.copytree(host.env[key], clone.env[key], dirs_exist_ok=True)
     return clone
 
 
-def test_a_cloned_host_splits_nothing_and_reports_the_conflict(host_factory, rabbitmq):
-    a = host_factory("a")
+def test_a_cloned_host_splits_nothing_and_reports_the_conflict(host_factory, broker):
+    uri, env = broker
+    a = host_factory("a", broker_uri=uri, extra_env=env)
     main = a.register("main", role="main")
     a.start_gateway()
-    clone = _clone(a, rabbitmq)
+    clone = _clone(a, uri, env)
     try:
         clone.start_gateway()
         status = wait_for(lambda: (s := clone.bridge_json("status"))["elsewhere"] and s, 30,
@@ -61,20 +85,31 @@ def test_a_cloned_host_splits_nothing_and_reports_the_conflict(host_factory, rab
         shutil.rmtree(clone.root, ignore_errors=True)
 
 
-def test_a_foreign_consumer_on_a_served_inbox_is_refused(host_factory, rabbitmq):
-    a = host_factory("a")
+def test_a_foreign_consumer_on_a_served_inbox_gets_nothing(host_factory, broker):
+    """Classic: the broker refuses the second consumer (403). Quorum: it accepts it as a
+    standby that receives nothing while the gateway's consumer is active."""
+    uri, env = broker
+    a = host_factory("a", broker_uri=uri, extra_env=env)
     main = a.register("main", role="main")
     a.start_gateway()
-    connection = pika.BlockingConnection(pika.URLParameters(rabbitmq.uri))
+    a.wait_connected()
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    stolen: list[bytes] = []
     try:
         channel = connection.channel()
         try:
-            channel.basic_consume(f"agent.{main}.inbox", lambda *args: None)
-            raise AssertionError("the broker let a second consumer onto a served inbox")
+            channel.basic_consume(f"agent.{main}.inbox", lambda ch, method, props, body: stolen.append(body))
+            assert env == QUORUM, "the broker let a second consumer onto a served classic inbox"
         except pika.exceptions.ChannelClosedByBroker as exc:
-            assert exc.reply_code == 403 and "exclusive" in exc.reply_text
+            assert env != QUORUM and exc.reply_code == 403 and "exclusive" in exc.reply_text
+        for n in range(5):
+            a.bridge("send", main, f"still served {n}", "--from", "main", check=True)
+        got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]
+        while len(got) < 5:
+            more = a.bridge_json("poll", "--as", main, "--wait", "5s")["messages"]
+            assert more, f"only {len(got)} of 5 reached the gateway; the foreign consumer has {len(stolen)}"
+            got += more
+        connection.process_data_events(0.5)
+        assert stolen == [] and sorted(m["content"] for m in got) == [f"still served {n}" for n in range(5)]
     finally:
         connection.close()
-    a.bridge("send", main, "still served", "--from", "main", check=True)
-    assert [m["content"] for m in a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]] \
-        == ["still served"]
