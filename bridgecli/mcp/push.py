@@ -6,8 +6,9 @@ holds every message (durably, acked off the broker) until the client drains it w
 receipt, and a message "delivered" into a notification the client dropped would be lost —
 but the *fact* that messages are waiting, and how many. Each announcement goes out as:
 
-* ``notifications/message`` (MCP logging) — every client can show it;
-* ``notifications/resources/updated`` for ``bridge://inbox`` — for clients that subscribed;
+* ``notifications/message`` (MCP logging) — every handshake-era client can show it;
+* ``notifications/resources/updated`` for ``bridge://inbox`` — for clients that subscribed
+  (``resources/subscribe`` up to 2025-11-25, a ``subscriptions/listen`` stream on 2026-07-28);
 * ``notifications/claude/channel`` — Claude Code's channel event, which lands in the
   running session's context (advertised as the experimental ``claude/channel`` capability).
 

@@ -8,7 +8,12 @@ small middleware when the client finishes the handshake.
 
 stdout belongs to the protocol: nothing here prints, Python logging goes to stderr, and the
 SDK's deprecation warnings (logging is deprecated in the 2026 protocol revision, which is
-also why push has three channels) are silenced rather than printed.
+also why push has several channels) are silenced rather than printed.
+
+The client's first request picks the protocol era: a handshake-era client (2024-11-05 … 2025-11-25) gets
+log messages and ``resources/updated`` on the connection; a 2026-07-28 client gets
+``resources/updated`` only on the ``subscriptions/listen`` streams it opens, which the SDK's
+:class:`~mcp.server.subscriptions.ListenHandler` serves from :attr:`SessionState.bus`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import anyio
 import mcp.types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from bridgecli import __version__
@@ -76,6 +83,8 @@ class SessionState:
     subscribed: set[str] = field(default_factory=set)
     log_level: str = "debug"
     watcher: InboxWatcher | None = None
+    #: feeds the 2026-07-28 ``subscriptions/listen`` streams (each filters for the URIs it asked for)
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
 
     async def announce(self, event: InboxEvent) -> None:
         """Send one inbox event on every push channel the client may listen to."""
@@ -90,12 +99,16 @@ class SessionState:
             # the channel event first: it is the one that reaches the model by itself
             meta = {"kind": event.kind, "held": str(event.held), "label": self.link.label}
             await session.send_notification(_ChannelNotification(params={"content": text, "meta": meta}))
-            if LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    await session.send_log_message(level, data, logger="bridge")
-            if INBOX_URI in self.subscribed:
-                await session.send_resource_updated(INBOX_URI)
+            await self.bus.publish(ResourceUpdated(INBOX_URI))
+            # 2026-07-28 has no connection-wide log messages: one there is scoped to a request,
+            # and an arrival answers none (the captured session's request is long finished)
+            if session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+                if LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        await session.send_log_message(level, data, logger="bridge")
+                if INBOX_URI in self.subscribed:
+                    await session.send_resource_updated(INBOX_URI)
         except Exception as exc:  # the client went away mid-send: push is best effort
             logger.debug("push failed: %s", exc)
 
@@ -167,12 +180,19 @@ def build_server(state: SessionState) -> Server:
             instructions=state.instructions or INSTRUCTIONS.format(label=state.link.label, gid=state.link.gid),
             on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
             on_read_resource=read_resource, on_subscribe_resource=subscribe,
-            on_unsubscribe_resource=unsubscribe, on_set_logging_level=set_level)
+            on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=ListenHandler(state.bus),
+            on_set_logging_level=set_level)
 
     async def capture_session(ctx: Any, call_next: Any) -> Any:
-        """Keep the connection's session for push; ready once the handshake is done."""
+        """Keep the connection's session for push; ready once the handshake is done.
+
+        Captured before a request runs: a ``subscriptions/listen`` request lasts as long as
+        its stream, and a 2026-07-28 client may open one before anything else."""
+        if ctx.request_id is not None and ctx.method != "initialize":
+            state.session = ctx.session
+            state.ready.set()
         result = await call_next(ctx)
-        if ctx.method == "notifications/initialized" or (ctx.request_id is not None and ctx.method != "initialize"):
+        if ctx.method == "notifications/initialized":
             state.session = ctx.session
             state.ready.set()
         return result
