@@ -137,6 +137,9 @@ class Registry:
         validate_role(role)
         gid = gid or str(uuid.uuid4())
         with self._connect() as db:
+            # the write lock before the check: two processes registering one label at once
+            # (two first sends of a default identity) must not both see it free
+            db.execute("BEGIN IMMEDIATE")
             clash = db.execute("SELECT gid FROM entities WHERE label = ?", (label,)).fetchone()
             if clash:
                 raise Conflict(f"label {label!r} is already registered on this host (gid {clash['gid']})",
