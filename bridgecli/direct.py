@@ -6,13 +6,13 @@ but it needs nothing running on the host, which is what scripts on a fresh machi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from bridgecli import messaging
 from bridgecli.amqp import topology
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
-from bridgecli.errors import BrokerUnavailable
+from bridgecli.errors import BridgeError, BrokerUnavailable, Timeout
 from bridgecli.gateway.entities import Entity, Registry
 from bridgecli.gateway.store import Store
 
@@ -37,6 +37,33 @@ def declare_inbox(config: Config, entity: Entity) -> None:
                                               config.values["messaging.max_attempts"]))
     finally:
         connection.close()
+
+
+def register_entity(config: Config, registry: Registry, plugins: Any, *, label: str, role: str,
+                    deliver: str) -> tuple[Entity, BridgeError | None]:
+    """Register an entity without a gateway: store it, claim its gid at the hub (if joined)
+    and declare its inbox. An unreachable broker or hub does not undo the registration (the
+    gateway declares the inbox when it starts): that problem is returned for the caller to
+    report; any other failure removes the entity again and is raised."""
+    from bridgecli.gateway import registration
+    from bridgecli.hub.claims import claimer_for
+
+    entity = registration.register(registry, plugins, config, label=label, role=role, deliver=deliver)
+    grants = claimer_for(config)
+    problem: BridgeError | None = None
+    try:
+        if grants is not None:
+            grants.claim([entity])
+        declare_inbox(config, entity)
+    except (BrokerUnavailable, Timeout) as exc:
+        problem = exc
+    except Exception:
+        registry.remove(entity.gid)
+        raise
+    finally:
+        if grants is not None:
+            grants.close()
+    return entity, problem
 
 
 def remove_inbox(config: Config, entity: Entity) -> int:
@@ -104,21 +131,24 @@ def resolve_recipient(config: Config, registry: Registry, target: str, *, force:
 
 
 def send(config: Config, registry: Registry, store: Store, *, command: str, contents: list[str],
-         sender: str | None, target: str | None = None, msg_id: str | None = None,
+         identity: Callable[[], messaging.Identity], target: str | None = None, msg_id: str | None = None,
          delay: float | None = None, force: bool = False, turn: str | None = None,
          new_id: str | None = None) -> list[Envelope]:
-    identity = messaging.sender_identity(registry, sender)
+    """Compose and publish as ``identity()`` (see :func:`bridgecli.sender.resolve`), called
+    once the recipient is known, so that a mistyped target registers no default identity."""
     in_reply_to = None
     if command in ("reply", "answer"):
         original = messaging.original_message(store, msg_id or "")
         recipient, in_reply_to, turn = original.sender, original.msg_id, turn or original.turn
     else:
         recipient = resolve_recipient(config, registry, target or "", force=force)
-    envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content,
+    sender = identity()
+    envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], sender, recipient, content,
                                    host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"],
                                    in_reply_to=in_reply_to, turn=turn, msg_id=new_id) for content in contents]
     publish(config, envelopes, int(delay * 1000) if delay else None)
     return envelopes
 
 
-__all__ = ["send", "resolve_recipient", "publish", "declare_inbox", "remove_inbox", "BrokerUnavailable"]
+__all__ = ["send", "register_entity", "resolve_recipient", "publish", "declare_inbox", "remove_inbox",
+           "BrokerUnavailable"]

@@ -126,15 +126,20 @@ def call_gateway(client: GatewayClient, *, command: str, contents: list[str], se
 
 def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list[str]]:
     """What a send-like command prints: (stdout lines, stderr lines)."""
+    err = []
+    if result.get("registered"):  # a first send from a plain shell: say who it went as
+        from bridgecli.sender import registered_note
+
+        err.append(registered_note(result["registered"], "send"))
     if as_json:
         shown = {k: v for k, v in result.items() if k != "pending"}
-        return [json.dumps(shown, indent=2, ensure_ascii=False, default=str)], []
+        return [json.dumps(shown, indent=2, ensure_ascii=False, default=str)], err
     if "reply" in result:
         reply = result["reply"]
-        return [reply["content"]], [f"reply {reply['msgId']} from {reply.get('fromLabel') or reply['from']}"]
+        return [reply["content"]], [*err, f"reply {reply['msgId']} from {reply.get('fromLabel') or reply['from']}"]
     if "msgIds" in result:
-        return list(result["msgIds"]), []
-    return [result["msgId"]], []
+        return list(result["msgIds"]), err
+    return [result["msgId"]], err
 
 
 def _execute(client: GatewayClient, command: str, values: dict[str, Any]) -> dict[str, Any]:

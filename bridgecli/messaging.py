@@ -7,7 +7,6 @@ and error messages are the same whichever path carried the request.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -29,13 +28,11 @@ class Identity:
 
 
 def sender_identity(registry: Registry, given: str | None) -> Identity:
-    """Who is sending: ``--from`` (gid or local label), else ``BRIDGE_GID``."""
-    raw = given or os.environ.get("BRIDGE_GID")
+    """The named sender: a gid (registered here or not) or a label of this host. Without a
+    name, :func:`bridgecli.sender.resolve` picks the default identity."""
+    raw = given
     if not raw:
-        raise ConfigError(
-            "no sender identity: BRIDGE_GID is not set and --from was not given",
-            "register yourself (`bridge register --label me --role main --deliver hold`) and "
-            "export BRIDGE_GID=<gid>, or pass --from LABEL")
+        raise ConfigError("no sender identity was given", "pass --from LABEL or export BRIDGE_GID=<gid>")
     if env_mod.is_uuid(raw.lower()):
         entity = registry.get(raw.lower())
         return Identity(raw.lower(), entity.label if entity else None)

@@ -141,7 +141,7 @@ def test_fast_path_runs_without_click_and_matches_the_click_path(host_factory):
     assert bulk.returncode == 0 and len(bulk.stdout.split()) == 2, bulk.stderr
 
     for args in (["send", "nobody", "hi", "--from", "main"], ["reply", "not-a-message", "x", "--from", "main"],
-                 ["send", "sink", "x" * 101, "--from", "main"], ["send", "sink", "hi"]):
+                 ["send", "sink", "x" * 101, "--from", "main"], ["send", "sink", "hi", "--from", "nobody"]):
         fast, slow = a.bridge(*args), _click_path(a, *args)
         assert fast.returncode == slow.returncode != 0, (args[:2], fast.stderr, slow.stderr)
         assert fast.stderr == slow.stderr and fast.stderr.startswith("bridge: error: ")

@@ -31,14 +31,15 @@ def _human(message: dict) -> None:
 @click.command()
 @click.option("--as", "gid", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
               shell_complete=complete.local_targets,
-              help="Whose messages (default: env BRIDGE_GID).")
+              help="Whose messages (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).")
 @click.option("--wait", "-w", type=DURATION, default=0.0, metavar="DUR",
               help="If nothing is held, wait up to DUR for a message.")
 @click.option("--peer", metavar="GID|LABEL", default=None,
               help="Only the messages from this sender; the others stay held.")
 @click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True)
 @output.json_option
-def poll(gid: str | None, wait: float, limit: int, peer: str | None, as_json: bool) -> None:
+@click.pass_obj
+def poll(app, gid: str | None, wait: float, limit: int, peer: str | None, as_json: bool) -> None:
     """Drain messages held for an entity.
 
     Prints (and removes from the hold) the messages waiting for a hold-backend entity —
@@ -55,26 +56,30 @@ def poll(gid: str | None, wait: float, limit: int, peer: str | None, as_json: bo
             _show(result, as_json)
             client.confirm_pending(result)
         return
-    from bridgecli import config as cfg
-    from bridgecli import messaging
+    from bridgecli.cli.send import direct_sender
     from bridgecli.gateway.entities import open_registry
     from bridgecli.gateway.operations import message_dict
     from bridgecli.gateway.store import open_store
+    from bridgecli.resolve import resolve_target
 
     if wait:
         output.warn("no local gateway: returning what is held now, without waiting")
-    from bridgecli.resolve import resolve_target
-
+    config = app.config
     registry = open_registry()
-    identity = messaging.sender_identity(registry, gid)
     peer_gid = resolve_target(peer, registry=registry, roster=None, force=True) if peer else None
-    store = open_store(cfg.load())
+    identity, registered = direct_sender(config, registry, gid)
+    store = open_store(config)
     result = {"gid": identity.gid,
-              "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit, sender=peer_gid)]}
+              "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit, sender=peer_gid)],
+              **registered}
     _show(result, as_json)
 
 
 def _show(result: dict, as_json: bool) -> None:
+    if result.get("registered"):
+        from bridgecli.sender import registered_note
+
+        output.note(registered_note(result["registered"], "poll"))
     if as_json:
         output.data({k: v for k, v in result.items() if k != "pending"})
         return

@@ -38,28 +38,14 @@ def register(app, label: str, role: str, deliver: str, as_json: bool) -> None:
 
 def _register_direct(config, label: str, role: str, deliver: str) -> dict:
     from bridgecli import direct, plugins
-    from bridgecli.errors import BrokerUnavailable, Timeout
-    from bridgecli.gateway import registration
     from bridgecli.gateway.entities import open_registry
     from bridgecli.gateway.operations import entity_dict
-    from bridgecli.hub.claims import claimer_for
 
-    registry = open_registry()
-    entity = registration.register(registry, plugins.get(), config, label=label, role=role, deliver=deliver)
-    grants = claimer_for(config)
-    try:
-        if grants is not None:
-            grants.claim([entity])
-        direct.declare_inbox(config, entity)
-    except (BrokerUnavailable, Timeout) as exc:
-        output.warn(f"registered, but the inbox is not declared yet ({exc.message}); "
+    entity, problem = direct.register_entity(config, open_registry(), plugins.get(), label=label, role=role,
+                                             deliver=deliver)
+    if problem is not None:
+        output.warn(f"registered, but the inbox is not declared yet ({problem.message}); "
                     "the gateway declares it when it starts")
-    except Exception:
-        registry.remove(entity.gid)
-        raise
-    finally:
-        if grants is not None:
-            grants.close()
     return entity_dict(entity)
 
 

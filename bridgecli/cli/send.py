@@ -19,7 +19,7 @@ from bridgecli.fast_send import call_gateway, read_content, result_lines
 
 _from = click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
                      shell_complete=complete.local_targets,
-                     help="Who is sending (default: env BRIDGE_GID).")
+                     help="Who is sending (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).")
 _wait = click.option("--wait", "-w", type=DURATION, default=None, metavar="DUR",
                      help="Block until the reply arrives (e.g. 30s, 10m) and print it; needs the local gateway.")
 _turn = click.option("--turn", default=None, metavar="ID", help="Turn id to correlate a mid-turn exchange.")
@@ -51,14 +51,39 @@ def _deliver(app, *, as_json: bool, command: str, contents: list[str], sender: s
     from bridgecli.gateway.entities import open_registry
     from bridgecli.gateway.store import open_store
 
-    envelopes = direct.send(app.config, open_registry(), open_store(app.config), command=command,
-                            contents=contents, sender=sender, target=target, msg_id=msg_id, delay=delay,
+    registry = open_registry()
+    registered: dict[str, Any] = {}
+
+    def identity():
+        found, reported = direct_sender(app.config, registry, sender)
+        registered.update(reported)
+        return found
+
+    envelopes = direct.send(app.config, registry, open_store(app.config), command=command,
+                            contents=contents, identity=identity, target=target, msg_id=msg_id, delay=delay,
                             force=force, turn=turn, new_id=new_id)
     if bulk:
-        _print({"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None},
-               as_json)
-        return
-    _print({"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}, as_json)
+        result = {"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None}
+    else:
+        result = {"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}
+    _print({**result, **registered}, as_json)
+
+
+def direct_sender(config, registry, given: str | None) -> tuple[Any, dict[str, Any]]:
+    """The sender without a gateway (:func:`bridgecli.sender.resolve`), and the result field
+    ``registered`` (``{}`` unless a default identity was registered just now, as the gateway
+    reports it)."""
+    from bridgecli import direct, plugins, sender
+
+    def register(**fields: str):
+        entity, problem = direct.register_entity(config, registry, plugins.get(), **fields)
+        if problem is not None:
+            output.warn(f"registered {entity.label}, but its inbox is not declared yet ({problem.message}); "
+                        "the gateway declares it when it starts")
+        return entity
+
+    identity, created = sender.resolve(registry, given, host_id=config.host_id, register=register)
+    return identity, ({"registered": {"gid": created.gid, "label": created.label}} if created else {})
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:

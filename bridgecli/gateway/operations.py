@@ -104,15 +104,31 @@ def _pid() -> int:
 
 def op_register(gw: "Gateway", label: str, role: str, deliver: str, gid: str | None = None,
                 launcher: str | None = None, launch_data: dict | None = None) -> dict[str, Any]:
-    entity = registration.register(gw.registry, gw.plugins, gw.config, label=label, role=role,
-                                   deliver=deliver, gid=gid, launcher=launcher, launch_data=launch_data,
-                                   grants=gw.grants)
+    return {"entity": entity_dict(_register(gw, label=label, role=role, deliver=deliver, gid=gid,
+                                            launcher=launcher, launch_data=launch_data))}
+
+
+def _register(gw: "Gateway", **fields: Any) -> Any:
+    """Store an entity and start serving it (its inbox consumed, its presence announced)."""
+    entity = registration.register(gw.registry, gw.plugins, gw.config, grants=gw.grants, **fields)
     try:
         gw.on_io(lambda: gw.attach_entity(entity))
     except Exception:
         gw.registry.remove(entity.gid)
         raise
-    return {"entity": entity_dict(entity)}
+    return entity
+
+
+def _sender(gw: "Gateway", given: str | None, result: dict[str, Any]) -> messaging.Identity:
+    """Who speaks (:func:`bridgecli.sender.resolve`); a default identity registered just now
+    is reported in ``result["registered"]`` for the client to tell its user."""
+    from bridgecli import sender
+
+    identity, created = sender.resolve(gw.registry, given, host_id=gw.host,
+                                       register=lambda **fields: _register(gw, **fields))
+    if created is not None:
+        result["registered"] = {"gid": created.gid, "label": created.label}
+    return identity
 
 
 def op_unregister(gw: "Gateway", target: str) -> dict[str, Any]:
@@ -146,7 +162,6 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
     ``contents`` sends several messages in one request (bulk mode of ``bridge send -``).
     With ``confirm`` the reply of a ``wait`` stays recoverable until the client confirms it
     (op ``confirm``; it is held again if the client goes away first)."""
-    identity = messaging.sender_identity(gw.registry, sender)
     in_reply_to = None
     if command in ("reply", "answer"):
         original = messaging.original_message(gw.store, msg_id or "")
@@ -154,6 +169,8 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
         turn = turn or original.turn
     else:
         recipient = gw.resolve_target(target or "", force=force)
+    result: dict[str, Any] = {}
+    identity = _sender(gw, sender, result)  # after the recipient: a mistyped target registers nothing
     if contents is not None:
         envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, text,
                                        host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
@@ -162,12 +179,12 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
 
         gw.publish(envelopes, delay_ms=delay_ms, timeout=max(30.0, len(envelopes) * 0.05))
         return {"msgIds": [e.msg_id for e in envelopes], "to": recipient,
-                "kind": envelopes[0].kind if envelopes else None}
+                "kind": envelopes[0].kind if envelopes else None, **result}
     envelope = messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content or "",
                                  host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
                                  turn=turn, msg_id=new_id)
     delay_ms = int(delay * 1000) if delay else None
-    result: dict[str, Any] = {"msgId": envelope.msg_id, "to": recipient, "kind": envelope.kind}
+    result = {"msgId": envelope.msg_id, "to": recipient, "kind": envelope.kind, **result}
     if not wait:
         gw.publish([envelope], delay_ms=delay_ms)
         return result
@@ -238,8 +255,9 @@ def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int
     With ``confirm`` they are taken, not drained, until the client confirms them (op
     ``confirm``), and held again if it goes away first. With ``peer`` (a gid or label) only
     that sender's messages are taken; the others stay held."""
-    identity = messaging.sender_identity(gw.registry, gid)
     peer_gid = gw.resolve_target(peer, force=True) if peer else None
+    registered: dict[str, Any] = {}
+    identity = _sender(gw, gid, registered)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
     mark = TAKEN if confirm else DRAINED
     # a draining poll takes messages handed over at hold time; a peek only wants the wakeup
@@ -256,7 +274,7 @@ def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int
                 if handed:
                     messages = sorted(messages + handed, key=lambda m: m.received)
             if messages or waiter is None or time.monotonic() >= deadline:
-                result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages]}
+                result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages], **registered}
                 if peer_gid:
                     result["peer"] = peer_gid
                 if confirm and not peek and messages:
@@ -277,8 +295,9 @@ def op_confirm(gw: "Gateway", msg_ids: list[str]) -> dict[str, Any]:
 
 def op_ack(gw: "Gateway", msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
     """Confirm messages returned by ``poll`` with ``peek``: they leave the hold."""
-    identity = messaging.sender_identity(gw.registry, gid)
-    return {"gid": identity.gid, "acked": gw.store.ack(identity.gid, list(msg_ids))}
+    registered: dict[str, Any] = {}
+    identity = _sender(gw, gid, registered)
+    return {"gid": identity.gid, "acked": gw.store.ack(identity.gid, list(msg_ids)), **registered}
 
 
 def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0,
@@ -286,7 +305,8 @@ def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0,
     """How many messages are held for an entity, without draining them. With ``wait``,
     block until at least one is — or, given ``baseline``, until the count differs from it
     (the MCP server uses this to push notifications without re-polling)."""
-    identity = messaging.sender_identity(gw.registry, gid)
+    registered: dict[str, Any] = {}
+    identity = _sender(gw, gid, registered)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
     waiter = gw.add_waiter(identity.gid) if wait else None
     try:
@@ -294,7 +314,8 @@ def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0,
             count = gw.store.held_count(identity.gid)
             changed = count != baseline if baseline is not None else count > 0
             if changed or waiter is None or time.monotonic() >= deadline:
-                return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid)}
+                return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid),
+                        **registered}
             waiter.event.wait(min(deadline - time.monotonic(), 1.0))
             waiter.event.clear()
     finally:

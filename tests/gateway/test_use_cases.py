@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from pathlib import Path
 
 from bridgecli.errors import ExitCode
 
@@ -147,8 +146,8 @@ def test_unknown_and_ambiguous_targets_and_oversize(host_factory):
     assert unknown.returncode == ExitCode.NOT_FOUND and "nobody" in unknown.stderr
     big = a.bridge("send", "main", "x" * 101, "--from", "main")
     assert big.returncode == ExitCode.REJECTED and "too large" in big.stderr
-    no_sender = a.bridge("send", "main", "hi")
-    assert no_sender.returncode == ExitCode.CONFIG and "BRIDGE_GID" in no_sender.stderr
+    no_sender = a.bridge("send", "main", "hi", "--from", "nobody")
+    assert no_sender.returncode == ExitCode.NOT_FOUND and "nobody" in no_sender.stderr
     ghost = a.bridge("send", "4b0c3a5e-1111-4222-8333-444455556666", "hi", "--from", "main", "--force")
     assert ghost.returncode == ExitCode.REJECTED and "no queue is bound" in ghost.stderr
 
