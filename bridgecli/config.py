@@ -4,11 +4,15 @@ The schema is plain data (:data:`SETTINGS`): one :class:`Setting` per dotted key
 type, default, environment variable and help. Everything that reads or writes the file goes
 through this module so that validation and error messages are the same everywhere.
 
-Two free-form table families are allowed besides the schema:
+Two table families are allowed besides the schema, kept as they are when the file is read
+(a launcher or plugin may be missing on this host):
 
 * ``[profiles.<name>]`` — spawn profiles (``launcher``, ``command``, ``cwd``, ``env`` and
   launcher-specific keys), read by the gateway that runs them;
 * ``[plugins.<name>]`` — settings owned by a plugin, validated by that plugin.
+
+``bridge config`` checks their keys against what launchers and plugins declare
+(:mod:`bridgecli.config_tables`).
 """
 
 from __future__ import annotations
@@ -46,9 +50,27 @@ def _validate_uri(value: str) -> str:
     return value
 
 
-def _positive(value: float) -> float:
+def positive(value: float) -> float:
+    """A ``check`` for numbers that must be greater than 0."""
     if value <= 0:
         raise ValueError("a number greater than 0")
+    return value
+
+
+def non_negative(value: float) -> float:
+    """A ``check`` for durations and sizes that may be 0 but not less."""
+    if value < 0:
+        raise ValueError("a number of at least 0")
+    return value
+
+
+def regexes(value: str | list[str]) -> str | list[str]:
+    """A ``check`` for a regular expression, or a list of them (``list`` settings)."""
+    for pattern in [value] if isinstance(value, str) else value:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"a valid regular expression ({pattern!r}: {exc})") from None
     return value
 
 
@@ -66,7 +88,12 @@ def default_host_id() -> str:
 
 @dataclass(frozen=True)
 class Setting:
-    """One configuration key: its type, default and documentation."""
+    """One configuration key: its type, default and documentation.
+
+    ``type`` is bool, int, float or str; ``list`` (a string or a list of strings — on the
+    command line a TOML array like ``["a", "b"]``, else one string); or ``dict`` (a table of
+    strings, written entry by entry as ``KEY.NAME``). ``check`` may also normalise a value.
+    """
 
     key: str
     type: type
@@ -122,9 +149,30 @@ class Setting:
                 return float(raw)
             except ValueError:
                 raise ValueError("a number") from None
+        if self.type is list:
+            return _string_or_list(raw)
+        if self.type is dict:
+            # numbers too: env = { N = 1 } works, the gateway passes str(value)
+            if isinstance(raw, dict) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                             for v in raw.values()):
+                return {str(k): v for k, v in raw.items()}
+            raise ValueError(f"a table of strings: set one entry with {self.key}.NAME VALUE")
         if not isinstance(raw, (str, int, float)):
             raise ValueError("a string")
         return str(raw)
+
+
+def _string_or_list(raw: Any) -> str | list[str]:
+    """Text that reads as a TOML array of strings is one; other text stays a string, so a
+    regex like ``[Yy]es`` is not mistaken for an array."""
+    if isinstance(raw, str) and raw.lstrip().startswith("["):
+        try:
+            raw = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            return raw
+    if isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(v, str) for v in raw)):
+        return raw
+    raise ValueError('a string or a list of strings like ["a", "b"]')
 
 
 SETTINGS: dict[str, Setting] = {
@@ -154,11 +202,11 @@ SETTINGS: dict[str, Setting] = {
         Setting("messaging.dedup_window", int, 100000,
                 "How many delivered message ids the gateway remembers to drop duplicates."),
         Setting("messaging.nudge_after", float, 300.0,
-                "Seconds a held message may wait before its entity is nudged.", check=_positive),
+                "Seconds a held message may wait before its entity is nudged.", check=positive),
         Setting("roster.interval", float, 5.0, "Presence heartbeat interval in seconds.",
-                check=_positive),
+                check=positive),
         Setting("roster.expiry_missed", int, 3,
-                "Missed heartbeats after which a roster entry expires.", check=_positive),
+                "Missed heartbeats after which a roster entry expires.", check=positive),
         Setting("security.sender_check", str, "off",
                 "Dead-letter messages whose fromHost does not match the authenticated AMQP "
                 "user (host: user must be security.host_user for that host; see docs/deploy.md).",
@@ -184,17 +232,22 @@ SETTINGS: dict[str, Setting] = {
 
 
 SHOW_LISTS_KEYS = "`bridge config show` lists every key and its value."
+TABLES_HINT = ("Spawn profiles go under profiles.NAME.KEY (e.g. profiles.dev.command), plugin "
+               "settings under plugins.NAME.KEY (e.g. plugins.tmux.socket).")
 
 
 def unknown_key_hint(key: str) -> str:
     """What to write instead of ``key``: the nearest valid keys, else the valid keys of its
-    section, else every key — so the error itself says what is allowed."""
+    section, else every key and where the profile and plugin tables live — so the error
+    itself says what is allowed."""
     close = difflib.get_close_matches(key, SETTINGS, n=3, cutoff=0.8)
     if close:
         return "did you mean " + " or ".join(close) + "?"
     section = key.split(".", 1)[0]
-    keys = [k for k in SETTINGS if k.split(".", 1)[0] == section] or list(SETTINGS)
-    return "valid keys: " + ", ".join(keys) + "."
+    keys = [k for k in SETTINGS if k.split(".", 1)[0] == section]
+    if keys:
+        return "valid keys: " + ", ".join(keys) + "."
+    return "valid keys: " + ", ".join(SETTINGS) + ". " + TABLES_HINT
 
 
 @dataclass
@@ -318,7 +371,7 @@ def _cannot_write(path: Path, exc: OSError) -> CannotWrite:
                        "its disk is not full (or point BRIDGE_CONFIG at another file)")
 
 
-def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+def write_file(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: a failure leaves the
     old file as it was and raises :class:`CannotWrite`, never a bare OSError."""
     import tomli_w  # only writers pay for it
@@ -363,7 +416,7 @@ def set_values(raw_values: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in parsed.items():
         section, name = key.split(".", 1)
         data.setdefault(section, {})[name] = value
-    _write_atomic(path, data)
+    write_file(path, data)
     return parsed
 
 
@@ -371,8 +424,8 @@ def unset_value(key: str) -> bool:
     """Remove ``key`` from the file; returns whether it was there.
 
     A key the schema does not know may be removed too when the file has it — that is how a
-    typo that makes every other command fail gets repaired. The free-form ``[profiles]`` and
-    ``[plugins]`` tables are not keys and are left to an editor.
+    typo that makes every other command fail gets repaired. Keys in the ``[profiles]`` and
+    ``[plugins]`` tables go through :mod:`bridgecli.config_tables` instead.
     """
     path = paths.config_file()
     data = read_file(path)
@@ -392,5 +445,5 @@ def unset_value(key: str) -> bool:
             del data[section]
     else:
         del data[section]
-    _write_atomic(path, data)
+    write_file(path, data)
     return True

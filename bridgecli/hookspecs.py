@@ -53,6 +53,29 @@ def register_launchers(register: Callable[[str, LauncherFactory], None]) -> None
     """
 
 
+@hookspec
+def register_profile_settings(register: Callable[[str, str], None]) -> None:
+    """Declare the keys a launcher reads from its spawn profiles, so that
+    ``bridge config set profiles.NAME.KEY VALUE`` can check them.
+
+    Call ``register(launcher, "package.module:attribute")``; the attribute is a sequence of
+    :class:`bridgecli.config.Setting` whose ``key`` is the bare key (``"tmux_split"``). It is
+    imported only by ``bridge config``. The keys every profile has (launcher, command, cwd,
+    env, label, role, ready_timeout) are declared by bridge and may not be declared again.
+    """
+
+
+@hookspec
+def register_plugin_settings(register: Callable[[str, str], None]) -> None:
+    """Declare the keys of a ``[plugins.NAME]`` table, so that ``bridge config set
+    plugins.NAME.KEY VALUE`` can check them and ``bridge config show`` lists them.
+
+    Call ``register(name, "package.module:attribute")``; the attribute is a sequence of
+    :class:`bridgecli.config.Setting` whose ``key`` is the bare key (``"socket"``), imported
+    only by ``bridge config``. Read the values with ``config.plugin_settings(name)``.
+    """
+
+
 # --- browser ---------------------------------------------------------------------------
 
 @hookspec

@@ -38,6 +38,8 @@ PROVIDER_HOOKS = {
     "backends": "register_delivery_backends",
     "launchers": "register_launchers",
     "browser_targets": "register_browser_targets",
+    "profile_settings": "register_profile_settings",
+    "plugin_settings": "register_plugin_settings",
 }
 
 
@@ -67,7 +69,9 @@ class Plugins:
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
             singular = {"backends": "delivery backend", "launchers": "launcher",
-                        "browser_targets": "browser target", "commands": "command"}[kind]
+                        "browser_targets": "browser target", "commands": "command",
+                        "profile_settings": "launcher with profile settings",
+                        "plugin_settings": "settings table"}[kind]
             raise NotFound(f"unknown {singular} {name!r} (installed: {known})",
                            "install the plugin that provides it and check `bridge plugins`")
         return table[name][1]

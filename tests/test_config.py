@@ -120,10 +120,11 @@ def test_a_directory_that_cannot_be_written_is_a_cannot_write_error(bridge_home,
 @pytest.mark.parametrize("key, hint", [
     ("broker.url", "did you mean broker.uri?"),
     ("messaging.prefech", "did you mean messaging.prefetch?"),
-    # no near match: the valid keys of its section, else all of them
+    # no near match: the valid keys of its section, else all of them and where tables live
     ("broker.x", "valid keys: broker.uri, broker.heartbeat, broker.tls_ca, broker.tls_cert, "
                  "broker.tls_key."),
-    ("zzz.q", "valid keys: " + ", ".join(SETTINGS) + "."),
+    ("zzz.q", "valid keys: " + ", ".join(SETTINGS) + ". Spawn profiles go under profiles.NAME.KEY "
+              "(e.g. profiles.dev.command), plugin settings under plugins.NAME.KEY (e.g. plugins.tmux.socket)."),
 ])
 def test_unknown_key_hints_name_the_valid_keys(tmp_path, key, hint):
     section, name = key.split(".")
@@ -153,3 +154,25 @@ def test_unset_removes_an_unknown_key_only_when_the_file_has_it(bridge_home):
     with pytest.raises(ConfigError):  # profiles are tables for an editor, not keys to unset
         config.unset_value("profiles.w")
     assert config.unset_value("host.id") is False
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("claude --x", "claude --x"), ('["claude", "--x"]', ["claude", "--x"]), ("[]", []),
+    ("[Yy]es", "[Yy]es"),  # not a TOML array: a regex stays a string
+    (["a"], ["a"]),
+])
+def test_list_settings_take_a_string_or_a_toml_array_of_strings(raw, expected):
+    assert config.Setting("p.command", list, None, "a command").parse(raw, "t") == expected
+
+
+@pytest.mark.parametrize("setting, raw, expectation", [
+    (config.Setting("p.command", list, None, "h"), "[1, 2]", 'expected a string or a list of strings like ["a", "b"]'),
+    (config.Setting("p.env", dict, None, "h"), "A=1", "expected a table of strings: set one entry with p.env.NAME"),
+    (config.Setting("p.env", dict, None, "h"), {"A": ["x"]}, "expected a table of strings"),
+    (config.Setting("p.re", str, None, "h", check=config.regexes), "(x", "expected a valid regular expression"),
+    (config.Setting("p.n", float, None, "h", check=config.non_negative), "-0.5", "expected a number of at least 0"),
+])
+def test_table_value_types_say_what_is_expected(setting, raw, expectation):
+    with pytest.raises(ConfigError, match="bad value") as err:
+        setting.parse(raw, "t")
+    assert expectation in str(err.value)

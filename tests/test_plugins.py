@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -51,14 +52,53 @@ def test_installed_plugin_is_listed_with_everything_it_provides(bridge_home, plu
     sample = next(p for p in listing["plugins"] if p["name"] == "sample")
     assert sample["version"] == "1.2.3" and sample["builtin"] is False
     assert sample["hooks"] == ["register_browser_targets", "register_commands",
-                               "register_delivery_backends", "register_launchers"]
+                               "register_delivery_backends", "register_launchers",
+                               "register_plugin_settings", "register_profile_settings"]
     assert sample["provides"] == {"commands": ["sample-hello"], "backends": ["sample-file"],
                                   "launchers": ["sample-launcher"],
-                                  "browser_targets": ["sample-browser"]}
+                                  "browser_targets": ["sample-browser"],
+                                  "profile_settings": ["sample-launcher"],
+                                  "plugin_settings": ["sample", "sample-broken"]}
     builtins = {p["name"] for p in listing["plugins"] if p["builtin"]}
     assert {"hold", "exec_backend", "subprocess_launcher"} <= builtins
     human = run_bridge("plugins", env=_env(bridge_home, plugin_site, "sample"))
     assert "sample 1.2.3 (plugin)" in human.stdout
+
+
+def test_settings_a_plugin_declares_are_checked_by_bridge_config(bridge_home, plugin_site):
+    env = _env(bridge_home, plugin_site, "sample")
+
+    def config(*args: str):
+        return run_bridge("config", *args, env=env)
+
+    assert config("set", "plugins.sample.retries", "5").returncode == 0
+    assert config("set", "plugins.sample.token", "s3cret").returncode == 0
+    assert config("set", "profiles.w.launcher", "sample-launcher").returncode == 0
+    assert config("set", "profiles.w.sample_mode", "slow").returncode == 0
+    data = tomllib.loads(bridge_home.config_file.read_text())
+    assert data["plugins"] == {"sample": {"retries": 5, "token": "s3cret"}}
+    assert data["profiles"] == {"w": {"launcher": "sample-launcher", "sample_mode": "slow"}}
+    got = json.loads(config("get", "plugins.sample.greeting", "--json").stdout)
+    assert got == {"key": "plugins.sample.greeting", "value": "hello", "source": "default"}
+    rows = {r["key"]: r for r in json.loads(config("show", "--json").stdout)["settings"]}
+    assert rows["plugins.sample.retries"]["value"] == 5
+    assert rows["plugins.sample.token"]["value"] == "********"
+    assert rows["profiles.w.sample_mode"]["help"] == "How the sample launcher starts."
+    for args, code, expected in [
+        (("plugins.sample.retries", "many"), 3, "bad value 'many' for plugins.sample.retries — expected an integer"),
+        (("plugins.sample.greting", "hi"), 3, "[plugins.sample] has no key 'greting' — did you mean greeting?"),
+        (("profiles.w.sample_mode", "medium"), 3, "expected one of fast, slow"),
+        (("profiles.w.launcher", "subprocess"), 3, "launcher subprocess does not take key(s) sample_mode"),
+        (("plugins.sample-broken.greeting", "hi"), 10,
+         "plugin sample: plugin settings of 'sample-broken': 'bridgecli_sample.impl:NOT_SETTINGS' is not a list"),
+    ]:
+        proc = config("set", *args)
+        assert (proc.returncode, proc.stderr.count("\n")) == (code, 1), proc.stderr
+        assert expected in proc.stderr
+    assert tomllib.loads(bridge_home.config_file.read_text()) == data
+    # without the plugin its table is reported, not silently accepted
+    proc = run_bridge("config", "set", "plugins.sample.retries", "1", env=_env(bridge_home, plugin_site, ""))
+    assert proc.returncode == 3 and "no installed plugin declares settings [plugins.sample]" in proc.stderr
 
 
 def test_plugin_command_is_listed_lazily_and_runs(bridge_home, plugin_site):

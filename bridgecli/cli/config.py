@@ -13,9 +13,18 @@ def config() -> None:
 
     Precedence: command-line flag > BRIDGE_* environment variable > file > default. Every
     key's variable is BRIDGE_ plus the key in capitals with dots as underscores
-    (broker.uri -> BRIDGE_BROKER_URI). Spawn profiles live in [profiles.NAME] tables
-    (launcher, command, cwd, env, ready_timeout); plugin settings in [plugins.NAME].
+    (broker.uri -> BRIDGE_BROKER_URI). Spawn profiles live in [profiles.NAME] tables, set as
+    profiles.NAME.KEY (launcher, command, cwd, env.VAR, label, role, ready_timeout and the
+    launcher's own keys); plugin settings in [plugins.NAME], set as plugins.NAME.KEY. Both are
+    checked against what the launcher or plugin declares.
     """
+
+
+def _declarations():
+    from bridgecli import plugins
+    from bridgecli.config_tables import Declarations
+
+    return Declarations.from_plugins(plugins.get())
 
 
 @config.command("path")
@@ -37,9 +46,11 @@ def path_(as_json: bool) -> None:
 def show(app, as_json: bool) -> None:
     """Show every key with its effective value and where it comes from.
 
-    Unknown keys in the file are reported on stderr (and under "unknown" with --json) and
-    otherwise ignored, so this still works on the file it helps to repair; remove one with
-    `bridge config unset KEY`.
+    Also lists every key of every spawn profile (profiles.NAME.KEY) and of every plugin's
+    settings table (plugins.NAME.KEY, with the declared defaults). Unknown keys in the file
+    (also profile or plugin keys nobody declares) are reported on stderr (and under
+    "unknown" with --json) and otherwise ignored, so this still works on the file it helps
+    to repair; remove one with `bridge config unset KEY`.
     """
     from bridgecli import config as config_module
     from bridgecli.config import SETTINGS
@@ -62,13 +73,24 @@ def show(app, as_json: bool) -> None:
             value = cfg.host_id
         rows.append({"key": key, "value": value, "source": cfg.sources[key], "env": setting.env,
                      "help": setting.help})
+    table_rows, problems = _declarations().rows(cfg)
+    for key, problem in problems:
+        output.warn(f"{cfg.path}: {key}: {problem} (remove it with `bridge config unset {key}`)")
+    rows += table_rows
     if as_json:
         output.data({"file": str(cfg.path), "settings": rows, "profiles": sorted(cfg.profiles()),
-                     "unknown": cfg.unknown})
+                     "unknown": cfg.unknown + [key for key, _ in problems]})
         return
-    output.table(["KEY", "VALUE", "SOURCE"], [(r["key"], r["value"], r["source"]) for r in rows])
-    if cfg.profiles():
-        output.line("profiles: " + ", ".join(sorted(cfg.profiles())))
+    output.table(["KEY", "VALUE", "SOURCE"], [(r["key"], _text(r["value"]), r["source"]) for r in rows])
+
+
+def _text(value) -> str | None:
+    """Lists as TOML writes them, so a shown value can be pasted back into `config set`."""
+    if isinstance(value, list):
+        import json
+
+        return json.dumps(value, ensure_ascii=False)
+    return value
 
 
 @config.command("get")
@@ -76,24 +98,41 @@ def show(app, as_json: bool) -> None:
 @output.json_option
 @click.pass_obj
 def get(app, key: str, as_json: bool) -> None:
-    """Print the effective value of KEY (empty line when unset)."""
-    value = app.config.get(key)
+    """Print the effective value of KEY (empty line when unset).
+
+    KEY may be profiles.NAME.KEY or plugins.NAME.KEY (the declared default when unset).
+    """
+    from bridgecli.config_tables import is_table_key
+
+    if is_table_key(key):
+        value, source = _declarations().get_value(key, app.config)
+    else:
+        value, source = app.config.get(key), app.config.sources[key]
     if key == "host.id" and value is None:
         value = app.config.host_id
     if as_json:
-        output.data({"key": key, "value": value, "source": app.config.sources[key]})
+        output.data({"key": key, "value": value, "source": source})
+    elif isinstance(value, dict):
+        for name, entry in value.items():
+            output.line(f"{name}={entry}")
     else:
-        output.line("" if value is None else str(value))
+        output.line("" if value is None else str(_text(value)))
 
 
 @config.command("set")
 @click.argument("key")
 @click.argument("value")
 def set_(key: str, value: str) -> None:
-    """Store KEY = VALUE in the file (validated; other keys and sections are kept)."""
-    from bridgecli import config as cfg
+    """Store KEY = VALUE in the file (validated; other keys and sections are kept).
 
-    stored = cfg.set_value(key, value)
+    profiles.NAME.KEY and plugins.NAME.KEY are checked against the keys and types the
+    launcher or plugin declares; set a profile's launcher before its launcher's own keys. A
+    list is written as a TOML array: profiles.dev.command '["claude", "--continue"]'.
+    """
+    from bridgecli import config as cfg
+    from bridgecli.config_tables import is_table_key
+
+    stored = _declarations().set_value(key, value) if is_table_key(key) else cfg.set_value(key, value)
     output.note(f"{key} = {stored!r} written to {cfg.paths.config_file()}")
 
 
@@ -102,11 +141,13 @@ def set_(key: str, value: str) -> None:
 def unset(key: str) -> None:
     """Remove KEY from the file so its default (or env) applies again.
 
-    KEY may also be a key the file has but bridge does not know (a typo), to repair the file.
+    KEY may also be a key the file has but bridge does not know (a typo), to repair the file,
+    or a whole profiles.NAME / plugins.NAME table.
     """
     from bridgecli import config as cfg
+    from bridgecli.config_tables import is_table_key, unset_value
 
-    if cfg.unset_value(key):
+    if unset_value(key, _declarations()) if is_table_key(key) else cfg.unset_value(key):
         output.note(f"{key} removed from {cfg.paths.config_file()}")
     else:
         output.note(f"{key} was not set in {cfg.paths.config_file()}")

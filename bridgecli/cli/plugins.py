@@ -14,8 +14,9 @@ def plugins(as_json: bool) -> None:
     """List installed plugins and what they provide.
 
     Shows each plugin's name, version, hooks, and the commands, delivery backends,
-    launchers and browser targets it registers. Plugins that failed to load are listed with
-    the reason. BRIDGE_LOAD_PLUGINS='' loads no third-party plugin, 'a,b' only those.
+    launchers, browser targets and settings (profile and plugin keys) it registers. Plugins
+    that failed to load are listed with the reason. BRIDGE_LOAD_PLUGINS='' loads no
+    third-party plugin, 'a,b' only those.
     """
     from bridgecli import plugins as plugin_mod
 

@@ -14,3 +14,8 @@ def _factory(config):
 @hookimpl
 def register_launchers(register) -> None:
     register("subprocess", _factory)
+
+
+@hookimpl
+def register_profile_settings(register) -> None:
+    register("subprocess", "bridgecli.gateway.subprocess_launch:PROFILE_SETTINGS")

@@ -21,10 +21,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bridgecli.config import Setting, non_negative, regexes
 from bridgecli.errors import BridgeError, Timeout
 from bridgecli.interfaces import LaunchHandle, LaunchSpec
 
 NAME = "subprocess"
+
+#: Its profile keys besides the common ones, for ``bridge config set profiles.NAME.KEY``.
+PROFILE_SETTINGS = (
+    Setting("deliver", str, "hold", "How messages reach the new entity (BACKEND[:ADDRESS])."),
+    Setting("ready_line", str, None, "Regex: ready once a line of its stdout matches.", check=regexes),
+    Setting("ready_grace", float, 0.5, "Without ready_line: ready when still alive after this many seconds.",
+            check=non_negative),
+)
 
 
 def _tail(path: Path, lines: int = 5) -> str:
@@ -85,7 +94,8 @@ class SubprocessLauncher:
         deadline = start + timeout
         while time.monotonic() < deadline:
             if not _alive(pid):
-                raise BridgeError(f"{data['profile']} exited before it was ready: {_tail(Path(data['stderr'])) or 'no stderr'}",
+                stderr = _tail(Path(data["stderr"])) or "no stderr"
+                raise BridgeError(f"{data['profile']} exited before it was ready: {stderr}",
                                   "fix the profile's command (its stderr is shown above)")
             if pattern is not None:
                 try:

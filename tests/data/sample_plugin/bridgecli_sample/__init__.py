@@ -1,4 +1,5 @@
-"""A sample bridge plugin: one command, one delivery backend, one launcher, one browser target.
+"""A sample bridge plugin: one command, one delivery backend, one launcher, one browser target,
+and the settings of its launcher's profiles and of [plugins.sample].
 
 Everything heavy lives in ``impl``; this module only registers names, so loading the plugin
 costs nothing on ``bridge --help``.
@@ -25,6 +26,17 @@ def register_launchers(register):
 @bridgecli.hookimpl
 def register_browser_targets(register):
     register("sample-browser", _target)
+
+
+@bridgecli.hookimpl
+def register_profile_settings(register):
+    register("sample-launcher", "bridgecli_sample.impl:PROFILE_SETTINGS")
+
+
+@bridgecli.hookimpl
+def register_plugin_settings(register):
+    register("sample", "bridgecli_sample.impl:PLUGIN_SETTINGS")
+    register("sample-broken", "bridgecli_sample.impl:NOT_SETTINGS")
 
 
 def _backend(context):

@@ -4,6 +4,23 @@ import json
 
 import click
 
+from bridgecli.config import Setting
+
+#: keys of profiles with launcher = "sample-launcher", besides the common ones
+PROFILE_SETTINGS = (
+    Setting("sample_mode", str, "fast", "How the sample launcher starts.", choices=("fast", "slow")),
+)
+
+#: keys of [plugins.sample]
+PLUGIN_SETTINGS = (
+    Setting("greeting", str, "hello", "What sample-hello says."),
+    Setting("retries", int, 3, "How often to retry."),
+    Setting("token", str, None, "A secret the sample never prints.", secret=True),
+)
+
+#: a declaration that is not a list of settings (a plugin bug bridge must report)
+NOT_SETTINGS = {"greeting": "hello"}
+
 
 @click.command()
 @click.argument("name", default="world")
