@@ -22,6 +22,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from bridgecli.config import Setting, positive
 from bridgecli.errors import ConfigError, DeliveryError
 from bridgecli.interfaces import BackendContext, Entity
 
@@ -29,6 +30,12 @@ from bridgecli_webhook import __version__
 from bridgecli_webhook.posting import Outcome, post, signature
 
 DEFAULT_TIMEOUT = 10.0
+
+#: ``[plugins.webhook]``, declared so that ``bridge config set plugins.webhook.KEY`` checks it
+PLUGIN_SETTINGS = (
+    Setting("timeout", float, DEFAULT_TIMEOUT, "Seconds one POST may take.", check=positive),
+    Setting("secret", str, None, "Key of the X-Bridge-Signature HMAC (unset: unsigned).", secret=True),
+)
 
 
 def check_url(address: str | None) -> str:

@@ -27,3 +27,8 @@ def register_delivery_backends(register: Callable[..., None]) -> None:
 def register_commands(register: Callable[..., None]) -> None:
     register("webhook-test", "bridgecli_webhook.command:webhook_test",
              "POST a sample message to a webhook URL and report what bridge would do.")
+
+
+@hookimpl
+def register_plugin_settings(register: Callable[..., None]) -> None:
+    register("webhook", "bridgecli_webhook.backend:PLUGIN_SETTINGS")

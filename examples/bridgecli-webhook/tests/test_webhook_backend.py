@@ -117,6 +117,20 @@ def test_plugins_lists_what_the_webhook_plugin_provides(bridge_home):
     assert webhook["builtin"] is False
     assert webhook["provides"]["backends"] == ["webhook"]
     assert webhook["provides"]["commands"] == ["webhook-test"]
+    assert webhook["provides"]["plugin_settings"] == ["webhook"]
+
+
+def test_bridge_config_checks_the_declared_settings(bridge_home):
+    ok = run_bridge("config", "set", "plugins.webhook.secret", "s3cret", env=bridge_home.env)
+    assert ok.returncode == 0, ok.stderr
+    bad = run_bridge("config", "set", "plugins.webhook.timeout", "0", env=bridge_home.env)
+    assert bad.returncode == 3 and "expected a number greater than 0" in bad.stderr
+    typo = run_bridge("config", "set", "plugins.webhook.secrett", "x", env=bridge_home.env)
+    assert typo.returncode == 3 and "did you mean secret?" in typo.stderr
+    shown = json.loads(run_bridge("config", "show", "--json", env=bridge_home.env).stdout)
+    rows = {r["key"]: r for r in shown["settings"]}
+    assert rows["plugins.webhook.secret"]["value"] == "********"
+    assert rows["plugins.webhook.timeout"] == {**rows["plugins.webhook.timeout"], "value": 10.0, "source": "default"}
 
 
 def test_webhook_test_command(bridge_home, receiver):

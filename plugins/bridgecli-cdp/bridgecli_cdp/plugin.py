@@ -1,4 +1,5 @@
-"""Entry point of the ``cdp`` plugin: registers the ``cdp`` browser target.
+"""Entry point of the ``cdp`` plugin: registers the ``cdp`` browser target and declares its
+settings.
 
 Nothing heavy is imported here; ``websocket-client`` loads only when a target is built.
 """
@@ -17,3 +18,8 @@ def _factory(config):
 @hookimpl
 def register_browser_targets(register) -> None:
     register("cdp", _factory)
+
+
+@hookimpl
+def register_plugin_settings(register) -> None:
+    register("cdp", "bridgecli_cdp.settings:PLUGIN_SETTINGS")

@@ -78,5 +78,6 @@ def test_bridge_plugins_lists_herdr(xdg: Path) -> None:
     data = json.loads(out.stdout)
     herdr = next(p for p in data["plugins"] if p["name"] == "herdr")
     assert herdr["builtin"] is False
-    assert herdr["provides"] == {"backends": ["herdr"], "launchers": ["herdr"]}
+    assert herdr["provides"] == {"backends": ["herdr"], "launchers": ["herdr"], "profile_settings": ["herdr"],
+                                 "plugin_settings": ["herdr"]}
     assert "herdr" not in data["failures"]

@@ -1,4 +1,5 @@
-"""Entry point ``tmux``: registers the ``tmux`` delivery backend and launcher.
+"""Entry point ``tmux``: registers the ``tmux`` delivery backend and launcher, and declares
+their settings.
 
 Nothing is imported until a factory runs, so ``bridge --help`` never pays for this plugin.
 """
@@ -30,3 +31,13 @@ def register_delivery_backends(register: Callable[..., None]) -> None:
 @hookimpl
 def register_launchers(register: Callable[..., None]) -> None:
     register("tmux", _launcher)
+
+
+@hookimpl
+def register_profile_settings(register: Callable[..., None]) -> None:
+    register("tmux", "bridgecli_tmux.settings:PROFILE_SETTINGS")
+
+
+@hookimpl
+def register_plugin_settings(register: Callable[..., None]) -> None:
+    register("tmux", "bridgecli_tmux.settings:PLUGIN_SETTINGS")

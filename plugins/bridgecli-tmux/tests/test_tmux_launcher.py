@@ -93,5 +93,6 @@ def test_bridge_plugins_lists_tmux(xdg: Path) -> None:
     data = json.loads(out.stdout)
     tmux = next(p for p in data["plugins"] if p["name"] == "tmux")
     assert tmux["builtin"] is False
-    assert tmux["provides"] == {"backends": ["tmux"], "launchers": ["tmux"]}
+    assert tmux["provides"] == {"backends": ["tmux"], "launchers": ["tmux"], "profile_settings": ["tmux"],
+                                "plugin_settings": ["tmux"]}
     assert "tmux" not in data["failures"]
