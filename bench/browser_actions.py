@@ -4,12 +4,15 @@ Three ways to do the same action on the same page in the same headless Chromium:
 
 * **raw CDP** (the baseline): websocket-client on the page's own DevTools socket, sending the
   one CDP call a hand-written script would (``Page.navigate`` + load event,
-  ``Runtime.evaluate`` of a one-line expression, ``Page.captureScreenshot``);
+  ``Runtime.evaluate`` of a one-line expression, ``Page.captureScreenshot``), on the very tab
+  that the bridge path of its row drives (the two executors have a tab each, one visible and
+  one hidden, and loads differ between them, so a baseline taken on the other tab is none);
 * **bridge → cdp executor**: a guest agent over WebSocket → the broker → bridgecli-cdp's
   executor → Chromium (the path of `bridge browser do` and of guest adapters);
 * **bridge → extension**: the same, but the executor is the shipped MV3 extension.
 
-Each row is the median over ``--runs`` iterations; ratio = bridge / raw CDP. The bridge paths
+Each row is the median over ``--runs`` iterations (half as many screenshots); ratio =
+bridge / raw CDP on the same tab, all four columns interleaved. The bridge paths
 do more per action on purpose (shared page helpers with error checks, a load wait that cannot
 miss its event, two WebSocket hops), so the ratio is the price of routing + safety.
 
@@ -84,18 +87,19 @@ class RawCdp:
             return (event.get("method") == "Page.lifecycleEvent" and params.get("name") == "load"
                     and params.get("loaderId") == loader_id)
 
-        while True:
-            for i, event in enumerate(self.events):
-                if match(event):
-                    del self.events[: i + 1]
-                    return
-            self.events.append(json.loads(self.ws.recv()))
+        for i, event in enumerate(self.events):  # those that came before Page.navigate's reply
+            if match(event):
+                del self.events[: i + 1]
+                return
+        while not match(json.loads(self.ws.recv())):
+            pass
 
     def evaluate(self, expression: str) -> Any:
         return self.call("Runtime.evaluate", expression=expression, returnByValue=True)
 
     def do(self, action: str, url: str) -> None:
         if action == "navigate":
+            self.events.clear()  # the other client's events on this tab: none is this load
             self.wait_load(self.call("Page.navigate", url=url)["loaderId"])
         elif action == "type":
             self.evaluate("document.getElementById('name').value='Ada'")
@@ -116,7 +120,7 @@ def bridge_params(action: str, url: str) -> dict[str, Any]:
 
 def medians_ms(fns: list[Callable[[], Any]], runs: int, *, interleave: bool,
                before: Callable[[int], Any] = lambda i: None) -> list[float]:
-    """Median wall time of each function. Interleaved (raw, bridge, bridge, raw, …) so that a
+    """Median wall time of each function. Interleaved (raw, bridge, raw, bridge, …) so that a
     load spike on this shared machine hits every column alike; screenshots run in blocks
     instead (``before(i)`` runs ahead of block i), because each path must keep its own tab in
     front while it captures."""
@@ -189,30 +193,34 @@ def main(runs: int = 20) -> list[dict[str, Any]]:
     try:
         _wait(lambda: len(host.send("targets")["targets"]) == 2)
         agent = BrowserBridge(port, token, label="bench-agent", allow_host=False, failover=False).start()
-        tabs = {group: agent.send("open", group, {"url": url}, target=target)["tab"]
-                for group, target in (("on-cdp", "cdp"), ("on-ext", "ext"))}
-        # The baseline drives the very tab the cdp executor runs, over its own page socket.
+        paths = (("on-cdp", "cdp", "bridge → cdp executor"), ("on-ext", "ext", "bridge → extension"))
+        for group, target, _ in paths:  # a URL of its own, to find the tab's page socket by
+            agent.send("open", group, {"url": f"{url}?{group}"}, target=target)
         listing = json.load(urllib.request.urlopen(f"{browser.endpoint}/json/list"))
-        raw = RawCdp(next(t["webSocketDebuggerUrl"] for t in listing if t["id"] == tabs["on-cdp"]))
+        # Each baseline drives the very tab its bridge path drives, over that page's own socket.
+        raws = [RawCdp(next(t["webSocketDebuggerUrl"] for t in listing if t["url"] == f"{url}?{group}"))
+                for group, _, _ in paths]
 
         rows = []
-        paths = (("on-cdp", "bridge → cdp executor"), ("on-ext", "bridge → extension"))
         for action in ACTIONS:
-            n = max(5, runs // 2) if action in ("navigate", "screenshot") else runs
-            fns = [lambda: raw.do(action, url)] + [
-                (lambda g=group: agent.send(action, g, bridge_params(action, url))) for group, _ in paths]
-            # a background tab waits for a frame to paint: the raw block brings its tab forward
-            base, *values = medians_ms(fns, n, interleave=action != "screenshot",
-                                       before=lambda i: i == 0 and raw.call("Page.bringToFront"))
-            for (group, label), value in zip(paths, values):
+            n = max(5, runs // 2) if action == "screenshot" else runs
+            fns: list[Callable[[], Any]] = []
+            for raw, (group, _, _) in zip(raws, paths):
+                fns += [lambda r=raw: r.do(action, url),
+                        lambda g=group: agent.send(action, g, bridge_params(action, url))]
+            # a background tab waits for a frame to paint: each raw block brings its tab forward
+            medians = medians_ms(fns, n, interleave=action != "screenshot",
+                                 before=lambda i: i % 2 == 0 and raws[i // 2].call("Page.bringToFront"))
+            for (group, _, label), base, value in zip(paths, medians[::2], medians[1::2]):
                 note = f"median of {n}"
                 if action == "screenshot" and group == "on-ext":
                     note += "; Chrome allows 2 captureVisibleTab calls/s per extension"
                 rows.append({"benchmark": "browser_actions", "metric": f"{action} via {label}",
                              "value": round(value, 2), "unit": "ms",
-                             "baseline": f"raw CDP {base:.2f} ms", "ratio": round(value / base, 2),
+                             "baseline": f"raw CDP, same tab {base:.2f} ms", "ratio": round(value / base, 2),
                              "note": note})
-        raw.ws.close()
+        for raw in raws:
+            raw.ws.close()
         return rows
     finally:
         if agent is not None:
@@ -229,7 +237,7 @@ def _print(rows: list[dict[str, Any]]) -> None:
     width = max(len(r["metric"]) for r in rows)
     print(f"{'action':<{width}}  {'median':>9}  {'raw CDP':>9}  ratio")
     for row in rows:
-        base = row["baseline"].split()[2]
+        base = row["baseline"].split()[-2]
         print(f"{row['metric']:<{width}}  {row['value']:>6.2f} ms  {float(base):>6.2f} ms  {row['ratio']:.2f}x")
 
 
