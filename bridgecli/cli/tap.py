@@ -19,30 +19,18 @@ def tap(app, count: int | None, as_json: bool) -> None:
     """
     import json
 
-    from bridgecli.amqp import topology
+    from bridgecli.amqp import tap as tapping
     from bridgecli.amqp.connection import connect
-    from bridgecli.envelope import InvalidEnvelope, parse
     from bridgecli.sanitize import sanitize_line
 
     connection = connect(app.config, name="bridge-tap")
     channel = connection.channel()
-    topology.declare(channel, *topology.SHARED_EXCHANGES)
-    import uuid
-
-    name = f"bridge.tap.{uuid.uuid4()}"  # client-named: some brokers refuse server-named queues
-    channel.queue_declare(name, exclusive=True, auto_delete=True)
-    channel.queue_bind(name, topology.MSG, routing_key="#")
+    name = tapping.bind(channel)
     output.note(f"tapping bridge.msg (queue {name}); Ctrl-C to stop")
     seen = 0
     try:
         for method, props, body in channel.consume(name, auto_ack=True):
-            try:
-                env = parse(body)
-                row = {"msgId": env.msg_id, "kind": env.kind, "from": env.sender, "fromLabel": env.sender_label,
-                       "to": env.recipient, "inReplyTo": env.in_reply_to, "ts": env.ts, "content": env.content}
-            except InvalidEnvelope as exc:
-                row = {"invalid": exc.reason, "routing_key": method.routing_key,
-                       "body": body[:200].decode("utf-8", errors="replace")}
+            row = tapping.row(method.routing_key, body)
             if as_json:
                 output.line(json.dumps(row, ensure_ascii=False))
             elif "invalid" in row:
