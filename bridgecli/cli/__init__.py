@@ -28,6 +28,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "browser": ("bridgecli.cli.browser:browser", "Drive browsers through the auto-elected browser broker."),
     "completion": ("bridgecli.cli.completion:completion", "Print the shell completion script for bash, zsh or fish."),
     "config": ("bridgecli.cli.config:config", "Show and change settings in bridge.toml."),
+    "dashboard": ("bridgecli.cli.dashboard:dashboard", "Serve a live web view of the fleet on 127.0.0.1."),
     "dlq": ("bridgecli.cli.dlq:dlq", "Inspect, retry or purge dead-lettered messages."),
     "doctor": ("bridgecli.cli.doctor:doctor", "Check config, broker, gateway and file permissions."),
     "entities": ("bridgecli.cli.register:entities", "List the entities registered on this host."),
