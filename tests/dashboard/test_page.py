@@ -1,0 +1,152 @@
+"""The dashboard end to end in real headless Chromium, against a live broker and the
+gateways of two simulated hosts: the fleet, live traffic, a DLQ retry clicked on the page,
+hostile content kept inert, and updates that go on after the gateway restarts.
+
+The screenshot in docs/ comes from here: ``BRIDGE_UPDATE_SCREENSHOT=1`` writes it to
+docs/dashboard.png (otherwise into the test's temp dir, so a plain run leaves the tree clean)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pika
+
+from tests.support.chromium import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE = '<img src=x onerror="window.pwned=1"></script><script>window.pwned=2</script>'
+
+
+class Page:
+    """One tab driven over CDP as a person would: it opens the printed URL and clicks."""
+
+    def __init__(self, browser, url: str) -> None:
+        from bridgecli_cdp.cdp import Cdp, browser_ws_url
+
+        self.cdp = Cdp(browser_ws_url(browser.endpoint))
+        target = self.cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": 1500, "height": 1150, "deviceScaleFactor": 1,
+                                                            "mobile": False}, session=self.session)
+        self.cdp.call("Page.navigate", {"url": url}, session=self.session)
+
+    def js(self, expression: str):
+        reply = self.cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                   "awaitPromise": True}, session=self.session)
+        if "exceptionDetails" in reply:
+            raise AssertionError(reply["exceptionDetails"])
+        return reply["result"].get("value")
+
+    def texts(self, selector: str) -> list[str]:
+        return self.js(f"[...document.querySelectorAll({json.dumps(selector)})].map(e => e.textContent)") or []
+
+    def click(self, selector: str) -> None:
+        """A real mouse click in the middle of the element (scrolled into view first)."""
+        box = self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+                      " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+                      " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        assert box, f"nothing matches {selector}"
+        for kind in ("mousePressed", "mouseReleased"):
+            self.cdp.call("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
+                                                       "clickCount": 1}, session=self.session)
+
+    def screenshot(self, path: Path) -> None:
+        self.js("window.scrollTo(0, 0)")
+        png = base64.b64decode(self.cdp.call("Page.captureScreenshot", {"format": "png"}, session=self.session)["data"])
+        path.write_bytes(png)
+
+    def close(self) -> None:
+        self.cdp.close()
+
+
+def _dead_letter(uri: str, recipient: str, sender: str, content: str, detail: str) -> str:
+    """Put one message in bridge.dlq the way a gateway does: through bridge.dlx with the
+    reason headers and the recipient as routing key."""
+    msg_id = str(uuid.uuid4())
+    body = json.dumps({"v": 1, "msgId": msg_id, "kind": "SEND", "from": sender, "to": recipient,
+                       "ts": 1.0, "content": content, "fromLabel": "ghost"}).encode()
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.basic_publish("bridge.dlx", recipient, body, pika.BasicProperties(
+            message_id=msg_id, delivery_mode=2, headers={"x-bridge-reason": "delivery-failed",
+                                                         "x-bridge-detail": detail}))
+    finally:
+        connection.close()
+    return msg_id
+
+
+def test_the_page_live(host_factory, dashboard_factory, chromium_factory, rabbitmq, tmp_path):
+    a, b = host_factory("alpha"), host_factory("beta")
+    main = a.register("main", role="main")
+    worker = b.register("worker")
+    a.start_gateway()
+    b.start_gateway()
+    board = dashboard_factory(a)
+    page = Page(chromium_factory(), board.url)
+    try:
+        # the fleet shows both hosts and their entities; the page got in with the token
+        wait_for(lambda: {a.name, b.name} <= {t.split(" ")[0] for t in page.texts("#hosts tbody td:first-child")},
+                 30, "both hosts in the fleet")
+        wait_for(lambda: {"main", "worker"} <= set(page.texts("#entities tbody td:first-child")), 30,
+                 "both entities in the fleet")
+        assert page.js("document.cookie") == ""  # HttpOnly: the page's scripts cannot read the token
+
+        # a message sent with `bridge send` appears in the traffic view
+        sent = b.bridge_json("send", "main", "hello from beta", "--from", "worker")
+        row = f'#traffic tr[data-msg-id="{sent["msgId"]}"]'
+        wait_for(lambda: page.js(f"document.querySelector('{row}') !== null"), 10, "the message in the traffic view")
+        assert "hello from beta" in page.texts(row)[0] and "worker → main" in page.texts(row)[0]
+        wait_for(lambda: "main" in page.texts("#held tbody td:first-child"), 10, "main's held message")
+
+        # hostile content stays text: no element is made of it and no script of it runs
+        evil = b.bridge_json("send", "main", HOSTILE, "--from", "worker")
+        evil_row = f'#traffic tr[data-msg-id="{evil["msgId"]}"]'
+        wait_for(lambda: page.js(f"document.querySelector('{evil_row}') !== null"), 10, "the hostile message")
+        page.click(evil_row)
+        wait_for(lambda: page.texts("#message-content") == [HOSTILE], 10, "the opened hostile message")
+        assert any(HOSTILE[:40] in t for t in page.texts("#traffic td.content"))
+        assert page.js("document.querySelectorAll('img, script:not([src])').length") == 0
+        assert page.js("typeof window.pwned") == "undefined"
+
+        # a dead letter (with a hostile detail) retried by clicking on the page is delivered
+        dead = _dead_letter(board_uri(a), worker, main, "retry me", HOSTILE)
+        dlq_row = f'#dlq tr[data-id="{dead}"]'
+        wait_for(lambda: page.js(f"document.querySelector('{dlq_row}') !== null"), 15, "the dead letter on the page")
+        assert HOSTILE in page.texts(f"{dlq_row} td:nth-child(4)")
+        assert page.js("document.querySelectorAll('img, script:not([src])').length") == 0
+        page.screenshot(ROOT / "docs" / "dashboard.png" if os.environ.get("BRIDGE_UPDATE_SCREENSHOT")
+                        else tmp_path / "dashboard.png")
+        page.click(f"{dlq_row} button")
+        wait_for(lambda: not page.js("document.getElementById('confirm').hidden"), 5, "the confirmation")
+        assert dead in page.texts("#confirm-text")[0]
+        page.click("#confirm-yes")
+        wait_for(lambda: "re-published 1 message(s)" in page.texts("#dlq-result")[0], 15, "the retry's result")
+        got = b.bridge_json("poll", "--as", "worker", "--wait", "10s")["messages"]
+        assert [m["msgId"] for m in got] == [dead] and got[0]["content"] == "retry me"
+        wait_for(lambda: page.js(f"document.querySelector('{dlq_row}') === null"), 15, "the retried letter gone")
+
+        # the gateway restarts; the page keeps updating (fleet, held, traffic)
+        a.stop_gateway()
+        wait_for(lambda: any("no local gateway" in t for t in page.texts("#missing li")), 15,
+                 "the page saying the gateway is missing")
+        a.start_gateway()
+        wait_for(lambda: any(e["gid"] == main for e in b.bridge_json("roster")["entries"]), 15,
+                 "main back in beta's roster")
+        after = b.bridge_json("send", "main", "after the restart", "--from", "worker")
+        wait_for(lambda: page.js(f"document.querySelector('#traffic tr[data-msg-id=\"{after['msgId']}\"]') !== null"),
+                 15, "traffic after the restart")
+        wait_for(lambda: not page.texts("#missing li"), 15, "the gateway back on the page")
+        wait_for(lambda: ["main", main[:8], "main", "3"] == page.texts("#held tbody td")[:4], 15,
+                 "main's three held messages after the restart")
+    finally:
+        page.close()
+
+
+def board_uri(host) -> str:
+    return host.env["BRIDGE_BROKER_URI"]
