@@ -55,6 +55,8 @@ class GatewayEntry:
     #: names of the spawn profiles in that host's own bridge.toml (names only: a profile's
     #: command never leaves its host) — what ``bridge spawn PROFILE --host H`` can start there
     profiles: tuple[str, ...] = ()
+    #: when that host's gateway started (its clock), for uptime; None from older gateways
+    started: float | None = None
 
 
 def routing_key(host: str, gid: str) -> str:
@@ -69,13 +71,15 @@ def arrival_key(method: Any) -> str:
 
 
 def heartbeat_frame(*, host: str, version: str, interval: float, entity: Any = None, status: str = "unknown",
-                    entities: int = 0, profiles: Iterable[str] = ()) -> bytes:
+                    entities: int = 0, profiles: Iterable[str] = (), started: float | None = None) -> bytes:
     """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None, which
-    also names the host's spawn profiles)."""
+    also names the host's spawn profiles and when the gateway started)."""
     frame: dict[str, Any] = {"v": FRAME_VERSION, "type": "heartbeat", "host": host, "version": version,
                              "interval": interval, "ts": time.time()}
     if entity is None:
         frame.update({"gid": GATEWAY_KEY, "entities": entities, "profiles": sorted(profiles)})
+        if started is not None:
+            frame["started"] = started
     else:
         frame.update({"gid": entity.gid, "label": entity.label, "role": entity.role, "status": status,
                       "backend": entity.backend, "since": entity.created})
@@ -140,10 +144,11 @@ class RosterView:
                 return False
             interval = float(frame.get("interval") or 5.0)
             if gid == GATEWAY_KEY:
-                named = frame.get("profiles")
+                named, started = frame.get("profiles"), frame.get("started")
                 self._gateways[host] = GatewayEntry(
                     host, str(frame.get("version", "?")), now, interval, int(frame.get("entities", 0)),
-                    tuple(str(p) for p in named[:MAX_PROFILES]) if isinstance(named, list) else ())
+                    tuple(str(p) for p in named[:MAX_PROFILES]) if isinstance(named, list) else (),
+                    float(started) if isinstance(started, (int, float)) else None)
                 return True
             label, role = str(frame.get("label", "?")), str(frame.get("role", "?"))
             status, backend = str(frame.get("status", "unknown")), str(frame.get("backend", "?"))

@@ -24,6 +24,13 @@ def test_heartbeats_build_the_view_and_gateways_are_tracked():
     assert roster.routing_key("a", "g1") == "roster.a.g1"
 
 
+def test_gateway_heartbeat_carries_its_start_time():
+    view = roster.RosterView()
+    view.apply(roster.heartbeat_frame(host="a", version="0", interval=5.0, started=42.5), now=100)
+    view.apply(roster.heartbeat_frame(host="b", version="0", interval=5.0), now=100)  # an older gateway
+    assert [(g.host, g.started) for g in view.gateways()] == [("a", 42.5), ("b", None)]
+
+
 def test_expiry_after_missed_intervals_and_refresh():
     view = roster.RosterView(expiry_missed=3)
     view.apply(_hb(), now=100)

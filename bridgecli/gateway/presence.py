@@ -147,7 +147,7 @@ class Presence:
         frames = [self._heartbeat(entity) for entity in entities]
         frames.append((roster_mod.GATEWAY_KEY, roster_mod.heartbeat_frame(
             host=self.gw.host, version=__version__, interval=self.interval, entities=len(entities),
-            profiles=self.gw.config.profiles())))
+            profiles=self.gw.config.profiles(), started=self.gw.started)))
         self._publish_all(frames)
 
     def announce_gone(self, gid: str, reason: str) -> None:
