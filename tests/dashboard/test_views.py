@@ -1,0 +1,69 @@
+"""The dashboard's pure parts: bounded traffic with threads and rates, and a fleet that keeps
+what vanished as gone."""
+
+from __future__ import annotations
+
+from bridgecli.dashboard.fleet import FleetTracker
+from bridgecli.dashboard.traffic import PREVIEW_CHARS, Rates, Traffic
+
+
+def _msg(msg_id: str, reply_to: str | None = None, content: str = "x", kind: str = "SEND") -> dict:
+    return {"msgId": msg_id, "kind": kind, "from": "f", "to": "t", "inReplyTo": reply_to, "ts": 1.0,
+            "content": content}
+
+
+def test_traffic_is_bounded_and_batches_the_newest():
+    traffic = Traffic(history=5)
+    for i in range(8):
+        traffic.add(_msg(f"m{i}"), "a", "b")
+    assert traffic.get("m2") is None and traffic.get("m3") is not None  # only the newest 5 kept
+    rows, last, skipped = traffic.since(0, limit=2)
+    assert [r["msgId"] for r in rows] == ["m6", "m7"] and last == 8 and skipped == 6
+    assert traffic.since(last) == ([], 8, 0)
+    traffic.add(_msg("long", content="é" * (PREVIEW_CHARS + 10)), "a", "b")
+    [row], _, _ = traffic.since(last)
+    assert len(row["content"]) == PREVIEW_CHARS and row["truncated"] and row["size"] == PREVIEW_CHARS + 10
+    assert len(traffic.get("long")["content"]) == PREVIEW_CHARS + 10  # the full text is kept for the detail
+
+
+def test_thread_follows_in_reply_to_both_ways():
+    traffic = Traffic()
+    traffic.add(_msg("ask", kind="ASK"), "a", "b")
+    traffic.add(_msg("other"), "a", "b")
+    traffic.add(_msg("answer", "ask", kind="ANSWER"), "b", "a")
+    traffic.add(_msg("thanks", "answer"), "a", "b")
+    expected = ["ask", "answer", "thanks"]
+    for member in expected:
+        assert [r["msgId"] for r in traffic.thread(member)] == expected
+    assert [r["msgId"] for r in traffic.thread("other")] == ["other"]
+    assert traffic.thread("unknown") == []
+
+
+def test_rates_count_per_host_and_second():
+    now = [1000.2]
+    rates = Rates(window=4, clock=lambda: now[0])
+    rates.count("a", "sent", 3)
+    rates.count("b", "dead")
+    now[0] = 1001.5
+    rates.count("a", "sent")
+    now[0] = 1002.1
+    series = rates.series()
+    assert series["a"]["sent"] == [0, 0, 3, 1] and series["a"]["delivered"] == [0, 0, 0, 0]
+    assert series["b"]["dead"] == [0, 0, 1, 0]
+    now[0] = 1010.0
+    assert rates.series()["a"]["sent"] == [0, 0, 0, 0]  # older than the window
+
+
+def test_fleet_keeps_what_vanished_as_gone():
+    fleet = FleetTracker()
+    gateways = [{"host": "a", "version": "1", "last_seen": 10.0, "started": 4.0, "entities": 1}]
+    entity = {"gid": "g1", "label": "rev", "host": "a", "role": "agent", "backend": "tmux", "status": "idle",
+              "last_seen": 10.0}
+    view = fleet.update(gateways, [entity], None, now=10.0)
+    assert [(h["host"], h["uptime"], h["gone"]) for h in view["hosts"]] == [("a", 6, False)]
+    assert [(e["label"], e["status"], e["gone"]) for e in view["entities"]] == [("rev", "idle", False)]
+    view = fleet.update([], [], None, now=20.0)
+    assert [(h["host"], h["gone"], h["goneSince"]) for h in view["hosts"]] == [("a", True, 20.0)]
+    assert [(e["label"], e["status"], e["goneSince"]) for e in view["entities"]] == [("rev", "gone", 20.0)]
+    view = fleet.update(gateways, [entity], None, now=30.0)  # back again
+    assert not view["hosts"][0]["gone"] and view["entities"][0]["status"] == "idle"
