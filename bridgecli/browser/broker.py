@@ -366,7 +366,7 @@ class Broker:
     def _broker_action(self, agent: Agent, cmd: dict[str, Any]) -> dict[str, Any]:
         action, req_id, group = cmd["action"], cmd["id"], cmd["group"]
         if action == "targets":
-            return F.ok(req_id, {"targets": self.targets()})
+            return F.ok(req_id, {"targets": self.targets(), "agents": self.agent_list()})
         if action == F.TABS_ACTION:
             return F.ok(req_id, {"groups": self.groups(agent.client_id)})
         if action == "default":
@@ -396,6 +396,12 @@ class Broker:
                                   if o.executor_id == e.executor_id),
                  "default": e.executor_id == self.primary}
                 for e in sorted(self.executors.values(), key=lambda e: e.seq)]
+
+    def agent_list(self) -> list[dict[str, Any]]:
+        """Connected agents with the groups each owns (what ``bridge dashboard`` shows)."""
+        return [{"id": a.client_id, "label": a.label,
+                 "groups": sorted(g for g, o in self.group_owner.items() if o.agent_id == a.client_id)}
+                for a in sorted(self.agents.values(), key=lambda a: a.client_id)]
 
     def groups(self, agent_id: str | None) -> list[dict[str, Any]]:
         """Every known group with its executor and whose it is, relative to ``agent_id``."""
