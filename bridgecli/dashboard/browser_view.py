@@ -12,6 +12,8 @@ from bridgecli.errors import BridgeError
 
 #: seconds between two questions to the browser broker
 EVERY = 2.0
+#: the dashboard's own name among the broker's agents (left out of the agents it shows)
+LABEL = "bridge-dashboard"
 
 
 class BrowserView:
@@ -30,18 +32,21 @@ class BrowserView:
         self._asked = time.monotonic()
         try:
             bridge = self._connect()
-            targets = bridge.send("targets", timeout=5)["targets"]
+            answer = bridge.send("targets", timeout=5)
             groups = bridge.send("tabs", timeout=5).get("groups", [])
         except BridgeError as exc:
             self.close()
             self._last = {"running": False, "port": self.port, "why": str(exc)}
             return self._last
+        agents = [a for a in answer.get("agents", []) if a.get("label") != LABEL]
+        owners = {group: a.get("label") or a["id"] for a in agents for group in a.get("groups", [])}
         self._last = {
             "running": True, "port": self.port,
             "executors": [{"id": t["id"], "label": t["label"], "kind": t.get("kind"), "default": t["default"],
-                           "groups": t.get("groups", [])} for t in targets],
+                           "groups": t.get("groups", [])} for t in answer["targets"]],
+            "agents": [{"id": a["id"], "label": a.get("label"), "groups": a.get("groups", [])} for a in agents],
             "groups": [{"group": g["group"], "executor": g.get("label") or g["executor"],
-                        "owner": "orphan" if g["owner"] == "orphan" else "an agent",
+                        "owner": "orphan" if g["owner"] == "orphan" else owners.get(g["group"], "an agent"),
                         "connected": g["connected"]} for g in groups],
         }
         return self._last
@@ -51,7 +56,7 @@ class BrowserView:
             from bridgecli.browser.connect import BrowserBridge
 
             self.close()
-            self._bridge = BrowserBridge(self.port, self.token, label="bridge-dashboard", allow_host=False,
+            self._bridge = BrowserBridge(self.port, self.token, label=LABEL, allow_host=False,
                                          failover=False, connect_timeout=2.0).start()
         return self._bridge
 

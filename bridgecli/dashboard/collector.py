@@ -141,6 +141,9 @@ class Collector:
             entries = [e.as_dict() for e in self.feed.roster.entries()]
         else:
             gateways, entries = local["roster"]["gateways"], local["roster"]["entries"]
+            # the gateway heard the whole fleet long before our own listener: it tells the
+            # feed which host each gid is on (for the rates) from the first second
+            self.feed.roster.load(entries)
         if not self.feed.connected:
             missing.append(f"no broker connection ({self.feed.error or 'connecting'}): traffic, the roster "
                            "and dead letters are not live — check `bridge doctor`")

@@ -2,7 +2,7 @@
 gateways of two simulated hosts: the fleet, live traffic, a DLQ retry clicked on the page,
 hostile content kept inert, and updates that go on after the gateway restarts.
 
-The screenshot in docs/ comes from here: ``BRIDGE_UPDATE_SCREENSHOT=1`` writes it to
+The screenshot in docs/ comes from here: ``UPDATE_DOCS_SCREENSHOT=1`` writes it to
 docs/dashboard.png (otherwise into the test's temp dir, so a plain run leaves the tree clean)."""
 
 from __future__ import annotations
@@ -81,8 +81,15 @@ def _dead_letter(uri: str, recipient: str, sender: str, content: str, detail: st
     return msg_id
 
 
-def test_the_page_live(host_factory, dashboard_factory, chromium_factory, rabbitmq, tmp_path):
-    a, b = host_factory("alpha"), host_factory("beta")
+def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_bridge, rabbitmq, tmp_path):
+    from tests.browser.fake_executor import FakeExecutor
+
+    broker = host_bridge(label="orchestrator")  # the browser broker of host alpha
+    executor = FakeExecutor(broker.port, "test-token", id="exec-1", label="chrome-1", default=True).start()
+    broker.send("open", "research", {"url": "about:blank"})
+    a = host_factory("alpha", extra_env={"BRIDGE_BROWSER_PORT": str(broker.port),
+                                         "BRIDGE_BROWSER_TOKEN": "test-token"})
+    b = host_factory("beta")
     main = a.register("main", role="main")
     worker = b.register("worker")
     a.start_gateway()
@@ -90,6 +97,12 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, rabbit
     board = dashboard_factory(a)
     page = Page(chromium_factory(), board.url)
     try:
+        # the browser bridge: its executor, the agent and the group that agent owns
+        wait_for(lambda: page.texts("#executors tbody td")[:4] == ["chrome-1", "exec-1", "fake", "yes"], 15,
+                 "the executor in the browser view")
+        assert page.texts("#agents tbody td:first-child") == ["orchestrator"]
+        assert page.texts("#groups tbody tr")[0].startswith("researchchrome-1orchestrator")
+
         # the fleet shows both hosts and their entities; the page got in with the token
         wait_for(lambda: {a.name, b.name} <= {t.split(" ")[0] for t in page.texts("#hosts tbody td:first-child")},
                  30, "both hosts in the fleet")
@@ -120,7 +133,7 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, rabbit
         wait_for(lambda: page.js(f"document.querySelector('{dlq_row}') !== null"), 15, "the dead letter on the page")
         assert HOSTILE in page.texts(f"{dlq_row} td:nth-child(4)")
         assert page.js("document.querySelectorAll('img, script:not([src])').length") == 0
-        page.screenshot(ROOT / "docs" / "dashboard.png" if os.environ.get("BRIDGE_UPDATE_SCREENSHOT")
+        page.screenshot(ROOT / "docs" / "dashboard.png" if os.environ.get("UPDATE_DOCS_SCREENSHOT")
                         else tmp_path / "dashboard.png")
         page.click(f"{dlq_row} button")
         wait_for(lambda: not page.js("document.getElementById('confirm').hidden"), 5, "the confirmation")
@@ -130,6 +143,15 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, rabbit
         got = b.bridge_json("poll", "--as", "worker", "--wait", "10s")["messages"]
         assert [m["msgId"] for m in got] == [dead] and got[0]["content"] == "retry me"
         wait_for(lambda: page.js(f"document.querySelector('{dlq_row}') === null"), 15, "the retried letter gone")
+
+        # throughput: beta sent, alpha had delivered, and beta's worker had a dead letter
+        def total(host: str, series: str) -> int:
+            return page.js(f"((window.bridgeDashboard.rates || {{}})[{json.dumps(host)}] || {{}})"
+                           f"[{json.dumps(series)}]?.reduce((a, b) => a + b, 0) || 0")
+
+        wait_for(lambda: total(b.name, "sent") >= 2 and total(a.name, "delivered") >= 2
+                 and total(b.name, "dead") >= 1, 10, "the rates of both hosts")
+        assert page.js("document.querySelectorAll('#rates svg.spark polyline').length") == 6
 
         # the gateway restarts; the page keeps updating (fleet, held, traffic)
         a.stop_gateway()
@@ -146,6 +168,7 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, rabbit
                  "main's three held messages after the restart")
     finally:
         page.close()
+        executor.stop()
 
 
 def board_uri(host) -> str:

@@ -160,7 +160,7 @@ function renderDeadLetters() {
     const button = el("button", "Retry");
     button.type = "button";
     button.addEventListener("click", () => ask("Retry dead letter " + r.id + " to its recipient?", "/api/dlq/retry", { ids: [r.id] }));
-    const row = tr([r.id, r.reason, r.queue, r.detail, button]);
+    const row = tr([r.id, r.reason, r.queue, el("span", r.detail, "wrap"), button]);
     row.dataset.id = r.id;
     return row;
   }));
@@ -193,12 +193,13 @@ function renderBrowser() {
   if (!b) return;
   $("browser-note").textContent = b.running ? "" : "no browser broker on 127.0.0.1:" + b.port + (b.why ? " (" + b.why + ")" : "");
   fill("executors", (b.executors || []).map((e) => tr([e.label, e.id, e.kind, e.default ? "yes" : "", e.groups.join(", ")])));
+  fill("agents", (b.agents || []).map((a) => tr([a.label || "(no label)", a.id, a.groups.join(", ")])));
   fill("groups", (b.groups || []).map((g) => tr([g.group, g.executor, g.owner, g.connected ? "yes" : "no"])));
 }
 
 const SVG = "http://www.w3.org/2000/svg";
 function sparkline(values, cls) {
-  const width = 140, height = 26, top = Math.max(1, ...values);
+  const width = 96, height = 24, top = Math.max(1, ...values);
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "spark " + cls);
   svg.setAttribute("width", width);
@@ -209,7 +210,7 @@ function sparkline(values, cls) {
   svg.appendChild(line);
   const cell = el("span", null, "spark-cell");
   cell.appendChild(svg);
-  cell.appendChild(el("span", (values[values.length - 1] || 0) + "/s (max " + top + ")", "muted"));
+  cell.appendChild(el("span", (values[values.length - 1] || 0) + "/s, max " + top, "muted"));
   return cell;
 }
 
@@ -246,7 +247,7 @@ function apply(update) {
     }
     if (page.paused) page.pending += update.traffic.length; else renderTraffic();
   }
-  if (update.rates) renderRates(update.rates);
+  if (update.rates) { page.rates = update.rates; renderRates(update.rates); }
 }
 
 function connect() {
