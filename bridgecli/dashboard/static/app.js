@@ -240,12 +240,13 @@ function apply(update) {
     page.traffic.push(...update.traffic);
     if (page.traffic.length > MAX_ROWS) page.traffic.splice(0, page.traffic.length - MAX_ROWS);
     page.skipped += update.skipped || 0;
+    if (page.paused) page.pending += update.traffic.length; else renderTraffic();
+    // lag = drawn now minus sent then, for the newest row (same machine's clock in the benchmark)
     const newest = update.traffic[update.traffic.length - 1];
     if (newest && newest.ts) {
       page.lag.last = Date.now() / 1000 - newest.ts;
       page.lag.max = Math.max(page.lag.max, page.lag.last);
     }
-    if (page.paused) page.pending += update.traffic.length; else renderTraffic();
   }
   if (update.rates) { page.rates = update.rates; renderRates(update.rates); }
 }
