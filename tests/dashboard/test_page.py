@@ -54,6 +54,15 @@ class Page:
             self.cdp.call("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
                                                        "clickCount": 1}, session=self.session)
 
+    def type(self, selector: str, text: str) -> None:
+        """Focus the input and type ``text`` over what it held, as keystrokes would."""
+        self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.focus(); e.select(); }})()")
+        if text:
+            self.cdp.call("Input.insertText", {"text": text}, session=self.session)
+        else:
+            self.cdp.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Backspace", "code": "Backspace",
+                                                     "windowsVirtualKeyCode": 8}, session=self.session)
+
     def screenshot(self, path: Path) -> None:
         self.js("window.scrollTo(0, 0)")
         png = base64.b64decode(self.cdp.call("Page.captureScreenshot", {"format": "png"}, session=self.session)["data"])
@@ -117,6 +126,27 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
         assert "hello from beta" in page.texts(row)[0] and "worker → main" in page.texts(row)[0]
         wait_for(lambda: "main" in page.texts("#held tbody td:first-child"), 10, "main's held message")
 
+        # filters: the fleet by host and label, the traffic by entity; pause holds new rows back
+        page.js(f"(() => {{ const s = document.getElementById('filter-host'); s.value = {json.dumps(b.name)};"
+                " s.dispatchEvent(new Event('input')); })()")
+        assert page.texts("#entities tbody td:first-child") == ["worker"]
+        page.js("(() => { const s = document.getElementById('filter-host'); s.value = '';"
+                " s.dispatchEvent(new Event('input')); })()")
+        page.type("#filter-label", "mai")
+        assert page.texts("#entities tbody td:first-child") == ["main"]
+        page.type("#filter-label", "")
+        page.type("#traffic-filter", "nobody-is-called-this")
+        assert page.texts("#traffic tbody tr") == []
+        page.type("#traffic-filter", "work")
+        assert len(page.texts("#traffic tbody tr")) == 1
+        page.type("#traffic-filter", "")
+        page.click("#pause")
+        held_back = b.bridge_json("send", "main", "while paused", "--from", "worker")
+        wait_for(lambda: "paused: 1 new message(s) not shown" in page.texts("#traffic-note")[0], 10, "the pause note")
+        assert page.js(f"document.querySelector('#traffic tr[data-msg-id=\"{held_back['msgId']}\"]')") is None
+        page.click("#pause")
+        assert page.js(f"document.querySelector('#traffic tr[data-msg-id=\"{held_back['msgId']}\"]') !== null")
+
         # hostile content stays text: no element is made of it and no script of it runs
         evil = b.bridge_json("send", "main", HOSTILE, "--from", "worker")
         evil_row = f'#traffic tr[data-msg-id="{evil["msgId"]}"]'
@@ -164,8 +194,8 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
         wait_for(lambda: page.js(f"document.querySelector('#traffic tr[data-msg-id=\"{after['msgId']}\"]') !== null"),
                  15, "traffic after the restart")
         wait_for(lambda: not page.texts("#missing li"), 15, "the gateway back on the page")
-        wait_for(lambda: ["main", main[:8], "main", "3"] == page.texts("#held tbody td")[:4], 15,
-                 "main's three held messages after the restart")
+        wait_for(lambda: ["main", main[:8], "main", "4"] == page.texts("#held tbody td")[:4], 15,
+                 "main's four held messages after the restart")
     finally:
         page.close()
         executor.stop()

@@ -121,6 +121,10 @@ function renderTraffic() {
     rows.push(row);
   }
   fill("traffic", rows);
+  renderTrafficNote();
+}
+
+function renderTrafficNote() {
   const notes = [];
   if (page.paused) notes.push("paused: " + page.pending + " new message(s) not shown");
   if (page.skipped) notes.push(page.skipped + " message(s) went by faster than the page draws (counted in throughput)");
@@ -240,7 +244,7 @@ function apply(update) {
     page.traffic.push(...update.traffic);
     if (page.traffic.length > MAX_ROWS) page.traffic.splice(0, page.traffic.length - MAX_ROWS);
     page.skipped += update.skipped || 0;
-    if (page.paused) page.pending += update.traffic.length; else renderTraffic();
+    if (page.paused) { page.pending += update.traffic.length; renderTrafficNote(); } else renderTraffic();
     // lag = drawn now minus sent then, for the newest row (same machine's clock in the benchmark)
     const newest = update.traffic[update.traffic.length - 1];
     if (newest && newest.ts) {
