@@ -52,6 +52,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         if scope["type"] != "http":  # no websockets here: the live view is server-sent events
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})  # refused before the handshake: 403
             return
         problem = self.refusal(scope)
 

@@ -55,6 +55,11 @@ def test_token_cookie_and_refusals(host_factory, dashboard_factory):
     nameless = board.request("GET", "/api/state", {"Cookie": board.cookie, "Host": None})
     assert nameless.status in (400, 403) and b"fleet" not in nameless.body  # HTTP/1.1 requires Host
 
+    upgrade = board.request("GET", "/api/events", {"Cookie": board.cookie, "Connection": "Upgrade",
+                                                   "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                                                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    assert upgrade.status == 403  # no websocket endpoint to probe
+
     # state changes: POST only, with the token, from this origin, as JSON
     origin = f"http://127.0.0.1:{board.port}"
     json_type = {"Content-Type": "application/json"}
