@@ -10,11 +10,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import uuid
 from pathlib import Path
 
-import pika
 
+from tests.dashboard.letters import dead_letter
 from tests.support.chromium import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,24 +69,6 @@ class Page:
 
     def close(self) -> None:
         self.cdp.close()
-
-
-def _dead_letter(uri: str, recipient: str, sender: str, content: str, detail: str) -> str:
-    """Put one message in bridge.dlq the way a gateway does: through bridge.dlx with the
-    reason headers and the recipient as routing key."""
-    msg_id = str(uuid.uuid4())
-    body = json.dumps({"v": 1, "msgId": msg_id, "kind": "SEND", "from": sender, "to": recipient,
-                       "ts": 1.0, "content": content, "fromLabel": "ghost"}).encode()
-    connection = pika.BlockingConnection(pika.URLParameters(uri))
-    try:
-        channel = connection.channel()
-        channel.confirm_delivery()
-        channel.basic_publish("bridge.dlx", recipient, body, pika.BasicProperties(
-            message_id=msg_id, delivery_mode=2, headers={"x-bridge-reason": "delivery-failed",
-                                                         "x-bridge-detail": detail}))
-    finally:
-        connection.close()
-    return msg_id
 
 
 def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_bridge, rabbitmq, tmp_path):
@@ -158,7 +139,7 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
         assert page.js("typeof window.pwned") == "undefined"
 
         # a dead letter (with a hostile detail) retried by clicking on the page is delivered
-        dead = _dead_letter(board_uri(a), worker, main, "retry me", HOSTILE)
+        dead = dead_letter(board_uri(a), worker, main, "retry me", HOSTILE)
         dlq_row = f'#dlq tr[data-id="{dead}"]'
         wait_for(lambda: page.js(f"document.querySelector('{dlq_row}') !== null"), 15, "the dead letter on the page")
         assert HOSTILE in page.texts(f"{dlq_row} td:nth-child(4)")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from tests.dashboard.letters import dead_letter
+
 
 def _listening_addresses(port: int) -> set[str]:
     """Local addresses (hex, as the kernel writes them) of sockets listening on ``port``."""
@@ -20,8 +22,8 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
-def test_token_cookie_and_refusals(host_factory, dashboard_factory):
-    a = host_factory("a")
+def test_token_cookie_and_refusals(host_factory, dashboard_factory, vhost_uri):
+    a = host_factory("a", broker_uri=vhost_uri)  # a DLQ of its own, so the purge's count is exact
     board = dashboard_factory(a)
     assert board.url.startswith(f"http://127.0.0.1:{board.port}/?token=")
     assert _listening_addresses(board.port) == {"0100007F"}  # 127.0.0.1 and nothing else
@@ -70,8 +72,10 @@ def test_token_cookie_and_refusals(host_factory, dashboard_factory):
                                                     **json_type}, b"{}").status == 403
     form = {"Cookie": board.cookie, "Origin": origin, "Content-Type": "application/x-www-form-urlencoded"}
     assert board.request("POST", "/api/dlq/purge", form, b"a=1").status == 415
+    assert a.bridge_json("dlq", "list")["dead_letters"] == []  # the refused purges purged nothing
+    dead_letter(vhost_uri, "0" * 8 + "-0000-4000-8000-" + "0" * 12, "ghost", "purge me", "test")
     done = board.request("POST", "/api/dlq/purge", {"Cookie": board.cookie, "Origin": origin, **json_type}, b"{}")
-    assert done.status == 200 and isinstance(json.loads(done.body)["purged"], int)  # the suite shares the DLQ
+    assert done.status == 200 and json.loads(done.body)["purged"] == 1
 
 
 def test_refuses_a_port_in_use(host_factory, dashboard_factory):
@@ -80,3 +84,17 @@ def test_refuses_a_port_in_use(host_factory, dashboard_factory):
     busy = a.bridge("dashboard", "--no-open", "--port", str(board.port), timeout=30)
     assert busy.returncode == 13 and "pass another --port" in busy.stderr
     assert len(busy.stderr.strip().splitlines()) == 1
+
+
+def test_says_how_to_install_a_missing_web_stack(host_factory, tmp_path):
+    """Without the ``dashboard`` extra: one line naming what is missing and the pip command."""
+    from bridgecli.errors import ExitCode
+
+    shadow = tmp_path / "uvicorn"  # found before the installed one, as if it were absent
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('No module named uvicorn')\n")
+    a = host_factory("a")
+    proc = a.bridge("dashboard", "--no-open", env={"PYTHONPATH": str(tmp_path)}, timeout=30)
+    assert proc.returncode == ExitCode.MISSING_DEPENDENCY, proc.stderr
+    assert "Starlette and uvicorn" in proc.stderr and "pip install 'bridgecli[dashboard]'" in proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1

@@ -12,8 +12,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import uuid
-
 import pika
 import pika.exceptions
 import pytest
@@ -30,11 +28,7 @@ def broker(request, rabbitmq) -> tuple[str, dict[str, str]]:
     """``(uri, env)`` for hosts of one queue type."""
     if request.param == "classic":
         return rabbitmq.uri, {}
-    vhost = f"q{uuid.uuid4().hex[:8]}"
-    rabbitmq.ctl("add_vhost", vhost)
-    rabbitmq.ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-    request.addfinalizer(lambda: rabbitmq.ctl("delete_vhost", vhost, check=False))
-    return f"{rabbitmq.uri.rstrip('/')}/{vhost}", QUORUM
+    return request.getfixturevalue("vhost_uri"), QUORUM
 
 
 def _clone(host: Host, uri: str, env: dict[str, str]) -> Host:

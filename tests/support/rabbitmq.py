@@ -111,3 +111,21 @@ def rabbitmq_node_factory() -> Iterator[Callable[[Sequence[str]], ManagedBroker]
     yield make
     for node in nodes:
         _dispose(node)
+
+
+@pytest.fixture
+def vhost_uri(rabbitmq) -> Iterator[str]:
+    """The session broker's URI in a fresh vhost of its own (guest has every permission):
+    a test that needs the shared objects (``bridge.dlq``, ``bridge.delay``) to itself, or
+    declared with other arguments, gets them without a node of its own. Deleted after."""
+    import uuid
+
+    if not isinstance(rabbitmq, ManagedBroker):
+        pytest.skip("needs a broker the suite manages (BRIDGE_TEST_BROKER_URI is set)")
+    name = f"t{uuid.uuid4().hex[:10]}"
+    rabbitmq.ctl("add_vhost", name)
+    rabbitmq.ctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+    try:
+        yield f"{rabbitmq.uri.rstrip('/')}/{name}"
+    finally:
+        rabbitmq.ctl("delete_vhost", name, check=False)
