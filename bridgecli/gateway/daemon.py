@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import pika
@@ -51,8 +51,8 @@ from bridgecli.gateway.entities import Registry, open_registry
 from bridgecli.gateway.deadletter import drain_to_dlq
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
-from bridgecli.gateway.hold import HoldBackend
-from bridgecli.gateway.store import DELIVERED, DRAINED, HELD, TAKEN, Store, StoredMessage, open_store
+from bridgecli.gateway.burst import Burst, Waiter
+from bridgecli.gateway.store import DELIVERED, Store, StoredMessage, open_store
 from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
 
@@ -78,28 +78,6 @@ class _Elsewhere:
     retry: Callable[[], None]
     interval: float = 1.0
     next_at: float = 0.0
-
-
-@dataclass(eq=False)
-class Waiter:
-    """A blocked ``send --wait`` / ``poll --wait`` in a local API thread."""
-
-    recipient: str
-    in_reply_to: str | None
-    #: how many messages it takes at hold time (see :meth:`Gateway._hand_off`): 1 for a
-    #: ``send --wait``, the limit for a draining ``poll --wait``; 0 = it only wants a wakeup
-    #: (``poll`` with ``peek``, ``count``), and takes from the store itself
-    claims: int = 0
-    event: threading.Event = field(default_factory=threading.Event)
-    #: set (before ``event``) when a message for it was committed; the confirm of a
-    #: ``send --wait`` sets only ``event``, so that wakeup needs no look into the store
-    notified: bool = False
-    #: messages recorded as drained for it, committed, not yet picked up (:meth:`Gateway.take_handed`)
-    handed: list[StoredMessage] = field(default_factory=list)
-    #: its client confirms what it gets: hand-offs are recorded ``taken``, not ``drained``
-    two_phase: bool = False
-    #: a poll for one peer's messages only (its gid), or None for anyone's
-    peer: str | None = None
 
 
 class Gateway:
@@ -140,9 +118,8 @@ class Gateway:
         self.api = None
         #: every confirmed publish of a local sender (a connection and thread of its own)
         self.lane = PublishLane(config, self.host)
-        self._batch: list[tuple[int, Entity, Envelope]] = []
-        #: messages of the open batch recorded as taken by a waiter (see _hand_off); I/O thread only
-        self._handoffs: list[tuple[Waiter, StoredMessage]] = []
+        #: the open burst of inline deliveries and its hand-offs to waiters (I/O thread only)
+        self.burst = Burst(self.store, self.waiters, self.waiters_lock, self.should_stop)
         #: delivery tags handed to worker threads and not yet acked (see _flush_batch)
         self._worker_tags: set[int] = set()
         self._identity_policy = identity.IdentityPolicy.from_config(config.values)
@@ -264,7 +241,7 @@ class Gateway:
     def _on_connection_lost(self) -> None:
         self.connected.clear()
         self._lost_at = time.monotonic()
-        self._rollback_batch()
+        self.burst.rollback()
         self._worker_tags = set()
         self.generation += 1
         for consumer in self.consumers.values():
@@ -292,7 +269,7 @@ class Gateway:
             try:
                 self._flush_batch()
             except Exception:
-                self._rollback_batch()
+                self.burst.rollback()
         workers = [c.worker for c in self.consumers.values() if c.worker is not None]
         for worker in workers:
             drain_queue(worker.items)  # not started yet: the broker redelivers them
@@ -497,13 +474,7 @@ class Gateway:
         try:
             self._flush_batch()
         except Exception:
-            self._rollback_batch()
-
-    def _rollback_batch(self) -> None:
-        """Undo the open batch: none of it is acked (the broker redelivers it), and none of
-        its hand-offs to waiters happened."""
-        self._batch, self._handoffs = [], []
-        self.store.rollback_batch()
+            self.burst.rollback()
 
     def _handle_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         queue_name = topology.inbox_name(entity.gid)
@@ -536,10 +507,9 @@ class Gateway:
         # inline backend: deliver now, inside the open batch transaction; the commit and the
         # acks follow in _flush_batch (end of this burst of deliveries, or BATCH_MAX)
         backend = self.backend_for(entity)
-        self.store.begin_batch()
         try:
-            if not self._hand_off(backend, envelope):
-                self._deliver_once(entity, backend, envelope, announce=False)
+            size = self.burst.add(method.delivery_tag, entity, backend, envelope,
+                                  lambda: self._deliver_once(entity, backend, envelope, announce=False))
         except DeliveryError as exc:
             self._flush_batch()
             attempts = self.store.add_attempt(envelope.msg_id, str(exc))
@@ -548,23 +518,22 @@ class Gateway:
             else:
                 self.channel.basic_nack(method.delivery_tag, requeue=True)
             return
-        self._batch.append((method.delivery_tag, entity, envelope))
-        if len(self._batch) >= BATCH_MAX:
+        if size >= BATCH_MAX:
             self._flush_batch()
 
     def _flush_batch(self) -> None:
-        """Commit the batch's dedup/hold records, then ack and announce each message."""
-        if not self._batch:
-            self.store.commit_batch()
-            return
-        batch, self._batch = self._batch, []
+        """Commit the burst's dedup/hold records (and hand its taken messages to their
+        waiters), then ack and announce each message."""
+        batch = list(self.burst.deliveries)
         try:
-            self.store.commit_batch()
+            self.burst.commit()
         except Exception as exc:  # a full or failing disk: nothing of the burst is acked or handed
+            if not batch:
+                raise
             self._requeue_uncommitted(batch, exc)
             return
-        if self._handoffs:
-            self._give_handoffs()
+        if not batch:
+            return
         # committed (safe against a crash): wake the waiting `poll --wait` / `send --wait` now,
         # so the disk sync below runs while they answer; the acks wait for the sync. A power
         # cut before it only means a redelivery (the broker still has every unacked message)
@@ -619,12 +588,7 @@ class Gateway:
     def _requeue_uncommitted(self, batch: list[tuple[int, Entity, Envelope]], exc: Exception) -> None:
         """The burst's commit failed: roll it back, hand nothing to waiters, and give every
         delivery back to the broker now (nack, requeue) so it comes again, instead of leaving
-        it unacked until the channel closes."""
-        self._handoffs = []
-        try:
-            self.store.rollback_batch()
-        except Exception:
-            pass  # a failed COMMIT may already have ended the transaction
+        it unacked until the channel closes (the burst rolled its transaction back)."""
         for tag, _, _ in batch:
             self.channel.basic_nack(tag, requeue=True)
         glog.event(logger, "store commit failed; burst requeued", logging.ERROR, count=len(batch),
@@ -723,7 +687,6 @@ class Gateway:
 
     def resolve_target(self, target: str, force: bool = False) -> str:
         """A gid for ``target`` (gid, or label): local entities first, then the roster."""
-        from bridgecli.errors import NotFound
         from bridgecli.resolve import resolve_target
 
         roster = getattr(self, "roster", None)
@@ -746,53 +709,6 @@ class Gateway:
                 time.sleep(0.1)
 
     # --- waiting for held messages ------------------------------------------------------
-
-    def _hand_off(self, backend: DeliveryBackend, envelope: Envelope) -> bool:
-        """Hold a message as already taken by a local ``send --wait`` / ``poll --wait`` that
-        waits for it: one write (its dedup record, state ``drained``) in the open batch,
-        instead of holding it and then draining it in a second transaction from the API
-        thread. The waiter gets it only after the batch commits (:meth:`_give_handoffs`), so a
-        crash before that leaves it unacked and redelivered, as for any held message; a waiter
-        that has left by then has it put back on hold. True when the message is dealt with."""
-        if not self.waiters or not isinstance(backend, HoldBackend) or self.should_stop.is_set():
-            return False  # stopping: the local API is going away, so hold it for the next poll
-        waiter = None
-        with self.waiters_lock:
-            for candidate in self.waiters:
-                if candidate.recipient != envelope.recipient or candidate.peer not in (None, envelope.sender):
-                    continue
-                # its claims so far: handed over, or in this batch (only this thread adds those)
-                claimed = len(candidate.handed) + sum(1 for w, _ in self._handoffs if w is candidate)
-                if candidate.claims <= claimed:
-                    continue
-                if candidate.in_reply_to is None:
-                    waiter = waiter or candidate  # a poll takes it unless a `send --wait` waits for it
-                elif candidate.in_reply_to == envelope.in_reply_to:
-                    waiter = candidate
-                    break
-        if waiter is None:
-            return False
-        received = time.time()
-        if backend.record(envelope, TAKEN if waiter.two_phase else DRAINED, received=received):
-            # "held" as a drain reports it: it was held for the waiter and taken at once
-            self._handoffs.append((waiter, StoredMessage(envelope=envelope, state=HELD, received=received)))
-        return True  # taken, or a duplicate recorded before (dropped, as the backend would)
-
-    def _give_handoffs(self) -> None:
-        """After the commit: hand each taken message to its waiter (woken by _notify next);
-        one whose waiter has gone meanwhile goes back on hold for the next poll, and so does
-        every one when the gateway is stopping (its API threads may not get to answer)."""
-        handoffs, self._handoffs = self._handoffs, []
-        orphans = []
-        stopping = self.should_stop.is_set()
-        with self.waiters_lock:
-            for waiter, stored in handoffs:
-                if not stopping and waiter in self.waiters:  # Waiter compares by identity
-                    waiter.handed.append(stored)
-                else:
-                    orphans.append(stored.envelope.msg_id)
-        if orphans:
-            self.store.release(orphans)
 
     def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
         """The messages handed to ``waiter`` since it last looked (an API thread's call)."""

@@ -5,7 +5,7 @@ as its dedup record; the gateway acks the broker right after. Holding therefore 
 gateway restart and can last far longer than RabbitMQ's ``consumer_timeout`` (which would
 close a channel that kept a delivery unacked). ``bridge poll`` / the MCP server drain it;
 when a local ``poll --wait`` or ``send --wait`` is already waiting for the message, the
-gateway records it as taken in that same write instead (``Gateway._hand_off``).
+gateway records it as taken in that same write instead (``Burst.hand_off``).
 """
 
 from __future__ import annotations

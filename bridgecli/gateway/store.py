@@ -358,7 +358,7 @@ class Store:
 
     def release(self, msg_ids: list[str]) -> int:
         """Put messages that were taken for a waiter or a client which left without them back
-        on hold (see ``Gateway._hand_off``); returns how many were."""
+        on hold (see ``Burst.hand_off``); returns how many were."""
         with self._tx() as db:
             return db.executemany("UPDATE messages SET state = 'held', drained = NULL WHERE msg_id = ?"
                                   " AND state IN ('drained', 'taken')", [(m,) for m in msg_ids]).rowcount

@@ -1,15 +1,20 @@
 """Hand-off at hold time: a message for a local ``send --wait`` / draining ``poll --wait`` is
-recorded as taken in the I/O thread's batch and given to the waiter after the commit.
+recorded as taken in the I/O thread's burst and given to the waiter after the commit.
 
-The bookkeeping is checked on a real Gateway object and its real SQLite store, with no broker
-(nothing here connects); the end-to-end path through two running gateways is in
+The bookkeeping is checked on a real Gateway object, its real burst (``Gateway.burst``, which
+its I/O thread fills and commits) and its real SQLite store, with no broker (nothing here
+connects); the end-to-end path through two running gateways is in
 ``test_a_waiting_send_and_poll_take_their_messages_at_hold_time`` below."""
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import json
 import sqlite3
 import subprocess
+import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -19,13 +24,32 @@ import pytest
 
 from bridgecli import config as config_mod
 from bridgecli.envelope import Envelope
+from bridgecli.gateway import burst as burst_mod
+from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.daemon import Gateway
 from bridgecli.gateway.entities import Registry
 from bridgecli.gateway.hold import HoldBackend
 from bridgecli.gateway.operations import op_poll
-from bridgecli.gateway.store import DRAINED, HELD, Store
-from bridgecli.interfaces import BackendContext
+from bridgecli.gateway.store import DRAINED, HELD, TAKEN, Store
+from bridgecli.interfaces import BackendContext, Entity
 from tests.support.env import BRIDGE_BIN
+
+
+class DiskFailsAtCommit(Store):
+    """The real store, except that the commit after :meth:`fail_next_commit` fails as on a
+    failing disk: the transaction is rolled back and the error raised, as SQLite does."""
+
+    failing = False
+
+    def fail_next_commit(self) -> None:
+        self.failing = True
+
+    def commit_batch(self) -> None:
+        if self.failing:
+            self.failing = False
+            self.rollback_batch()
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        super().commit_batch()
 
 
 @pytest.fixture
@@ -35,36 +59,36 @@ def gateway(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     monkeypatch.setenv("BRIDGE_HOST_ID", "handoff-test")
     config = config_mod.load()
-    store = Store(tmp_path / "state.db")
+    store = DiskFailsAtCommit(tmp_path / "state.db")
     gw = Gateway(config, registry=Registry(tmp_path / "entities.db"), store=store)
     hold = HoldBackend(BackendContext(config=config, state_dir=tmp_path, host_id="handoff-test"), store=store)
     yield gw, hold
     store.close()
 
 
-def _env(to: str, content: str = "x", in_reply_to: str | None = None) -> Envelope:
-    return Envelope(kind="REPLY" if in_reply_to else "SEND", sender=str(uuid.uuid4()), recipient=to,
+_tags = itertools.count(1)
+
+
+def _env(to: str, content: str = "x", in_reply_to: str | None = None, sender: str | None = None) -> Envelope:
+    return Envelope(kind="REPLY" if in_reply_to else "SEND", sender=sender or str(uuid.uuid4()), recipient=to,
                     content=content, in_reply_to=in_reply_to)
 
 
 def _deliver(gw: Gateway, hold: HoldBackend, envelope: Envelope) -> bool:
-    """What the I/O thread does for an inline hold delivery: inside the batch, then commit."""
-    gw.store.begin_batch()
-    taken = gw._hand_off(hold, envelope)
-    if not taken:
-        hold.deliver(None, envelope)  # type: ignore[arg-type]
-    return taken
+    """One inline hold delivery into the gateway's open burst, as its I/O thread makes it;
+    True when a waiter took the message (it is not held)."""
+    entity = Entity(gid=envelope.recipient, label="me", role="agent", deliver="hold", host="handoff-test",
+                    created=time.time())
+    gw.burst.add(next(_tags), entity, hold, envelope, lambda: hold.deliver(entity, envelope))
+    stored = gw.store.get(envelope.msg_id)  # this thread's connection sees the open transaction
+    return stored is not None and stored.state in (DRAINED, TAKEN)
 
 
-def _commit(gw: Gateway) -> None:
-    gw.store.commit_batch()
-    if gw._handoffs:
-        gw._give_handoffs()
-
-
-def _state(gw: Gateway, msg_id: str) -> str:
+def _state(gw: Gateway, msg_id: str) -> str | None:
+    """The message's state as another connection sees it: committed writes only."""
     with sqlite3.connect(gw.store.path) as db:
-        return db.execute("SELECT state FROM messages WHERE msg_id = ?", (msg_id,)).fetchone()[0]
+        row = db.execute("SELECT state FROM messages WHERE msg_id = ?", (msg_id,)).fetchone()
+    return row[0] if row else None
 
 
 def test_the_waiting_reply_is_taken_in_the_delivery_and_given_after_the_commit(gateway):
@@ -74,13 +98,14 @@ def test_the_waiting_reply_is_taken_in_the_delivery_and_given_after_the_commit(g
     reply = _env(me, "the answer", in_reply_to=asked)
     assert _deliver(gw, hold, reply)
     assert gw.take_handed(waiter) == []  # not before the commit
-    _commit(gw)
+    assert _state(gw, reply.msg_id) is None
+    assert [envelope for _, _, envelope in gw.burst.commit()] == [reply]  # to ack
     [got] = gw.take_handed(waiter)
     assert got.envelope.msg_id == reply.msg_id and got.envelope.content == "the answer"
     assert _state(gw, reply.msg_id) == DRAINED
     assert gw.store.seen(reply.msg_id)  # the dedup record is the same row
     assert not _deliver(gw, hold, _env(me, "not a reply"))  # it claims only its reply
-    gw.store.commit_batch()
+    gw.burst.commit()
     gw.remove_waiter(waiter)
     assert gw.store.held_count(me) == 1
 
@@ -94,7 +119,7 @@ def test_a_send_wait_is_preferred_to_a_poll_and_a_peek_or_full_waiter_takes_noth
     reply, first, second = _env(me, in_reply_to=asked), _env(me, "first"), _env(me, "second")
     for envelope in (reply, first, second):
         _deliver(gw, hold, envelope)
-    _commit(gw)
+    gw.burst.commit()
     assert [m.envelope.msg_id for m in gw.take_handed(send)] == [reply.msg_id]
     assert [m.envelope.msg_id for m in gw.take_handed(poll)] == [first.msg_id]  # its limit is 1
     assert gw.take_handed(peek) == []
@@ -109,68 +134,141 @@ def test_a_waiter_gone_before_the_commit_or_before_pickup_puts_its_message_back_
     early = gw.add_waiter(me, claims=5)
     gone_before_commit = _env(me, "a")
     assert _deliver(gw, hold, gone_before_commit)
-    gw.remove_waiter(early)  # timed out while the batch was open
-    _commit(gw)
+    gw.remove_waiter(early)  # timed out while the burst was open
+    gw.burst.commit()
     assert _state(gw, gone_before_commit.msg_id) == HELD
 
     late = gw.add_waiter(me, claims=5)
-    woken = threading.Event()
-    other = gw.add_waiter(me, claims=0)
-    other.event = woken  # told when the message comes back
+    other = gw.add_waiter(me, claims=0)  # told when the message comes back
     gone_after_commit = _env(me, "b")
-    _deliver(gw, hold, gone_after_commit)
-    _commit(gw)
+    assert _deliver(gw, hold, gone_after_commit)
+    gw.burst.commit()
+    assert not other.event.is_set()
     gw.remove_waiter(late)  # committed and handed, never picked up
     assert _state(gw, gone_after_commit.msg_id) == HELD
-    assert woken.is_set()
+    assert other.event.is_set()
     gw.remove_waiter(other)
     assert [m.envelope.content for m in gw.store.drain(me)] == ["a", "b"]
 
 
-def test_a_rolled_back_batch_hands_nothing_and_frees_the_claim(gateway):
+def test_a_rolled_back_burst_hands_nothing_and_frees_the_claim(gateway):
     gw, hold = gateway
     me = str(uuid.uuid4())
     waiter = gw.add_waiter(me, claims=1)
     lost = _env(me, "rolled back")
     assert _deliver(gw, hold, lost)
-    gw._rollback_batch()  # as on a lost connection: the broker redelivers it
-    assert gw._handoffs == [] and gw.take_handed(waiter) == []  # no claim left in the batch
+    gw.burst.rollback()  # as on a lost connection: the broker redelivers it
+    assert len(gw.burst) == 0 and gw.take_handed(waiter) == []
     assert not gw.store.seen(lost.msg_id)
     again = _env(me, "redelivered later")
     assert _deliver(gw, hold, again)  # the claim is free again
-    _commit(gw)
+    gw.burst.commit()
     assert [m.envelope.content for m in gw.take_handed(waiter)] == ["redelivered later"]
     gw.remove_waiter(waiter)
 
 
+def _check_hands_over_only_what_is_committed(gw: Gateway, hold: HoldBackend, commit) -> None:
+    """``commit(burst)`` must hand a waiter nothing of a burst whose commit fails (the broker
+    redelivers it: handed too, the client would get it twice), and free the claim for the
+    redelivery, which it then hands over once committed."""
+    me = str(uuid.uuid4())
+    waiter = gw.add_waiter(me, claims=1)
+    try:
+        lost = _env(me, "lost with its commit")
+        assert _deliver(gw, hold, lost)
+        gw.store.fail_next_commit()
+        with pytest.raises(sqlite3.OperationalError):
+            commit(gw.burst)
+        assert gw.take_handed(waiter) == [], "a message was handed over before its commit"
+        assert _state(gw, lost.msg_id) is None and not gw.store.seen(lost.msg_id)
+        assert _deliver(gw, hold, lost)  # redelivered: the claim is free again
+        commit(gw.burst)
+        assert [m.envelope.msg_id for m in gw.take_handed(waiter)] == [lost.msg_id]
+        assert _state(gw, lost.msg_id) == DRAINED
+    finally:
+        gw.remove_waiter(waiter)
+
+
+def _commit_handing_over_first():
+    """``Burst.commit`` with its commit and its hand-off swapped (a mutant made from the real
+    source, so it follows the method as it changes): what the check above must catch."""
+    source = textwrap.dedent(inspect.getsource(Burst.commit))
+    commit, give = "self.store.commit_batch()", "self._give(handoffs)"
+    assert source.count(commit) == 1 and source.count(give) == 1, "Burst.commit changed: update the mutant"
+    assert source.index(commit) < source.index(give), "Burst.commit hands over before it commits"
+    swapped = source.replace(commit, "\0").replace(give, commit).replace("\0", give)
+    namespace: dict = {}
+    exec(compile(swapped, inspect.getsourcefile(Burst) or "burst.py", "exec"), vars(burst_mod), namespace)
+    return namespace["commit"]
+
+
+def test_a_burst_whose_commit_fails_hands_nothing_over(gateway):
+    gw, hold = gateway
+    _check_hands_over_only_what_is_committed(gw, hold, Burst.commit)
+
+
+def test_handing_over_before_the_commit_is_caught(gateway):
+    """The check above fails for a burst that hands over first and commits second."""
+    gw, hold = gateway
+    with pytest.raises(AssertionError, match="handed over before its commit"):
+        _check_hands_over_only_what_is_committed(gw, hold, _commit_handing_over_first())
+
+
+def _parked(thread: threading.Thread) -> bool:
+    """``thread`` is inside ``op_poll``, asleep on its waiter's event (not between looks)."""
+    frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return bool(names) and names[0] == "wait" and "op_poll" in names
+
+
 def test_a_draining_poll_returns_handed_and_held_messages_oldest_first(gateway):
     gw, hold = gateway
-    me = str(uuid.uuid4())  # a gid needs no registry entry to poll as
-    older = _env(me, "older, held before the poll")
-    hold.deliver(None, older)  # type: ignore[arg-type]
+    me, chatty = str(uuid.uuid4()), str(uuid.uuid4())  # a gid needs no registry entry to poll as
+    before = _env(me, "held before the poll")
+    hold.deliver(None, before)  # type: ignore[arg-type]
+    # the poll drains it at once and returns: the hand-off only serves a poll that waits
+    assert [m["content"] for m in op_poll(gw, gid=me, wait=10, limit=10)["messages"]] == [before.content]
 
+    # a poll of chatty's messages only, which times out while the next burst is open
+    gone = gw.add_waiter(me, claims=1, peer=chatty)
     answered: dict = {}
     poller = threading.Thread(target=lambda: answered.update(op_poll(gw, gid=me, wait=10, limit=10)))
     poller.start()
-    # the poll drains "older" at once and returns: the hand-off only serves a poll that waits
-    poller.join(10)
-    assert [m["content"] for m in answered["messages"]] == ["older, held before the poll"]
-
-    answered.clear()
-    poller = threading.Thread(target=lambda: answered.update(op_poll(gw, gid=me, wait=10, limit=10)))
-    poller.start()
     deadline = time.monotonic() + 10
-    while not gw.waiters:  # the poll found nothing and waits
-        assert time.monotonic() < deadline, "the poll never started waiting"
+    while not _parked(poller):  # the draining poll found nothing and waits: its next look comes
+        assert time.monotonic() < deadline, "the poll never started waiting"  # after the burst
         time.sleep(0.01)
-    newer = _env(me, "newer, handed at hold time")
-    assert _deliver(gw, hold, newer)
-    _commit(gw)
-    gw._notify(newer)
+    handed = _env(me, "older, handed at hold time")
+    again = _env(me, "newer, held again", sender=chatty)
+    assert _deliver(gw, hold, handed)  # the draining poll's: the other wants only chatty's
+    assert _deliver(gw, hold, again)  # the chatty-only poll's, registered first
+    gw.remove_waiter(gone)
+    gw.burst.commit()  # hands "older" to the draining poll; "newer" has no taker: held again
     poller.join(10)
-    assert [m["content"] for m in answered["messages"]] == ["newer, handed at hold time"]
-    assert answered["messages"][0]["state"] == HELD  # reported as a drain reports it
+    # unsorted, the drained "newer" would come before the handed "older"
+    assert [m["content"] for m in answered["messages"]] == [handed.content, again.content]
+    assert [m["msgId"] for m in answered["messages"]] == [handed.msg_id, again.msg_id]
+    assert {m["state"] for m in answered["messages"]} == {HELD}  # reported as a drain reports it
     assert gw.waiters == []
+    assert _state(gw, handed.msg_id) == DRAINED and _state(gw, again.msg_id) == DRAINED
+
+
+def test_a_stopping_gateway_holds_instead_of_handing_off(gateway):
+    gw, hold = gateway
+    me = str(uuid.uuid4())
+    waiter = gw.add_waiter(me, claims=5)
+    before = _env(me, "claimed, committed at the final flush")
+    assert _deliver(gw, hold, before)
+    gw.stop()  # SIGTERM: the final flush must not hand it to an API thread that may never answer
+    after = _env(me, "arrives while stopping")
+    assert not _deliver(gw, hold, after)
+    gw.burst.commit()
+    assert gw.take_handed(waiter) == []
+    assert [m.envelope.content for m in gw.store.drain(me)] == [before.content, after.content]
+    gw.remove_waiter(waiter)
 
 
 def _taken_at_hold_time(host, msg_id: str) -> bool:
@@ -210,18 +308,3 @@ def test_a_waiting_send_and_poll_take_their_messages_at_hold_time(host_factory):
     assert a.bridge_json("poll", "--as", "main")["messages"] == []
     assert b.bridge_json("poll", "--as", worker)["messages"] == []
     assert all(e["waiting"] == 0 for e in a.bridge_json("status")["entities"])
-
-
-def test_a_stopping_gateway_holds_instead_of_handing_off(gateway):
-    gw, hold = gateway
-    me = str(uuid.uuid4())
-    waiter = gw.add_waiter(me, claims=5)
-    before = _env(me, "claimed, committed at the final flush")
-    assert _deliver(gw, hold, before)
-    gw.stop()  # SIGTERM: the final flush must not hand it to an API thread that may never answer
-    after = _env(me, "arrives while stopping")
-    assert not _deliver(gw, hold, after)
-    _commit(gw)
-    assert gw.take_handed(waiter) == []
-    assert [m.envelope.content for m in gw.store.drain(me)] == [before.content, after.content]
-    gw.remove_waiter(waiter)

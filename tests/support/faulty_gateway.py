@@ -39,7 +39,7 @@ def _install(stage: str, nth: int) -> None:
             die()
 
     def flush_batch(self) -> None:
-        counted = self._handoffs if stage.startswith("handoff") else self._batch
+        counted = self.burst.handoffs if stage.startswith("handoff") else self.burst.deliveries
         if counted:
             bursts["n"] += 1
             bursts["armed"] = bursts["n"] == nth
