@@ -51,7 +51,8 @@ def test_roster_converges_everywhere_and_without_a_gateway(host_factory):
     assert _labels(_roster(c)) == want
     assert _labels(_roster(a, "--host", b.name)) == [("beta", b.name), ("gamma", b.name)]
     # a frame whose body claims another host than its routing key is ignored (a host's user
-    # may publish only roster.<its host>.* — docs/deploy.md); an honest one is taken
+    # may publish only roster.<its host>.* — docs/deploy.md), and so is one pushed into b's
+    # roster queue by name; an honest one is taken
     import pika
 
     forged = {"v": 1, "type": "heartbeat", "host": b.name, "gid": "f" * 8 + "-0000-4000-8000-" + "0" * 12,
@@ -61,9 +62,12 @@ def test_roster_converges_everywhere_and_without_a_gateway(host_factory):
     connection = pika.BlockingConnection(pika.URLParameters(a.env["BRIDGE_BROKER_URI"]))
     try:
         channel = connection.channel()
-        for frame, key_host in ((forged, a.name), (honest, a.name)):
-            channel.basic_publish("bridge.roster", f"roster.{key_host}.{frame['gid']}", json.dumps(frame).encode())
-        channel.basic_publish("", f"roster.{b.name}", json.dumps({**forged, "host": b.name}).encode())
+        channel.confirm_delivery()
+        channel.basic_publish("bridge.roster", f"roster.{a.name}.{forged['gid']}", json.dumps(forged).encode())
+        channel.basic_publish("", f"roster.{b.name}", json.dumps(forged).encode())
+        # last, from the same channel into the same queue: b reads the frames in this order, so
+        # once it shows the honest entry it has read (and ignored) both forged ones
+        channel.basic_publish("bridge.roster", f"roster.{a.name}.{honest['gid']}", json.dumps(honest).encode())
     finally:
         connection.close()
     _wait_until(lambda: "honest" in {e["label"] for e in _socket_roster(b)["entries"]})
@@ -126,7 +130,7 @@ def test_clean_stop_and_unregister_announce_gone_at_once(host_factory):
 
 def test_labels_resolve_through_the_roster_ambiguity_lists_hosts(host_factory):
     a, b, c = (host_factory(n, extra_env=FAST) for n in ("a", "b", "c"))
-    main = a.register("main", role="main")
+    a.register("main", role="main")
     b.register("dup")
     c.register("dup")
     solo = b.register("solo")
@@ -160,7 +164,7 @@ command = "echo boom >&2; exit 3"
 command = "sleep 300"
 ready_line = "never"
 """)
-    main = a.register("main", role="main")
+    a.register("main", role="main")
     a.start_gateway(), b.start_gateway()
     _wait_until(lambda: len(_roster(a)["gateways"]) >= 2)
     # b's heartbeat names b's profiles (what a TAB after `spawn --host b` offers), never their commands
