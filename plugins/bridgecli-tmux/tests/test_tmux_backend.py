@@ -201,13 +201,47 @@ def test_pane_in_copy_mode_is_taken_out_of_it(make_backend, new_pane, tmux_serve
     wait_for(lambda: "# │ while you were scrolling" in screen(tmux_server, pane), what="the content")
 
 
+class WatchedTmux(Tmux):
+    """The real tmux client; before it sends a lone Enter it records what the pane shows then,
+    as read through ``observer`` (another client of the same server)."""
+
+    def __init__(self, observer: Tmux, control: bool) -> None:
+        super().__init__(observer.socket, control=control)
+        self.observer = observer
+        self.invocations: list[tuple[str, ...]] = []
+        self.before_enter: list[str] = []
+
+    def run(self, *args: str, input: bytes | None = None) -> str:
+        self.invocations.append(args)
+        if args[0] == "send-keys" and args[-1] == "Enter" and len(args) == 4:
+            pane = args[2]
+            # the shell echoes what was typed a moment after tmux wrote it: wait for the echo
+            wait_for(lambda: self.observer.capture(pane).rstrip().rsplit("test$", 1)[-1].strip(),
+                     what="the typed text on screen")
+            self.before_enter.append(self.observer.capture(pane, 300))
+        return super().run(*args, input=input)
+
+
 def test_enter_delay_sends_enter_separately(make_backend, new_pane, tmux_server) -> None:
-    backend = make_backend(enter_delay=0.05)
+    from bridgecli_tmux.backend import TmuxBackend
+
+    configured = make_backend(enter_delay=0.05)
+    tmux = WatchedTmux(tmux_server, control=configured.settings.control_mode)
+    backend = TmuxBackend(configured.settings, tmux=tmux)  # the settings as read from bridge.toml
     pane = new_pane()
-    env = message("delayed enter")
+    env = message("delayed enter\nsecond line")
+    marker = f"[bridge {env.msg_id[:8]}]"
     backend.deliver(entity(pane), env)
+    # the text went in one call without an Enter, the Enter alone in a later one
+    typed = next(i for i, args in enumerate(tmux.invocations) if any(marker in arg for arg in args))
+    assert "Enter" not in tmux.invocations[typed]
+    assert tmux.invocations[typed + 1:].count(("send-keys", "-t", pane, "Enter")) == 1
+    # and until that Enter the message sat typed at the prompt: nothing ran, no new prompt
+    [shown] = tmux.before_enter
+    assert marker in shown.rstrip().rsplit("test$", 1)[-1], shown
     wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in screen(tmux_server, pane), what="end line")
     wait_for(lambda: screen(tmux_server, pane).rstrip().endswith("test$"), what="a fresh prompt after Enter")
+    tmux.close()
 
 
 DIALOG = f"{sys.executable} {Path(__file__).with_name('fake_dialog.py')}"
