@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import uuid
 
 from bridgecli.envelope import Envelope
@@ -132,10 +133,10 @@ def _fill(store: Store, gid: str, count: int) -> None:
         store.record(_env(gid, f"{i:05d}" + "y" * 1000), DELIVERED)
 
 
-def test_the_gateway_checkpoints_when_idle_not_inside_a_burst(tmp_path, monkeypatch):
+def test_the_gateway_checkpoints_when_idle_not_inside_a_burst(tmp_path):
     """With the gateway's background checkpointer no commit copies the WAL into the database
-    (that fsync stalled deliveries): the database file stays as it was while a burst is
-    written, and catches up once writes pause. Without it SQLite checkpoints mid-burst."""
+    (that fsync stalled deliveries): the checkpointer does, once writes pause. Without it
+    SQLite checkpoints inside the commit that crosses its 1,000-page mark."""
     import os
     import time
 
@@ -145,16 +146,20 @@ def test_the_gateway_checkpoints_when_idle_not_inside_a_burst(tmp_path, monkeypa
     assert os.path.getsize(tmp_path / "plain.db") > 1_000_000
     plain.close()
 
-    from bridgecli.gateway import store as store_mod
-
-    monkeypatch.setattr(store_mod, "CHECKPOINT_IDLE", 2.0)  # a slow CI machine may pause mid-burst
-    store = Store(tmp_path / "gw.db")
+    store = Store(tmp_path / "gw.db")  # this thread's connection opens before the checkpointer starts
     store.checkpoint_in_background()
-    before = os.path.getsize(tmp_path / "gw.db")
     _fill(store, gid, 1000)
-    assert os.path.getsize(tmp_path / "gw.db") == before  # nothing copied during the burst
-    deadline = time.monotonic() + 20
+    # writes paused: the checkpointer copies (however long that takes here; pytest-timeout ends a hang)
     while os.path.getsize(tmp_path / "gw.db") < 1_000_000:
-        assert time.monotonic() < deadline, "the idle gateway never checkpointed"
-        time.sleep(0.1)
+        time.sleep(0.05)
+    # stop the checkpointer (closing from another thread keeps this thread's connection open):
+    # from here on only a commit could copy the WAL, on an old connection or a new one
+    closer = threading.Thread(target=store.close)
+    closer.start(), closer.join()
+    before = os.path.getsize(tmp_path / "gw.db")
+    _fill(store, str(uuid.uuid4()), 1000)
+    writer = threading.Thread(target=_fill, args=(store, str(uuid.uuid4()), 1000))
+    writer.start(), writer.join()
+    assert store.size() == 3000
+    assert os.path.getsize(tmp_path / "gw.db") == before  # no commit copied anything
     store.close()
