@@ -253,6 +253,7 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         marks = {h.name: len(h.log_path.read_text(errors="replace")) for h in (a, b)}
         t_kill = time.monotonic()
         killed_at.append(t_kill)
+        confirmed_at_kill, delivered_at_kill = len(sent), len(read_sink(sink))
         cluster.kill9(victim)
         new_leader = None
         reconnect: dict[str, float | None] = {a.name: None, b.name: None}
@@ -292,6 +293,8 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         gave_up = any(lost_conn[h] and reconnect[h] is None for h in lost_conn) or not resumed
         outcome.times = {("gave up after" if gave_up else "all delivered after kill"): round(t_done - t_kill, 1),
                          "sends confirmed again after kill": round(resumed[0], 1) if resumed else None}
+        # just before the kill: how far the steady send had got (the burst it interrupted)
+        outcome.observed.update({"confirmed at kill": confirmed_at_kill, "delivered at kill": delivered_at_kill})
         for host, label in ((a, "sender"), (b, "receiver")):
             if lost_conn[host.name]:
                 outcome.times[f"{label} gateway reconnect"] = reconnect[host.name]

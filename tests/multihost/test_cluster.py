@@ -42,6 +42,10 @@ def test_cluster_forms_from_config(healthy_cluster: Cluster):
 def test_killing_the_quorum_leader_mid_burst_loses_nothing(healthy_cluster: Cluster, tmp_path: Path):
     outcome = leader_failover(healthy_cluster, tmp_path, mode="leader")
     assert outcome.sent > 20, outcome
+    # mid-burst: the broker had confirmed some messages when the node died, and confirmed
+    # more after it, from sends started after the kill
+    assert 0 < outcome.observed["confirmed at kill"] < outcome.sent, outcome
+    assert outcome.times["sends confirmed again after kill"] is not None, outcome
     assert outcome.lost == 0, outcome
     assert outcome.delivered == outcome.sent, outcome
     assert outcome.duplicated == 0, outcome
