@@ -12,14 +12,11 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.multihost.helpers import wait_for
 from tests.support.env import BRIDGE_BIN
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _waiting(host, gid: str) -> bool:
@@ -35,13 +32,8 @@ def _start_poll(host, gid: str) -> subprocess.Popen:
 
 
 def _start_faulty(host, fault: str) -> subprocess.Popen:
-    with open(host.log_path, "ab") as log:
-        host.gateway = subprocess.Popen([sys.executable, "-m", "tests.support.faulty_gateway"], cwd=ROOT,
-                                        env={**host.env, "BRIDGE_TEST_FAULT": fault}, stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
-    host.wait_connected()
-    return host.gateway
+    return host.start_gateway(command=[sys.executable, "-m", "tests.support.faulty_gateway"],
+                              env={"BRIDGE_TEST_FAULT": fault})
 
 
 def test_a_poll_killed_after_the_answer_was_written_loses_nothing(host_factory):
@@ -91,6 +83,8 @@ def test_a_gateway_fault_at_the_hand_off_loses_nothing(host_factory, fault):
     a = host_factory("a")
     main = a.register("main", role="main")
     a.register("peer")
+    if fault.startswith("handoff-commit-fails"):
+        a.expect_log_errors("store commit failed; burst requeued")
     gateway = _start_faulty(a, fault)
     poll = _start_poll(a, main)
     msg_id = str(uuid.uuid4())
@@ -98,8 +92,7 @@ def test_a_gateway_fault_at_the_hand_off_loses_nothing(host_factory, fault):
     a.bridge("send", main, "hand me over", "--from", "peer", "--id", msg_id)
     out, _ = poll.communicate(timeout=60)
     if fault.startswith("handoff-after-commit"):
-        assert gateway.wait(30) == -9 and poll.returncode != 0, "the gateway died before answering"
-        a.gateway = None
+        assert a.wait_gateway_exit(30) == -9 and poll.returncode != 0, "the gateway died before answering"
         a.start_gateway()
         got = a.bridge_json("poll", "--as", main, "--wait", "5s")["messages"]
         assert "held again: messages no client confirmed" in a.log()

@@ -25,7 +25,7 @@ from mcp.client.extension import NotificationBinding  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from tests.support.env import BRIDGE_BIN  # noqa: E402
-from tests.support.hosts import Host  # noqa: E402
+from tests.support.hosts import Host, close_checked  # noqa: E402
 
 
 #: messaging tests keep `bridge mcp` out of the browser-broker election (its default port is
@@ -117,8 +117,10 @@ def gw_host(rabbitmq) -> Iterator[Host]:
     host = Host(f"mcp-{uuid.uuid4().hex[:6]}", root, rabbitmq.uri, extra_env=MESSAGING_ONLY)
     host.start_gateway(timeout=90)
     yield host
-    host.close()
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        close_checked([host])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

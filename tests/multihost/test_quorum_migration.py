@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bridgecli.errors import ExitCode
 from tests.support.env import BRIDGE_BIN
-from tests.support.hosts import Host
+from tests.support.hosts import Host, close_checked
 
 
 def _queue_types(broker) -> dict[str, str]:
@@ -40,7 +40,7 @@ def test_classic_dlq_and_control_queue_must_be_deleted_when_switching_to_quorum(
     try:
         classic.start_gateway()  # the old installation: classic bridge.dlq and control.<host>
     finally:
-        classic.close()
+        close_checked([classic])
     types = _queue_types(broker)
     assert types["bridge.dlq"] == "classic" and types[f"control.{name}"] == "classic", types
 
@@ -54,6 +54,6 @@ def test_classic_dlq_and_control_queue_must_be_deleted_when_switching_to_quorum(
     try:
         quorum.start_gateway()
     finally:
-        quorum.close()
+        close_checked([quorum])
     types = _queue_types(broker)
     assert types["bridge.dlq"] == "quorum" and types[f"control.{name}"] == "quorum", types

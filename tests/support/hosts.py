@@ -21,6 +21,10 @@ from typing import Callable, Iterator
 import pytest
 
 from tests.support.env import BRIDGE_BIN, make_home
+from tests.support.gateway_check import GatewayWatch, terminate
+
+#: the repository root: where a ``command`` gateway runs, so ``python -m tests.support...`` imports
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Host:
@@ -35,6 +39,7 @@ class Host:
         self.gateway: subprocess.Popen | None = None
         self.log_path = root / "gateway.log"
         self._log = None
+        self.watch = GatewayWatch(name)
 
     @property
     def root(self) -> Path:
@@ -66,14 +71,21 @@ class Host:
         proc = self.bridge("register", "--label", label, "--role", role, "--deliver", deliver, check=True)
         return proc.stdout.strip()
 
-    def start_gateway(self, timeout: float = 30) -> None:
-        """Start ``bridge gateway`` and wait until its status says it is connected."""
+    def start_gateway(self, timeout: float = 30, command: list[str] | None = None,
+                      env: dict[str, str] | None = None) -> subprocess.Popen:
+        """Start ``bridge gateway`` (or ``command``, e.g. a fault-injecting wrapper, with this
+        host's environment plus ``env``) and wait until its status says it is connected."""
         assert self.gateway is None or self.gateway.poll() is not None, "gateway already running"
+        crashed = self.watch.dead_unnoticed(self.gateway)
+        assert crashed is None, self.watch.report([crashed], self.log())
+        if self._log is not None:
+            self._log.close()
         self._log = open(self.log_path, "ab")
-        self.gateway = subprocess.Popen([BRIDGE_BIN, "gateway"], env=self.env, stdout=self._log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+        self.gateway = subprocess.Popen(command or [BRIDGE_BIN, "gateway"], env={**self.env, **(env or {})},
+                                        stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, cwd=ROOT if command else None)
         self.wait_connected(timeout)
+        return self.gateway
 
     def wait_connected(self, timeout: float = 30) -> dict:
         deadline = time.monotonic() + timeout
@@ -91,21 +103,33 @@ class Host:
         raise AssertionError(f"gateway of {self.name} not connected after {timeout}s: {last}\n{self.log()}")
 
     def stop_gateway(self, timeout: float = 20) -> int | None:
-        """SIGTERM and wait (a clean stop)."""
+        """SIGTERM and wait (a clean stop, on purpose: the teardown check leaves it out)."""
         if self.gateway is None or self.gateway.poll() is not None:
             return None if self.gateway is None else self.gateway.returncode
-        self.gateway.send_signal(signal.SIGTERM)
-        try:
-            return self.gateway.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill_gateway()
+        self.watch.end(self.gateway)
+        code = terminate(self.gateway, timeout)
+        if code is None:
             raise AssertionError(f"gateway of {self.name} did not stop on SIGTERM:\n{self.log()}")
+        return code
 
     def kill_gateway(self) -> None:
-        """kill -9, no chance to clean up."""
+        """kill -9, no chance to clean up (on purpose: the teardown check leaves it out)."""
         if self.gateway is not None and self.gateway.poll() is None:
+            self.watch.end(self.gateway)
             os.killpg(self.gateway.pid, signal.SIGKILL)
             self.gateway.wait(10)
+
+    def wait_gateway_exit(self, timeout: float = 30) -> int:
+        """Wait until the gateway exits by itself (a crash the test injects) and return its
+        exit code; the teardown check leaves that gateway out."""
+        assert self.gateway is not None, f"no gateway started on {self.name}"
+        self.watch.end(self.gateway)
+        return self.gateway.wait(timeout)
+
+    def expect_log_errors(self, pattern: str) -> None:
+        """Declare that the gateway logs error lines matching regex ``pattern`` in this test
+        (the teardown check fails on any other error line, and on a pattern never matched)."""
+        self.watch.expect_errors(pattern)
 
     def log(self) -> str:
         try:
@@ -113,19 +137,46 @@ class Host:
         except FileNotFoundError:
             return ""
 
-    def close(self) -> None:
+    def whole_log(self) -> str:
         try:
-            self.stop_gateway()
-        except AssertionError:
-            pass
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def check_gateway(self) -> str | None:
+        """The teardown check (see tests/support/gateway_check.py): stops a live gateway with
+        SIGTERM; the failure message (problems and log tail), or None when all is well."""
+        problems = self.watch.problems(self.gateway, self.whole_log)
+        return self.watch.report(problems, self.whole_log()) if problems else None
+
+    def close(self) -> None:
+        """Stop the gateway if it still runs (no checks) and release the log file."""
+        if self.gateway is not None and self.gateway.poll() is None:
+            terminate(self.gateway, 20)
         if self._log is not None:
             self._log.close()
+            self._log = None
+
+
+def close_checked(hosts: list[Host]) -> None:
+    """Run the teardown check of every host, close them all, then fail with every message."""
+    failures = []
+    for host in hosts:
+        try:
+            failure = host.check_gateway()
+            if failure:
+                failures.append(failure)
+        finally:
+            host.close()
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
 
 
 @pytest.fixture
 def host_factory(rabbitmq) -> Iterator[Callable[..., Host]]:
-    """Make simulated hosts on the session broker: ``host_factory("a")``; gateways are
-    stopped and directories removed after the test."""
+    """Make simulated hosts on the session broker: ``host_factory("a")``. After the test
+    each host's gateway gets the teardown check (tests/support/gateway_check.py: alive,
+    exits 0 on SIGTERM, no undeclared error in its log); then directories are removed."""
     hosts: list[Host] = []
 
     def make(name: str, broker_uri: str | None = None, extra_env: dict[str, str] | None = None) -> Host:
@@ -137,6 +188,8 @@ def host_factory(rabbitmq) -> Iterator[Callable[..., Host]]:
         return host
 
     yield make
-    for host in hosts:
-        host.close()
-        shutil.rmtree(host.root, ignore_errors=True)
+    try:
+        close_checked(hosts)
+    finally:
+        for host in hosts:
+            shutil.rmtree(host.root, ignore_errors=True)
