@@ -16,7 +16,8 @@ def lab(netns_lab: NetnsLab) -> Iterator[NetnsLab]:
 
     Gateways persist across tests (a start costs ~1 s); a test that stops, kills or
     partitions one leaves it to this fixture to bring it back, so every test starts from
-    two healthy gateways.
+    two healthy gateways. After each test both get the teardown check (alive unless the test
+    stopped them, no undeclared error logged meanwhile); the SIGTERM comes at the session's end.
     """
     for name in ("hostA", "hostB"):
         netns_lab.heal(name)
@@ -28,4 +29,7 @@ def lab(netns_lab: NetnsLab) -> Iterator[NetnsLab]:
         netns_lab.heal(name)
     if netns_lab.broker is not None and not netns_lab.broker.is_running():
         netns_lab.broker.start()
+    failures = netns_lab.check_gateways(("hostA", "hostB"))
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
 

@@ -120,11 +120,14 @@ def hub_lab() -> Iterator[NetnsLab]:
         pytest.skip(reason)
     root = Path(tempfile.mkdtemp(prefix="bhub", dir="/tmp"))
     lab = NetnsLab(root)
+    failures: list[str] = []
     try:
         lab = build(root)
         join(lab, "hostB")
         lab.start_gateway("hostB")
         yield lab
     finally:
-        lab.teardown()
+        failures = lab.teardown()  # the gateways' teardown check, then the cleanup
         shutil.rmtree(root, ignore_errors=True)
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)

@@ -51,8 +51,9 @@ def test_small_lab_tears_down_namespaces_and_the_unreachable_route(tmp_path: Pat
         assert result.returncode == 0 and "eth0" in result.stdout, result
         broker_pid = lab.broker.process.pid if lab.broker and lab.broker.process else None
     finally:
-        lab.teardown()
+        failures = lab.teardown()
         shutil.rmtree(tmp_path / "lab", ignore_errors=True)
+    assert failures == [], "no gateway was started, so none can fail the check"
     assert lab_leftovers(prefix) == []
     assert f"unreachable {subnet}" not in _unreachable_routes()
     assert not (RECORD_DIR / f"bridge-netns-{os.getpid()}-{prefix}.json").exists()

@@ -83,7 +83,7 @@ class GatewayWatch:
         if proc is None or self.ended_on_purpose(proc) or proc.poll() is None:
             return None
         return (f"gateway of {self.name} died mid-test (exit {proc.returncode}); a test that ends it on "
-                "purpose says so: stop_gateway(), kill_gateway() or wait_gateway_exit()")
+                "purpose says so: stop_gateway(), kill_gateway() or wait_gateway_exit() (a lab: stop_gateway(name))")
 
     def problems(self, proc: subprocess.Popen | None, log: Callable[[], str], timeout: float = 20) -> list[str]:
         """The teardown check of ``proc`` (the host's last gateway, None if none is left) and of

@@ -41,6 +41,7 @@ import pytest
 
 from bridgecli.localbroker import LocalNode, amqp_ready, pid_alive, rabbitmq_bin_dir
 from tests.support.env import BRIDGE_BIN, make_home
+from tests.support.gateway_check import GatewayWatch
 
 T = TypeVar("T")
 CLONE_NEWNET = 0x40000000
@@ -226,6 +227,10 @@ class Host:
     gateway: subprocess.Popen | None = None
     gateway_log: Path | None = None
     gateway_starts: int = 0
+    watch: GatewayWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.watch = GatewayWatch(self.name)
 
     @property
     def host_id(self) -> str:
@@ -304,8 +309,14 @@ class NetnsLab:
         self._namespaces.append(ns)
         self._save_record()
 
-    def teardown(self) -> None:
-        """Stop everything we started, in reverse; never raises, always drops the route."""
+    def teardown(self) -> list[str]:
+        """Run the gateways' teardown check (:meth:`check_gateways`, with SIGTERM), then stop
+        everything we started, in reverse; never raises, always drops the route. Returns the
+        check's failure messages, for the fixture to fail with once all is cleaned up."""
+        try:
+            failures = self.check_gateways(stop=True)
+        except Exception as exc:  # the cleanup below must run whatever the check hit
+            failures = [f"gateway teardown check failed: {type(exc).__name__}: {exc}"]
         problems: list[str] = []
         for host in self.members.values():
             try:
@@ -326,6 +337,7 @@ class NetnsLab:
             self._record.unlink(missing_ok=True)
         if problems:
             print("netns teardown problems:", "; ".join(problems))
+        return failures
 
     # --- running things in hosts --------------------------------------------------------
     def add_member(self, alias: str, of: str, env: dict[str, str]) -> Host:
@@ -360,6 +372,9 @@ class NetnsLab:
     def start_gateway(self, name: str, env: dict[str, str] | None = None, timeout: float = 60.0) -> Host:
         """Start ``bridge gateway`` in host ``name`` and wait until it is connected."""
         host = self.members[name]
+        assert host.gateway is None or host.gateway.poll() is not None, f"gateway {name} already running"
+        crashed = host.watch.dead_unnoticed(host.gateway)
+        assert crashed is None, host.watch.report([crashed], self.gateway_text(name))
         host.gateway_starts += 1
         host.gateway_log = host.home.root / f"gateway-{host.gateway_starts}.log"
         with host.gateway_log.open("wb") as log:
@@ -390,11 +405,13 @@ class NetnsLab:
         raise AssertionError(f"gateway {name}: no {needle!r} in {timeout:g}s: {self.gateway_text(name)[-1500:]}")
 
     def stop_gateway(self, name: str, sig: int = signal.SIGTERM) -> None:
-        """Stop host ``name``'s gateway (``SIGKILL`` for a crash); waits until it is gone."""
+        """Stop host ``name``'s gateway (``SIGKILL`` for a crash) on purpose, so the teardown
+        check leaves it out (its log is still checked); waits until it is gone."""
         host = self.members[name]
         proc, host.gateway = host.gateway, None
         if proc is None:
             return
+        host.watch.end(proc)
         if proc.poll() is None:
             try:
                 os.killpg(proc.pid, sig)
@@ -405,6 +422,24 @@ class NetnsLab:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+    def expect_log_errors(self, name: str, pattern: str) -> None:
+        """Declare that host ``name``'s gateways log error lines matching regex ``pattern``
+        before the next teardown check (which fails on other error lines, and on a pattern
+        never matched)."""
+        self.members[name].watch.expect_errors(pattern)
+
+    def check_gateways(self, names: Sequence[str] | None = None, stop: bool = False) -> list[str]:
+        """The teardown check of the gateways of ``names`` (every member by default), see
+        :meth:`GatewayWatch.check_stretch`: one failure message per host with problems."""
+        failures = []
+        for name in names or list(self.members):
+            host = self.members[name]
+            logs = [host.home.root / f"gateway-{n}.log" for n in range(1, host.gateway_starts + 1)]
+            failure = host.watch.check_stretch(host.gateway, logs, stop)
+            if failure:
+                failures.append(failure)
+        return failures
 
     def in_ns(self, name: str, fn: Callable[[], T], timeout: float = 120.0) -> T:
         """Run ``fn`` in-process from host ``name``'s network stack (see :func:`run_in_netns`)."""
@@ -441,16 +476,20 @@ def netns_lab() -> Iterator[NetnsLab]:
     """broker + hostA + hostB namespaces with a RabbitMQ node in the broker namespace.
 
     Gateways are not started here: tests (or module fixtures) start them with
-    ``lab.start_gateway("hostA")`` and stop them in their teardown. Skips only when not root.
+    ``lab.start_gateway("hostA")`` and stop them in their teardown. At the end, every gateway
+    gets the teardown check (:meth:`NetnsLab.check_gateways`). Skips only when not root.
     """
     reason = netns_supported()
     if reason:
         pytest.skip(reason)
     root = Path(tempfile.mkdtemp(prefix="bns", dir="/tmp"))
     lab = NetnsLab(root)
+    failures: list[str] = []
     try:
         lab.setup()
         yield lab
     finally:
-        lab.teardown()
+        failures = lab.teardown()
         shutil.rmtree(root, ignore_errors=True)
+    if failures:
+        pytest.fail("\n\n".join(failures), pytrace=False)
