@@ -262,38 +262,25 @@ def test_a_slow_delivery_does_not_stall_heartbeats_and_sigterm_loses_nothing(hos
 def test_a_crash_at_each_stage_of_a_burst_loses_and_repeats_nothing(host_factory, rabbitmq, stage):
     """The real gateway, SIGKILLed at one instant of its 2nd burst: records written but not
     committed, committed but not acked, acked. Every message is then held exactly once."""
-    import subprocess
     import sys
-    from pathlib import Path
 
     a = host_factory("a")
     gid = a.register("sink", role="main")
-    root = Path(__file__).resolve().parents[2]
-    with open(a.log_path, "ab") as log:
-        faulty = subprocess.Popen([sys.executable, "-m", "tests.support.faulty_gateway"], cwd=root,
-                                  env={**a.env, "BRIDGE_TEST_FAULT": f"{stage}:2"}, stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        a.gateway = faulty
-        a.wait_connected()
-        ids: list[str] = []
-        connection, channel = _channel(rabbitmq.uri)
-        channel.confirm_delivery()
-        while faulty.poll() is None and len(ids) < 3000:
-            for _ in range(100):
-                msg_id = str(uuid.uuid4())
-                channel.basic_publish("bridge.msg", gid, _valid_body(gid, msg_id, msg_id),
-                                      pika.BasicProperties(message_id=msg_id, delivery_mode=2), mandatory=True)
-                ids.append(msg_id)
-            time.sleep(0.2)
-        connection.close()
-        assert faulty.wait(30) == -9, f"the fault at {stage} never fired:\n{a.log()}"
-        assert "delivered" in a.log(), "it died inside a burst, after delivering others"
-    finally:
-        if faulty.poll() is None:
-            faulty.kill()
-            faulty.wait(10)
-    a.gateway = None
+    faulty = a.start_gateway(command=[sys.executable, "-m", "tests.support.faulty_gateway"],
+                             env={"BRIDGE_TEST_FAULT": f"{stage}:2"})
+    ids: list[str] = []
+    connection, channel = _channel(rabbitmq.uri)
+    channel.confirm_delivery()
+    while faulty.poll() is None and len(ids) < 3000:
+        for _ in range(100):
+            msg_id = str(uuid.uuid4())
+            channel.basic_publish("bridge.msg", gid, _valid_body(gid, msg_id, msg_id),
+                                  pika.BasicProperties(message_id=msg_id, delivery_mode=2), mandatory=True)
+            ids.append(msg_id)
+        time.sleep(0.2)
+    connection.close()
+    assert a.wait_gateway_exit(30) == -9, f"the fault at {stage} never fired:\n{a.log()}"
+    assert "delivered" in a.log(), "it died inside a burst, after delivering others"
     a.start_gateway()
     got = _drain_all(a, gid, len(ids), timeout=120)
     assert sorted(m["content"] for m in got) == sorted(ids)  # every one, exactly once
