@@ -63,7 +63,14 @@ def test_u1_mcp_main_to_tmux_worker_on_another_host(host_factory, worker_pane):
 
     def agent_answers() -> None:
         """What the agent in the pane does: read the frame, run the answer command it shows."""
-        _wait_for(lambda: "[end bridge" in tmux.capture(pane, 200), 30, "the framed message in the pane")
+        def frame_entered() -> bool:
+            # the frame's own Enter must have run first (a fresh prompt below its end line):
+            # typed any sooner, the answer would join the frame's last comment line
+            lines = tmux.capture(pane, 200).rstrip().splitlines()
+            ends = [i for i, line in enumerate(lines) if "[end bridge" in line]
+            return bool(ends) and lines[-1].strip() == "worker$" and ends[-1] < len(lines) - 1
+
+        _wait_for(frame_entered, 30, "the framed message entered in the pane")
         command = re.search(r'answer with: (bridge reply \S+) "\.\.\."', tmux.capture(pane, 200))
         assert command, tmux.capture(pane, 200)
         tmux.run("send-keys", "-t", pane, "-l", f'BRIDGE_GID={worker} {command.group(1)} "LGTM from b"')
