@@ -107,6 +107,7 @@ class BrowserBridge:
         self._local: LocalAgent | None = None
         self._client: AgentClient | None = None
         self._closing = threading.Event()
+        self._hosting = threading.Lock()
         self.mode_changed = threading.Condition(self._lock)
         self.elections = 0
 
@@ -137,8 +138,14 @@ class BrowserBridge:
         return self
 
     def _try_host(self) -> str | None:
-        if not self.allow_host or self._closing.is_set():
-            return None
+        # close() waits for a hosting attempt under way: it has written this pid into
+        # bridge.json, and a close that ran meanwhile would leave the pid there
+        with self._hosting:
+            if not self.allow_host or self._closing.is_set():
+                return None
+            return self._host()
+
+    def _host(self) -> str | None:
         try:
             sock = bind_loopback(self.port)
         except OSError as exc:
@@ -289,7 +296,7 @@ class BrowserBridge:
     def close(self) -> None:
         """Leave: a host shuts its server down (guests then re-elect); a guest disconnects."""
         self._closing.set()
-        with self._lock:
+        with self._hosting, self._lock:
             server, client = self.server, self._client
             self.server, self._client, self._local = None, None, None
             self._set_mode(CLOSED)

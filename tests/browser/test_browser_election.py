@@ -42,7 +42,7 @@ def test_racing_starts_elect_exactly_one_host(port, cache):
         assert not errors
         modes = sorted(b.mode for b in bridges)
         assert modes == [GUEST] * (count - 1) + [HOST]
-        assert all(b.send("targets") == {"targets": []} for b in bridges)
+        assert all(b.send("targets")["targets"] == [] for b in bridges)
     finally:
         for bridge in bridges:
             bridge.close()
@@ -60,7 +60,7 @@ def test_guest_only_with_no_broker_fails_fast_naming_serve(port, cache):
 def test_guest_reads_the_hosts_token_from_bridge_json(port, cache):
     with BrowserBridge(port, None) as host:  # generates and writes a token
         with BrowserBridge(port, None) as guest:
-            assert guest.mode == GUEST and guest.send("targets") == {"targets": []}
+            assert guest.mode == GUEST and guest.send("targets")["targets"] == []
         assert host.mode == HOST
 
 
@@ -211,5 +211,35 @@ def test_a_clean_host_exit_drops_its_pid_but_keeps_the_token(port, cache):
     assert token_file.read()["pid"] == os.getpid()
     host.close()
     assert token_file.read() == {"v": 1, "port": port, "token": token}
+    with pytest.raises(NotConnected, match="bridge browser serve"):
+        BrowserBridge(port, None, allow_host=False).start()
+
+
+def test_a_close_while_hosting_is_under_way_still_drops_the_pid(port, cache, monkeypatch):
+    """A signal can end a session between the host writing its pid into bridge.json and its
+    server being up: the close waits for that step, then leaves as a host does."""
+    from bridgecli.browser import connect
+
+    wrote_pid, may_finish = threading.Event(), threading.Event()
+    real_start = connect.BrokerServer.start
+
+    def slow_start(server):
+        wrote_pid.set()  # resolve_token(write_file=True) ran just before
+        may_finish.wait(10)
+        return real_start(server)
+
+    monkeypatch.setattr(connect.BrokerServer, "start", slow_start)
+    bridge = BrowserBridge(port, None)
+    starter = threading.Thread(target=bridge.start)
+    starter.start()
+    assert wrote_pid.wait(10) and token_file.read()["pid"] == os.getpid()
+    closer = threading.Thread(target=bridge.close)
+    closer.start()
+    closer.join(0.5)
+    assert closer.is_alive(), "close() returned while the hosting step was still under way"
+    may_finish.set()
+    starter.join(10)
+    closer.join(10)
+    assert "pid" not in token_file.read() and bridge.mode == "closed"
     with pytest.raises(NotConnected, match="bridge browser serve"):
         BrowserBridge(port, None, allow_host=False).start()
