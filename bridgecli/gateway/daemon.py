@@ -28,7 +28,7 @@ import logging
 import signal
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
@@ -126,8 +126,6 @@ class Gateway:
         #: monotonic time by which the roster has heard every live gateway at least once
         self.roster_complete_at = 0.0
         self.status_extras: dict[str, Callable[[], Any]] = {}
-        #: syncs the store before a burst's acks, off the I/O thread (see _ack_when_synced)
-        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-sync")
         #: the hub's registrar, when this host's broker grants come from one (else None)
         self.grants = claimer_for(config)
         #: queues of ours consumed by another client (a clone of this host?), by queue name
@@ -277,9 +275,7 @@ class Gateway:
         deadline = time.monotonic() + 10
         while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
             self._pump(0.05)
-        self._syncer.shutdown(wait=True)  # the last bursts' syncs: their acks are queued now
-        self._pump(0)  # runs those acks...
-        self._pump(0)  # ...and writes them
+        self._pump(0)  # writes the last bursts' acks, queued after their syncs
         if self.connection is not None:
             try:
                 self.connection.close()
@@ -556,20 +552,15 @@ class Gateway:
 
     def _ack_when_synced(self, acks: list[tuple[int, bool]]) -> None:
         """Ack once the store has synced what was just committed: acks follow durability,
-        power cuts included. The sync runs on a thread of its own, so the I/O thread goes on
-        receiving and committing the next burst meanwhile (one sync covers every commit
-        before it: group commit); the acks then come back to the I/O thread in order."""
-        generation, connection = self.generation, self.connection
-        assert connection is not None
-
-        def synced(done: Future) -> None:
-            failed = done.exception()
-            try:
-                connection.add_callback_threadsafe(lambda: self._after_sync(generation, acks, failed))
-            except Exception:
-                pass  # the connection is gone: the broker redelivers, the dedup records drop them
-
-        self._syncer.submit(self.store.sync).add_done_callback(synced)
+        power cuts included. One sync per burst (group commit), here on the I/O thread: the
+        burst's waiters were handed their messages before it and answer while it runs; a
+        sync thread cost more in delayed acks than the sync blocks (docs/benchmarks.md)."""
+        failed = None
+        try:
+            self.store.sync()
+        except Exception as exc:  # a failing disk: the broker gets the burst back
+            failed = exc
+        self._after_sync(self.generation, acks, failed)
 
     def _after_sync(self, generation: int, acks: list[tuple[int, bool]], failed: BaseException | None) -> None:
         if generation != self.generation or self.channel is None or not self.channel.is_open:

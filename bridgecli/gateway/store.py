@@ -184,19 +184,27 @@ class Store:
     # --- batching (the gateway's I/O thread) ------------------------------------------
 
     def sync(self) -> None:
-        """Make every commit so far durable against a power cut (fsync the WAL).
+        """Make every commit so far durable against a power cut (``fdatasync`` of the WAL,
+        and of its directory the first time, so the WAL file itself is found after a crash).
 
         The gateway's I/O thread commits a burst with ``synchronous=NORMAL`` (safe against a
-        crash), hands it to waiting clients, then calls this before acking: the disk sync
-        runs while the clients are answered, instead of inside the commit."""
+        crash), hands it to waiting clients, then calls this before acking: one sync per
+        burst, not per message. ``fdatasync`` is what SQLite itself uses; it skips the
+        timestamps, which made a full ``fsync`` several times slower here."""
         try:
             fd = os.open(f"{self.path}-wal", os.O_RDONLY)
         except FileNotFoundError:
             return  # nothing committed through the WAL yet
         try:
-            os.fsync(fd)
+            os.fdatasync(fd)
         finally:
             os.close(fd)
+        if not self.syncs:
+            directory = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
         self.syncs += 1
 
     def make_durable(self) -> None:

@@ -48,7 +48,7 @@ def _install(stage: str, nth: int) -> None:
         synced = self.store.syncs
         flush(self)
         if bursts["armed"] and stage == "after-ack":
-            # the acks follow the store's sync on its own thread: let them arrive and go out
+            # the acks follow the store's sync: let them go out
             while self.store.syncs == synced:
                 self.connection.process_data_events(time_limit=0.01)
             self.connection.process_data_events(time_limit=0.05)
