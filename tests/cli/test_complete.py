@@ -191,12 +191,13 @@ def test_roster_from_the_live_gateway_then_from_its_cache_after_it_stops(host_fa
     no_cache = {**a.env, "XDG_CACHE_HOME": str(a.root / "empty-cache")}  # only the socket can answer
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        offered = tab(no_cache, "bridge send ")
-        if "worker" in offered:
+        # b's entity, and both gateways' own first heartbeats (each comes after a random delay)
+        offered, hosts = tab(no_cache, "bridge send "), set(tab(no_cache, "bridge spawn p --host "))
+        if "worker" in offered and hosts == {a.name, b.name}:
             break
         time.sleep(0.5)
     assert offered["worker"].startswith(f"agent on {b.name}")
-    assert set(tab(no_cache, "bridge spawn p --host ")) == {a.name, b.name}
+    assert hosts == {a.name, b.name}
     cached = a.root / "cache" / "bridge" / "roster.json"
 
     def cached_gids() -> set[str]:  # written on each heartbeat: may lag the live view by one
