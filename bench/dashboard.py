@@ -1,20 +1,6 @@
-"""``bridge dashboard`` under 1,000 msg/s: the server's CPU and the page's lag.
-
-A private RabbitMQ node; a real ``bridge dashboard`` process (no local gateway: the traffic
-is what matters here); headless Chromium showing its page; and a publisher thread that puts
-valid envelopes on ``bridge.msg`` at a steady RATE (default 1,000/s, in 20 ms slices). The
-messages are routed to gids with no inbox, so only the dashboard's tap receives them and no
-queue grows.
-
-Measured over a window of steady traffic (after a warm-up):
-
-1. the dashboard process's CPU (utime + stime from ``/proc/<pid>/stat``) as % of one core
-   (goal < 10 %), against the same process idle (no traffic) as the baseline;
-2. the page's lag: for each batch the page draws, now minus the newest row's send time
-   (``window.bridgeDashboard.lag``, sampled every 0.5 s), median and max (goal <= 1 s).
-
-Run: ``.venv/bin/python bench/dashboard.py [--rate N] [--seconds S]``; prints a table;
-``main()`` returns rows for bench/run_all.py. Asserts nothing: benchmarks report, tests judge.
+"""``bridge dashboard`` under 1,000 msg/s: its CPU (% of a core, against itself idle) and the
+page's lag (draw time minus send time), for bench/run_all.py; the method is in
+docs/benchmarks.md ("Dashboard under load"). Asserts nothing: benchmarks report, tests judge.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The dashboard's front door: every request passes here before any route sees it.
 
-The page shows a whole fleet's messages and can retry or purge dead letters, so a request
-must prove three things: it is addressed to this loopback server by name (``Host`` — stops DNS
-rebinding), it does not come from another site (``Origin``, and ``Sec-Fetch-Site`` when the
-browser sends it), and it holds the random token, first from the printed URL and then from a
-cookie that is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site's
-request carries it). Anything else gets 403 and no data.
+A request must be addressed to this loopback server by name (``Host``), come from no other
+site (``Origin``, ``Sec-Fetch-Site``) and hold the random token (the printed URL's, then an
+HttpOnly SameSite=Strict cookie); anything else gets 403 and no data. Why: the page shows a
+fleet's messages and can purge dead letters (docs/dashboard.md, "Security").
 """
 
 from __future__ import annotations
