@@ -99,9 +99,17 @@ class RosterListener:
         started: list[Any] = []
         channel.basic_consume(topology.roster_queue(self.host).name,
                               lambda _ch, method, _props, body: self.on_frame(method, body),
-                              auto_ack=True, callback=started.append)
+                              auto_ack=True, callback=self._on_consuming(started))
         amqp_conn.wait_for_callback(connection, started, OPEN_TIMEOUT,
                                     "the broker did not start the roster consumer")
+
+    def _on_consuming(self, started: list[Any]) -> Callable[[Any], None]:
+        """Consume-ok: connected from here, since frames can follow in the same pump that
+        delivers it, before ``_connect`` returns."""
+        def consuming(frame: Any) -> None:
+            self.connected.set()
+            started.append(frame)
+        return consuming
 
     def _on_channel_closed(self, channel: Any, reason: Exception) -> None:
         if not self._stop.is_set():
