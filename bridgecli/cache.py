@@ -1,16 +1,13 @@
 """Disposable JSON caches that TAB completion reads without opening any connection.
 
-* ``roster.json`` — the gateway's union roster view, rewritten on each heartbeat
-  (:func:`save_roster`; same shape as the local API's ``roster`` answer). It lets a TAB
-  offer labels, gids and hosts when the gateway is busy or stopped.
-* ``browser.json`` — browser targets and tab groups, rewritten by ``bridge browser
-  targets``/``tabs``/``open`` after each successful call (:func:`update_browser`). Asking the
-  browser broker on TAB would mean a WebSocket handshake and a token per keystroke.
+* ``roster.json``: the gateway's union roster view, rewritten on each heartbeat
+  (:func:`save_roster`), so a TAB offers labels, gids and hosts while the gateway is busy or
+  stopped.
+* ``browser.json``: browser targets and tab groups, rewritten by ``bridge browser
+  targets``/``tabs``/``open`` (:func:`update_browser`), so a TAB needs no WebSocket handshake.
 
-Both live in ``paths.cache_dir()`` (``$XDG_CACHE_HOME/bridge``). Writes are atomic (temp file
-+ rename) so a TAB never sees a torn file; neither reads nor writes ever raise, because a
-stale or missing cache must only cost a poorer completion, never a failing command or a
-gateway. Nothing here imports more than the standard library and :mod:`bridgecli.paths`.
+Both live in ``paths.cache_dir()`` and are written atomically. Reads and writes never raise:
+a stale or missing cache costs a poorer completion, never a failure. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Configuration: ``bridge.toml`` < ``BRIDGE_*`` environment < command-line flags.
 
-The schema is plain data (:data:`SETTINGS`): one :class:`Setting` per dotted key, with its
-type, default, environment variable and help. Everything that reads or writes the file goes
-through this module so that validation and error messages are the same everywhere.
-
-Two table families are allowed besides the schema, kept as they are when the file is read
-(a launcher or plugin may be missing on this host):
-
-* ``[profiles.<name>]`` — spawn profiles (``launcher``, ``command``, ``cwd``, ``env`` and
-  launcher-specific keys), read by the gateway that runs them;
-* ``[plugins.<name>]`` — settings owned by a plugin, validated by that plugin.
-
-``bridge config`` checks their keys against what launchers and plugins declare
-(:mod:`bridgecli.config_tables`).
+The schema is plain data (:data:`SETTINGS`): one :class:`Setting` per dotted key, with type,
+default, environment variable and help. Everything that reads or writes the file goes
+through here, so validation and errors are the same everywhere. Two table families are kept
+as they are (their launcher or plugin may be missing on this host): ``[profiles.<name>]``
+(spawn profiles, read by the gateway that runs them) and ``[plugins.<name>]`` (a plugin's
+settings); ``bridge config`` checks them (:mod:`bridgecli.config_tables`).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def is_uuid(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Envelope:
-    """One message between entities (seed §6).
+    """One message between entities (docs/protocol.md, "The envelope").
 
     ``sender``/``recipient`` are global ids; ``sender_label``/``sender_host`` are display
     metadata only, never used for routing.

@@ -1,24 +1,11 @@
-"""What an agent sees when a message is typed into its terminal.
+"""What an agent sees when a message is typed into its terminal (``docs/security.md``, "Frame").
 
-A delivered message is a *frame*: a header naming sender, kind and message id, the exact
-command that answers it, the content (sanitised, every line behind a gutter so content can
-never pass for a frame line), and an end line. Long content is cut, with a line that says how
-to read all of it. Example (``render(env).text``)::
-
-    [bridge 6f1c2a3b] SEND from w (gid 0b5e…) on host-a · msg 6f1c2a3b-…
-    answer with: bridge reply 6f1c2a3b-… "..."
-    │ hello
-    │ world
-    [end bridge 6f1c2a3b]
-
-The header starts with the **marker** ``[bridge <first 8 hex of msgId>]``: short enough
-that no TUI wraps it, unique enough for the visible screen, so a backend confirms delivery by
-finding it in the pane. The header never starts with ``/``, ``!``, ``#`` or ``@`` (agent
-TUIs treat those as commands) unless the caller asks for ``line_prefix="# "`` — which a
-backend does when the pane's foreground program is a *shell*, so that every line is a
-comment and nothing in a message can run as a command there.
-
-Pure functions; no terminal I/O here.
+A *frame* is a header naming sender, kind and message id, the command that answers it, the
+sanitised content behind a gutter (so content never passes for a frame line), and an end
+line; long content is cut, saying how to read it all. The header starts with the
+**marker** ``[bridge <first 8 hex of msgId>]``, which backends find in the pane to confirm
+delivery. No line starts with ``/``, ``!``, ``#`` or ``@`` (TUI commands); with
+``line_prefix="# "`` each line is a shell comment.
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ def cache_dir() -> Path:
 
 
 def user_cache_root() -> Path:
-    """The user cache dir *without* our app suffix (the browser seed puts
-    ``opencode-browser/bridge.json`` directly under it)."""
+    """The user cache dir *without* our app suffix (the browser bridge keeps
+    ``opencode-browser/bridge.json`` directly under it, docs/design.md#browser-token)."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir())

@@ -1,6 +1,6 @@
 """A RabbitMQ node run as a plain process, every file under one directory.
 
-The recipe follows ``research/broker-baseline.md`` §2: Debian's real scripts in
+The recipe: Debian's real scripts in
 ``/usr/lib/rabbitmq/bin`` (the ``/usr/sbin`` wrappers ``su`` to the ``rabbitmq`` user), an own
 ``HOME`` so the Erlang cookie is private, every ``RABBITMQ_*`` path pointed into the node's
 directory and an empty ``RABBITMQ_CONF_ENV_FILE`` so ``/etc/rabbitmq`` cannot leak in.
@@ -152,7 +152,7 @@ class LocalNode:
 
     ``amqp_port``/``dist_port`` of ``None`` mean "pick free ports at start". Extra
     ``rabbitmq.conf`` lines (e.g. ``consumer_timeout = 5000``) go in ``extra_conf``.
-    Management is off by default: it costs ~5 s at stop (baseline §2).
+    Management is off by default: it adds ~5 s to every stop.
     """
 
     def __init__(self, base: Path, *, nodename: str | None = None, amqp_port: int | None = None,

@@ -1,4 +1,4 @@
-"""The presence roster (seed U5, §7.3): a union "who / where / status" view built from
+"""The presence roster (docs/design.md#invariant-8, use case U5): a union "who / where / status" view built from
 heartbeats, soft state only.
 
 Each gateway publishes one heartbeat per local entity per interval on ``bridge.roster`` with
@@ -211,7 +211,7 @@ class RosterView:
             return host in self._gateways
 
     def load(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Seed from another view's ``as_dict`` rows (used by tests and tools)."""
+        """Fill from another view's ``as_dict`` rows (used by tests and tools)."""
         with self._lock:
             for row in rows:
                 self._entries[row["gid"]] = RosterEntry(**row)

@@ -1,30 +1,11 @@
-"""Make untrusted message text inert before it reaches a terminal.
+"""Make untrusted message text inert before it reaches a terminal (docs/design.md#invariant-11).
 
-Every message is *data* from another host. A terminal, however, treats some characters as
-*input*: ``\\r`` submits a line, ``\\x03`` is Ctrl-C, ESC starts an escape sequence — and
-``ESC[201~`` ends a bracketed paste, after which the rest of a message would be typed as
-keystrokes (the attack that herdr's own docs warn about, research/herdr.md §5). The rule
-(``docs/security.md``) is therefore simple and has no exceptions: **no control character
-except LF and TAB ever leaves this module**.
-
-What happens to each character (one table, applied with :meth:`str.translate`):
-
-==========================  =============================================  ==============
-input                       why it is dangerous                            becomes
-==========================  =============================================  ==============
-C0 ``0x00-0x1f`` but LF/TAB  keystrokes (CR, ^C, ^D, ^Z), ESC starts          Control Pictures
-                            CSI/OSC/DCS/APC/PM/SOS sequences               ``␀``…``␟`` (ESC → ``␛``)
-DEL ``0x7f``                backspace in many line editors                 ``␡``
-C1 ``0x80-0x9f``            8-bit CSI (0x9b), OSC (0x9d), DCS (0x90)…      ``�`` (U+FFFD)
-lone surrogates             cannot be encoded, would crash the writer      ``�``
-bidi overrides/isolates     reorder what the reader sees (Trojan Source,   ``�``
-``U+202A-202E, 2066-2069``  CVE-2021-42574): a forged frame line
-==========================  =============================================  ==============
-
-The replacement for ESC keeps the rest of a sequence as plain text (``ESC[201~`` shows as
-``␛[201~``), so a reader can see that somebody tried. Because every replacement is a
-printable character that the table never maps again, :func:`sanitize` is idempotent, and
-text that is already printable (plus LF/TAB) passes through unchanged.
+A terminal takes some characters as input: CR submits a line, ETX is Ctrl-C, ESC starts a
+sequence, and ``ESC[201~`` ends a bracketed paste, after which the rest would be typed as
+keystrokes. So, without exception, **no control character except LF and TAB ever leaves this
+module**. One :meth:`str.translate` table maps C0, DEL, C1, lone surrogates and bidi
+overrides to visible replacements (the table: ``docs/security.md``, "Neutralise"). Every
+replacement is printable and never mapped again, so :func:`sanitize` is idempotent.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Confirmed, mandatory publishing of envelopes (seed invariant 2: publish by recipient).
+"""Confirmed, mandatory publishing of envelopes (docs/design.md#invariant-2).
 
 A message nobody can receive is an error, never a silent drop: every publish is
 ``mandatory`` on a channel in confirm mode, so an unroutable message comes back as

@@ -1,6 +1,6 @@
-"""The broker topology of the seed (§3, §4) as plain data, plus one idempotent ``declare()``.
+"""The broker topology as plain data, plus one idempotent ``declare()``.
 
-Names are the seed's: exchanges ``bridge.msg`` (topic), ``bridge.roster`` (topic),
+Names (docs/protocol.md, "Broker topology"): exchanges ``bridge.msg`` (topic), ``bridge.roster`` (topic),
 ``bridge.control`` (direct), ``bridge.dlx`` (fanout) and ``bridge.delay``; queues
 ``agent.<gid>.inbox``, ``control.<host>``, ``roster.<host>`` and ``bridge.dlq``.
 

@@ -1,16 +1,12 @@
 """The guest agent's client: one WebSocket to the broker as role ``agent``.
 
-:meth:`AgentClient.request` sends a command and blocks for *its* result: ids are minted here
-and results are matched by id in a reader thread, so several threads can share one client.
-A command can be abandoned with a timeout or an ``abort`` event; its late result is dropped.
-
-When the socket drops, every waiting request fails at once (``not_connected``) instead of
-hanging: the broker may be gone for good, and the caller (:mod:`.connect`) decides whether to
-re-elect. :func:`connect_with_backoff` is the reconnect loop, with tenacity's jittered
-exponential wait so a crowd of guests does not reconnect in lock-step.
-
-Uses ``websockets.sync.client`` like the server (one library for both ends; it sends no Origin
-header, which is what the broker's Origin policy expects from local agents).
+:meth:`AgentClient.request` sends a command and blocks for *its* result (ids minted here,
+results matched by id in a reader thread), so threads can share one client; a timeout or an
+``abort`` event abandons a command, and its late result is dropped. When the socket drops,
+every waiting request fails at once (``not_connected``) and the caller (:mod:`.connect`)
+decides whether to re-elect. :func:`connect_with_backoff` reconnects with jittered backoff, so
+guests do not reconnect in lock-step. No Origin header is sent, as the broker expects of
+local agents.
 """
 
 from __future__ import annotations

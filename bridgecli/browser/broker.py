@@ -1,19 +1,14 @@
 """The role-aware broker: routes agents' commands to executors by tab-group ownership.
 
-This is the seed's ``broker.ts`` in Python. It knows nothing about sockets: connections are
-anything with ``send(frame)`` and ``close(code, reason)`` (:class:`Conn`), so the routing rules
-are tested by feeding fake connections and reading what they were sent, and the host's own
-in-process agent is just another ``Conn`` whose ``send`` resolves a local waiter.
+Pure routing (docs/design.md#browser-pure-broker): a connection is anything with
+``send(frame)`` and ``close(code, reason)`` (:class:`Conn`), so tests feed fake connections,
+and the host's in-process agent is one more ``Conn``. State: ``executors`` and ``agents`` by
+client id, ``group_owner`` (group → executor and owning agent, ``None`` = orphaned),
+``pending`` requests and ``primary`` (the default executor).
 
-State (the seed's maps): ``executors`` and ``agents`` (by client id), ``group_owner``
-(group → executor id + owning agent id, ``None`` = orphaned), ``pending`` (broker request id →
-origin agent and its request id) and ``primary`` (the default executor for new groups).
-
-Concurrency: the server calls :meth:`attach`, :meth:`detach` and :meth:`handle` from one
-thread per connection. State changes happen under ``_lock``; the frames they produce are sent
-after it is released but under ``_send_lock`` taken *before* the release, so every connection
-sees frames in the order the state changed (``ready`` always first) while a slow socket never
-blocks routing decisions of other threads for longer than its own send.
+Concurrency: state changes under ``_lock``; their frames are sent under ``_send_lock``, taken
+before ``_lock`` is released, so every connection sees frames in state-change order while a
+slow socket holds up only its own send.
 """
 
 from __future__ import annotations

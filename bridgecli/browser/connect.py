@@ -1,16 +1,13 @@
-"""Election and the uniform ``send()``: host or guest, with failover (seed "connect()").
+"""Election and the uniform ``send()``: host or guest, with failover (docs/design.md#browser-election).
 
-:class:`BrowserBridge` tries to bind 127.0.0.1:PORT. Winning the bind makes this process the
-**host**: it runs :class:`~.broker.Broker` behind :class:`~.server.BrokerServer` and talks to
-it through :class:`LocalAgent`, whose ``request`` dispatches straight into the broker (no
-socket, no JSON). Losing it (EADDRINUSE) makes it a **guest** that talks through
-:class:`~.agent_client.AgentClient`. The OS makes bind atomic, so among processes starting
-together exactly one hosts.
+:class:`BrowserBridge` tries to bind 127.0.0.1:PORT. The winner **hosts**
+:class:`~.broker.Broker` behind :class:`~.server.BrokerServer` and calls it through
+:class:`LocalAgent` (no socket, no JSON); a loser (EADDRINUSE) is a **guest** through
+:class:`~.agent_client.AgentClient`. The bind is atomic, so exactly one process hosts.
 
-Failover: when a guest's socket drops, it enters ``re-electing`` and a background thread
-retries — first the bind (→ new host), then a guest connection — with tenacity's jittered
-exponential backoff. While it does, :meth:`BrowserBridge.send` fails at once with
-``bridge re-electing`` (the seed's fail-fast window: no buffering, the caller retries).
+When a guest's socket drops it is ``re-electing``: a background thread retries the bind, then
+a guest connection, with jittered backoff, while :meth:`BrowserBridge.send` fails at once with
+``bridge re-electing`` (docs/design.md#browser-fail-fast).
 """
 
 from __future__ import annotations
@@ -174,7 +171,7 @@ class BrowserBridge:
 
     def _explain_absent_host(self) -> None:
         """A pure guest found no broker. If ``bridge.json`` names a host process that has died,
-        adapters are probably re-electing right now: say so (the seed's fail-fast error) rather
+        adapters are probably re-electing right now: say so (docs/design.md#browser-fail-fast) rather
         than suggesting to start a broker that is about to exist."""
         try:
             data = token_file.read()

@@ -1,11 +1,9 @@
 """Deliver complete WebSocket text frames straight from websockets' reading thread.
 
-``websockets.sync`` reads the socket in a background thread and queues each message for
-``recv()`` in another thread: one thread wake-up per frame, which on a loaded 2-core machine is
-most of what the broker adds to a command's round trip (its routing costs ~6 µs). The mixin
-below uses the library's documented escape hatch (``create_connection=``) and its contract that
-``process_event`` runs outside the protocol lock (so the callback may send), and hands complete
-text frames to a callback instead. Fragmented or binary messages keep the queued path, and once
+Saves the thread wake-up per frame of ``websockets.sync``'s queued ``recv()``
+(docs/decisions/browser-transport-on-websockets-sync.md). Uses the library's documented hook
+(``create_connection=``) and its contract that ``process_event`` runs outside the protocol
+lock, so the callback may send. Fragmented or binary messages keep the queued path, and once
 one shows up the connection stays on it, so frames are never reordered.
 """
 

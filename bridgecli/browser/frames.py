@@ -1,14 +1,13 @@
 """Wire frames of the browser bridge: the single source of truth for the protocol.
 
-Every frame is one JSON object in one WebSocket *text* message, with a ``type`` field. This
-module builds and validates frames and holds every constant both sides of the wire need
-(protocol version, action names, error codes, close codes, limits), so the broker, the agent
-client, the executors (the MV3 extension, the CDP executor) and ``docs/browser-protocol.md``
-cannot drift apart. It is pure: no sockets, no threads, no clock.
+Every frame is one JSON object in one WebSocket *text* message, with a ``type``. This module
+builds and validates frames and holds every constant both sides need (version, actions, error
+and close codes, limits), so broker, agent client, executors and ``docs/browser-protocol.md``
+cannot drift apart. Pure: no sockets, threads or clock.
 
-Validation is strict about what routing depends on (types of ``id``, ``action``, ``group``,
-``params``) and lenient about extra fields, so a newer peer can add fields without breaking
-an older one; a frame with a *different major* ``v`` in its hello is refused.
+Validation is strict about what routing depends on (``id``, ``action``, ``group``,
+``params``) and lenient about extra fields, so a newer peer can add fields; a hello with a
+different major ``v`` is refused.
 """
 
 from __future__ import annotations

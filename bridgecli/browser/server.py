@@ -1,31 +1,13 @@
 """The WebSocket transport around :class:`~bridgecli.browser.broker.Broker`.
 
-Why ``websockets.sync.server``: it gives a thread per connection with a thread-safe ``send``
-(the broker sends to a connection from other connections' threads), Origin refusal in
-``process_request``, ``max_size`` with a 1009 close, and custom close codes, all in a few
-lines (measured in ``research/browser-feasibility.md`` §5). The bridge carries a handful of
-connections with sub-millisecond round trips, so an asyncio loop in a dedicated thread would
-only add hops between threads for every frame the synchronous callers send.
+Policy, in the order a connection meets it (``docs/browser-protocol.md``): bound to 127.0.0.1
+only (the bind is the election); an ``Origin`` other than a browser extension's gets HTTP 403;
+too many connections, close 1013; no hello with the right token within 5 s, close
+4001/4002/4003; malformed frames get error frames, then close 4005; a peer whose send blocks
+10 s is dropped; a JSON ``ping`` after 15 s of quiet keeps MV3 service workers alive.
 
-Policy, in the order a connection meets it:
-
-1. The socket is bound to 127.0.0.1 only (:func:`bind_loopback`; the bind *is* the election).
-2. Handshake: an ``Origin`` that is not ``chrome-extension://``/``moz-extension://`` → HTTP 403,
-   so a web page never gets to send a token. No Origin (local agents, CDP executor) is allowed.
-3. More than ``max_connections`` open → close 1013 (a connect flood cannot exhaust threads).
-4. First frame: a hello within 5 s and ≤ 64 KiB, with the token compared by
-   :func:`hmac.compare_digest` → else close 4001/4002/4003.
-5. After hello frames may be ≤ 16 MiB; malformed frames get an error frame and, after 8, a
-   close 4005. The broker never sees a frame that did not decode.
-6. A peer that stops reading is disconnected once a send to it blocks for 10 s.
-7. Keepalive: a JSON ``ping`` after 15 s without sending (an MV3 service worker dies after 30 s
-   without messages; protocol-level pings do not count).
-
-The receive loop uses ``recv(timeout=1)`` and re-checks the protocol state, which works around
-the ``websockets.sync`` pitfall where a handler stays blocked after a 1009 close.
-
-Fast path: after the hello, complete text frames reach the broker straight from websockets'
-socket-reading thread (:mod:`.fastpath`), saving a thread wake-up per frame.
+Why ``websockets.sync``, the ``recv(timeout=1)`` loop and the fast path:
+docs/decisions/browser-transport-on-websockets-sync.md.
 """
 
 from __future__ import annotations
@@ -83,20 +65,11 @@ class WsConn:
     """Adapts a websockets connection to the broker's ``Conn``; remembers when it last sent
     so keepalive pings only go to quiet connections.
 
-    A frame is written straight from the calling thread when that cannot block: the
-    connection's lock is free, nothing is queued for it, and the kernel takes the bytes at
-    once (a non-blocking write). Whatever does not fit — the whole frame, or the unwritten
-    tail of it — goes to a per-connection writer thread (started on first need), and every
-    later frame queues behind it until the writer has caught up, so frames stay in order.
-
-    Why never block the caller: it is usually another connection's reading thread, inside the
-    broker's send lock. Sending inline with a blocking send was a deadlock (b333126): when a
-    send to a stuck peer fails, websockets joins that connection's reading thread — and that
-    thread may itself be waiting for the broker's send lock, held by the sender. So the inline
-    write never waits and never handles a failure itself: errors and would-block both hand the
-    frame to the writer, which alone may block (up to ``send_timeout``), fail, and close; a
-    peer that stops reading makes only its own writer time out, after which the connection is
-    dead and dropped.
+    A frame is written inline only when that cannot block (the lock is free, nothing is queued,
+    the kernel takes every byte at once); otherwise it, or its unwritten tail, goes to a
+    per-connection writer thread started on first need, and later frames queue behind it, so
+    order holds. Only the writer may block (up to ``send_timeout``), fail and close. Why the
+    caller must never block: docs/decisions/browser-writes-never-block-the-caller.md.
     """
 
     def __init__(self, ws: ServerConnection) -> None:

@@ -1,15 +1,13 @@
 """``bridge.json``: the per-user state file through which adapters share the broker token.
 
-A guest cannot guess a token the host generated, so the host writes ``{v, port, token, pid}``
-to ``<user cache dir>/opencode-browser/bridge.json`` and guests read it (seed "Shared token").
-The file holds a secret, so it is created 0600 inside a 0700 directory, written atomically
-(temp file + ``os.replace``: a reader never sees half a file), and — like ssh with a private
-key — a file that group or others can read is *refused*, not silently used.
+The host writes ``{v, port, token, pid}`` to ``<user cache dir>/opencode-browser/bridge.json``
+and guests read it (docs/design.md#browser-token). It holds a secret: created 0600 in a 0700
+directory, written atomically (temp file + ``os.replace``), and refused, as ssh refuses a
+private key, when group or others can read it.
 
-Token precedence (:func:`resolve_token`): an explicit token (``browser.token`` /
-``BRIDGE_BROWSER_TOKEN`` / ``OCB_TOKEN``) wins and is written to the file; else the file's
-token is reused (so the token pasted into the extension stays valid across restarts); else a
-new one is generated with :func:`secrets.token_urlsafe`.
+:func:`resolve_token`: an explicit token (``browser.token`` / ``BRIDGE_BROWSER_TOKEN`` /
+``OCB_TOKEN``) wins and is written to the file; else the file's token is reused, so the one
+pasted into the extension stays valid; else a new one is generated.
 """
 
 from __future__ import annotations
@@ -105,7 +103,7 @@ def clear(file: Path | None = None) -> bool:
 
 def resolve_token(explicit: str | None, port: int, *, write_file: bool) -> tuple[str, bool]:
     """The token a host should use (see the module docstring) and whether it was just
-    generated (the seed: whoever generates it prints it once). Writes the file when
+    generated (whoever generates it prints it once, docs/design.md#browser-token). Writes the file when
     ``write_file`` (the host does, guests don't)."""
     token, generated = explicit, False
     if not token:

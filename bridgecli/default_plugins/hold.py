@@ -1,4 +1,4 @@
-"""The ``hold`` delivery backend: the seed's "MCP pull" final hop.
+"""The ``hold`` delivery backend: the final hop as a pull (docs/design.md#invariant-3).
 
 Messages for a main/orchestrator are stored durably on the host (and then acked on the
 broker, so RabbitMQ's ``consumer_timeout`` can never close the channel under a long hold)

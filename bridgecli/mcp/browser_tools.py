@@ -1,21 +1,12 @@
 """The browser tools of ``bridge mcp``: this MCP server as one adapter of the browser bridge.
 
-The seed (``multi-client-routing.md``, "MCP server: same connect()") makes the MCP server an
-adapter exactly like ``bridge browser serve``: it takes part in the election with the same
-:class:`~bridgecli.browser.connect.BrowserBridge` — it hosts the broker when it wins the bind
-of ``browser.port``, joins as a guest otherwise, re-elects when the host exits, and shares the
-token through the same ``bridge.json``. So two MCP servers on one machine (a Claude Code main
-and an OpenCode session) share one broker, and each owns the groups it opens.
-
-The election runs as a background task of the session, not before the handshake: a client
-must never wait for the browser side to answer ``initialize``, and a missing broker is a tool
-error, not a dead server. Tools do no routing and no retrying of their own: the broker's
-errors (``group "X" is owned by another client``, unknown or ambiguous target,
-``bridge re-electing``) come back as tool errors with the broker's message, and the model
-retries — the seed's fail-fast window.
-
-Without the ``browser`` extra (websockets, websocket-client) the tools are still listed, and
-each call says what to install, so the server itself keeps working for messaging.
+The server takes part in the election like ``bridge browser serve``, through the same
+:class:`~bridgecli.browser.connect.BrowserBridge` (docs/design.md#browser-election), so two MCP
+servers on one machine share one broker, each owning the groups it opens. The election runs
+in the background, never before the handshake: a missing broker is a tool error, not a dead
+server. Tools neither route nor retry: broker errors come back as tool errors and the model
+retries (docs/design.md#browser-fail-fast). Without the ``browser`` extra each call says what
+to install.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The MCP server's link to the local gateway: its socket API, called off the event loop.
 
-Every call opens its own short-lived connection. That costs one Unix-socket connect (well
-under a millisecond) and buys two things: a long-poll (``send --wait``, ``held --wait``) never
-blocks another tool call queued behind it on a shared connection, and a gateway that was
-restarted mid-session is simply found again by the next call — a dead gateway is a
-:class:`~bridgecli.errors.GatewayUnavailable` for that one call, never a dead MCP server.
-
-Blocking calls run on *daemon* threads rather than anyio's worker pool: when the client
-goes away while a tool call is parked in a 10-minute ``--wait``, the process must be able
-to exit at once instead of joining that thread.
+Every call opens its own short-lived connection (well under a millisecond), so a long-poll
+never blocks another tool call queued behind it, and a restarted gateway is found again by
+the next call: a dead gateway is a :class:`~bridgecli.errors.GatewayUnavailable` for that
+call, never a dead server. Blocking calls run on *daemon* threads rather than anyio's pool,
+so the process can exit at once when the client leaves during a 10-minute ``--wait``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """Telling the MCP client that messages are waiting — without giving up the pull.
 
-Invariant 3 of the seed: for a main or orchestrator the *final hop is a pull*. The gateway
-holds every message (durably, acked off the broker) until the client drains it with
-``bridge_poll``. So what we push is never the message itself — a notification has no
-receipt, and a message "delivered" into a notification the client dropped would be lost —
-but the *fact* that messages are waiting, and how many. Each announcement goes out as:
-
-* ``notifications/message`` (MCP logging) — every handshake-era client can show it;
-* ``notifications/resources/updated`` for ``bridge://inbox`` — for clients that subscribed
-  (``resources/subscribe`` up to 2025-11-25, a ``subscriptions/listen`` stream on 2026-07-28);
-* ``notifications/claude/channel`` — Claude Code's channel event, which lands in the
-  running session's context (advertised as the experimental ``claude/channel`` capability).
-
-How arrivals are seen: op ``held`` with ``wait`` and ``baseline`` blocks in the gateway until
-the number of messages held for our gid differs from the count we last saw, so an arrival is
-announced at once even while earlier messages wait undrained.
-
-The nudge (seed §9 "Remind/backoff — optionally broker-driven via bridge.delay"): when
-messages arrive, the watcher sends *itself* a delayed message through the gateway (op
-``send`` with ``delay = messaging.nudge_after``, to its own gid, marked by
-``turn = NUDGE_TURN``). The broker keeps the timer — in ``bridge.delay``'s TTL tiers — so no timer thread of ours has to
-survive, and the clock keeps running across an MCP server restart. When the nudge lands in
-our own inbox and real messages are *still* held, the client gets a reminder ("N messages
-waiting, call bridge_poll") and the next nudge is scheduled, each one twice as far out as
-the last (up to 64 × ``nudge_after``: a client that never polls is not nagged forever, and
-its hold does not fill with timers); if the client has drained meanwhile, the nudge does
-nothing, and the next arrival starts again at ``nudge_after``. Nudge messages are filtered out of ``bridge_poll``
-results (:func:`is_nudge`). The price of this honest use of ``bridge.delay``: a nudge that
-lands after the client drained stays held (invisible, filtered) until the next poll, and a
-plain ``bridge poll`` from a shell shows it as a SEND to yourself with that turn marker.
+The final hop is a pull (docs/design.md#invariant-3), so only the *fact* that messages wait,
+and how many, is pushed: as ``notifications/message``, as ``notifications/resources/updated``
+for ``bridge://inbox``, and as Claude Code's ``notifications/claude/channel``. Arrivals are
+seen through op ``held`` with ``wait`` and ``baseline``, which answers once the held count
+changes. The nudge reminds a client that leaves messages unpolled, at doubling intervals up
+to 64 × ``messaging.nudge_after``, timed by the broker (docs/design.md#nudge); how and at what
+price: docs/decisions/mcp-nudge-through-bridge-delay.md.
 """
 
 from __future__ import annotations

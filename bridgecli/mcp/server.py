@@ -1,19 +1,12 @@
 """The SDK glue: bridge's tools, inbox resource and notifications on the official MCP SDK.
 
-Built on the SDK's low-level :class:`mcp.server.lowlevel.Server` rather than the decorator
-layer (``MCPServer``), because the tool set is data (:class:`~bridgecli.mcp.tools.ToolRegistry`
-with hand-written JSON schemas) and because push needs the connection's standalone channel
-outside any request — which the low-level server gives through ``ctx.session``, captured by a
-small middleware when the client finishes the handshake.
-
-stdout belongs to the protocol: nothing here prints, Python logging goes to stderr, and the
-SDK's deprecation warnings (logging is deprecated in the 2026 protocol revision, which is
-also why push has several channels) are silenced rather than printed.
-
-The client's first request picks the protocol era: a handshake-era client (2024-11-05 … 2025-11-25) gets
-log messages and ``resources/updated`` on the connection; a 2026-07-28 client gets
-``resources/updated`` only on the ``subscriptions/listen`` streams it opens, which the SDK's
-:class:`~mcp.server.subscriptions.ListenHandler` serves from :attr:`SessionState.bus`.
+Built on the low-level :class:`mcp.server.lowlevel.Server`: the tool set is data
+(:class:`~bridgecli.mcp.tools.ToolRegistry`), and push needs the connection's channel outside
+any request (``ctx.session``, captured when the handshake completes). stdout belongs to the
+protocol: nothing prints, logging goes to stderr, SDK deprecation warnings are silenced. The
+first request picks the era: a handshake-era client (2024-11-05 … 2025-11-25) gets log
+messages and ``resources/updated`` on the connection; a 2026-07-28 client gets
+``resources/updated`` on its ``subscriptions/listen`` streams (:attr:`SessionState.bus`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """A protocol-free tool registry: what a tool is, and how a call becomes a result.
 
-Kept free of the MCP SDK so tool sets are plain data plus async functions (unit-testable,
-and a second tool set — browser tools, issue 11 — registers through the same
-:meth:`ToolRegistry.add` without knowing about the messaging ones). The SDK glue in
-:mod:`bridgecli.mcp.server` converts :class:`ToolResult` into ``CallToolResult``.
-
-The error contract: a handler raises :class:`~bridgecli.errors.BridgeError` for anything
-the caller can fix; the registry turns it into ``ToolResult(is_error=True)`` whose text is
-the error's one line (message — hint). Arguments are checked against the tool's JSON schema
-first, so handlers see well-typed input. An unexpected exception is a bug: it is logged with
-its traceback on stderr, and the model gets one line saying so — never the traceback.
+Free of the MCP SDK, so a tool set is plain data plus async functions (unit-testable), and
+tool sets (messaging, browser) register through :meth:`ToolRegistry.add` without knowing each
+other; :mod:`bridgecli.mcp.server` turns :class:`ToolResult` into ``CallToolResult``. Errors:
+a :class:`~bridgecli.errors.BridgeError` becomes ``ToolResult(is_error=True)`` with its one
+line (message — hint); arguments are checked against the schema first; an unexpected
+exception is logged with its traceback on stderr and the model gets one line saying so.
 """
 
 from __future__ import annotations

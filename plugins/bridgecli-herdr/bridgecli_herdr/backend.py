@@ -2,22 +2,12 @@
 
 ``--deliver herdr:<pane-id>`` (``w1:p3``; inside herdr: ``herdr:$HERDR_PANE_ID``).
 
-One delivery:
-
-1. ``pane.get`` — the pane must exist (``pane_not_found`` → a retryable failure: the gateway
-   retries with backoff, dead-letters after ``messaging.max_attempts``, and the roster marks
-   the entity gone);
-2. while the agent is ``blocked`` (an approval dialog is open) nothing is typed: poll with
-   backoff for at most ``blocked_wait`` seconds, then fail *retryably* — typing into a dialog
-   would answer it (herdr-workflow's failure mode #1);
-3. send the frame from :func:`bridgecli.framing.render` (sanitised: herdr writes text to the
-   PTY verbatim and does not strip an embedded ``ESC[201~``) with ``pane.send_input`` —
-   text plus ``keys: ["Enter"]`` in one write, herdr adds bracketed paste when the app
-   enabled it — or ``agent.prompt`` (``[plugins.herdr] method = "prompt"``), which on herdr
-   0.9 refuses a blocked agent atomically;
-4. confirm: a request that succeeded is *not* proof (herdr issues #1878, #2063), so poll
-   ``pane.read`` until the frame's marker shows, or ``agent.get``'s ``state_change_seq``
-   moves.
+One delivery: the pane must exist (else a retryable failure); nothing is typed while the
+agent is ``blocked`` (a dialog would take the text as its answer) — wait up to
+``blocked_wait``, then fail retryably; send the sanitised frame with ``pane.send_input`` (or
+``agent.prompt``); confirm by the frame's marker in ``pane.read`` or a moved
+``state_change_seq``, because a successful request is not proof of delivery
+(README.md#herdr-no-proof). The README's "How a delivery works" has the details.
 """
 
 from __future__ import annotations
@@ -188,7 +178,7 @@ class HerdrBackend:
                 raise DeliveryError(
                     f"herdr accepted message {frame.msg_id} for pane {pane_id} but neither its header "
                     f"{frame.marker} nor an agent state change showed within {self.settings.confirm_timeout:g}s",
-                    "the prompt may be stranded in the composer (herdr #1878); check the pane", retryable=True)
+                    "the prompt may be stranded in the composer (herdr can swallow the Enter); check the pane", retryable=True)
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
 

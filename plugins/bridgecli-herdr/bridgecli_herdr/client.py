@@ -1,4 +1,4 @@
-"""A small client for herdr's local socket API (facts: research/herdr.md §3).
+"""A small client for herdr's local socket API (the facts: README.md#herdr-socket).
 
 The protocol is newline-delimited JSON over a Unix socket with **one request per
 connection**: connect, write one ``{"id","method","params"}`` line, read one line, close.

@@ -1,21 +1,11 @@
 """The ``herdr`` launcher: split a herdr pane and run a spawn profile's command in it.
 
-herdr's ``pane.split`` has no command field (research/herdr.md §3), so a start is:
-``pane.split`` (with ``env`` = the spec's environment, ``BRIDGE_GID`` included, and ``cwd``),
-``pane.wait_for_output`` for the new shell's prompt (a new pane's shell may not yet have
-enabled bracketed paste, §5), then ``pane.send_input`` of the command plus Enter.
-
-Readiness: ``ready_pattern`` set → ``pane.wait_for_output`` on it; otherwise
-``agent.wait until [idle, done]`` (retried while herdr has not yet detected an agent there).
-
-Stop: herdr documents **no method that closes a pane**, so ``stop`` sends ``ctrl+c`` twice
-(most agent TUIs exit on a double Ctrl-C), then ``exit`` + Enter to the shell, and waits for
-the pane to disappear (herdr closes a pane whose process exited).
-
-Profile keys: ``herdr_pane`` (pane to split; default ``[plugins.herdr] split_from``, else
-``$HERDR_PANE_ID``, else herdr's focused pane), ``herdr_direction`` (``right``/``down``),
-``ready_pattern``; ``[plugins.herdr] prompt_pattern`` (regex of a shell prompt, default
-``[$#%>] ?$``).
+Start: ``pane.split`` (with the spec's ``env`` and ``cwd``), wait for the new shell's prompt,
+then ``pane.send_input`` of the command plus Enter — herdr's split has no command field and a
+fresh shell may not have bracketed paste on yet (README.md#herdr-methods, #herdr-paste).
+Ready: ``ready_pattern`` shows, else ``agent.wait until [idle, done]``. Stop: no herdr method
+closes a pane, so ``ctrl+c`` twice, then ``exit``, then wait for the pane to go.
+Profile keys and settings: the README's "Launcher" and "Settings".
 """
 
 from __future__ import annotations

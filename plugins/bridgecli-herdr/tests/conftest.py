@@ -36,7 +36,7 @@ def xdg(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def herdr(xdg: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHerdr]:
     """A fake herdr 0.8.2 (protocol 20) found the way herdr's own clients find it:
-    ``$HERDR_SOCKET_PATH``, with the pane variables herdr sets (research/herdr.md §8)."""
+    ``$HERDR_SOCKET_PATH``, with the pane variables herdr sets (README.md#herdr-env)."""
     fake = FakeHerdr(xdg / "herdr.sock").start()
     monkeypatch.setenv("HERDR_SOCKET_PATH", str(fake.path))
     monkeypatch.setenv("HERDR_ENV", "1")

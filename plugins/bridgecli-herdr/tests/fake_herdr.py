@@ -1,25 +1,14 @@
 """A fake herdr server that answers exactly as herdr's socket API is documented.
 
-herdr itself cannot be installed here, so the plugin is tested against this fake. It follows
-the checklist of research/herdr.md §8: a Unix socket, one request per connection (read one
-line ≤ 1 MiB within 5 s, write one JSON line, close), the request id echoed verbatim,
-``{"id":"","error":{"code":"invalid_request",…}}`` for garbage / unknown methods / bad params,
-``ping`` with version and protocol, PaneInfo/AgentInfo with the required keys and absent
-optionals omitted, ``pane_not_found`` for unknown panes, ``invalid_key`` checked before any
-byte is recorded, bracketed-paste wrapping of ``send_input``/``agent.prompt`` text only when
-the pane "enabled 2004", fresh never-reused pane ids from ``pane.split``, and long waits
-(``agent.wait``, ``events.wait``, ``pane.wait_for_output``) that hold the connection and
-answer once (or ``timeout`` / ``agent_not_running``; ``agent.prompt`` with ``wait`` also
-``agent_prompt_stalled`` when the agent does not change state within 5 s). Only the documented
-method names are accepted; split panes get the environment of herdr.md §4.
+herdr cannot be installed here, so the plugin is tested against this fake, which follows
+README.md#herdr-api: socket protocol, methods and shapes, errors, pane environment,
+bracketed paste, long waits.
 
-Each pane also emulates the program behind it, so tests can see what a payload *did*:
-
-* a **shell** (no agent): a line editor that honours bracketed paste; a submitted line that
-  is not a comment is recorded in ``pane.commands`` (never executed); ``exit`` closes the
-  pane; a command whose first word is in ``FakeHerdr.agent_commands`` starts a fake agent;
-* an **agent**: submitted text is recorded in ``pane.prompts``; each submission moves
-  ``state_change_seq``; Ctrl-C twice exits it back to the shell.
+Each pane also emulates its program, so tests see what a payload *did*: a **shell** is a line
+editor honouring bracketed paste; it records non-comment lines in ``pane.commands`` (never
+run), closes on ``exit``, and starts a fake agent for a command in
+``FakeHerdr.agent_commands``; an **agent** records submissions in ``pane.prompts``, moves
+``state_change_seq`` on each, and exits on Ctrl-C twice.
 """
 
 from __future__ import annotations
@@ -47,13 +36,13 @@ _KEYS = {"enter": "\r", "return": "\r", "esc": "\x1b", "escape": "\x1b", "tab": 
 _MODS = {"ctrl", "control", "shift", "alt", "option", "meta", "cmd", "super"}
 
 
-#: the documented methods this fake implements (herdr.md §3, §8.4), and their handlers;
+#: the documented methods this fake implements (README.md#herdr-methods), and their handlers;
 #: ``events.subscribe`` is served by ``_subscribe`` before dispatch
 METHODS = {name: "m_" + name.replace(".", "_") for name in (
     "ping", "pane.list", "pane.get", "agent.list", "agent.get", "pane.send_text", "pane.send_keys",
     "pane.send_input", "agent.prompt", "pane.split", "pane.read", "pane.wait_for_output", "agent.wait",
     "events.wait")}
-#: herdr.md §5: ``agent.prompt`` with ``wait`` answers ``agent_prompt_stalled`` when the agent's
+#: README.md#herdr-no-proof: ``agent.prompt`` with ``wait`` answers ``agent_prompt_stalled`` when the agent's
 #: state does not change within 5 s of the prompt
 PROMPT_STALL_SECONDS = 5.0
 
@@ -129,7 +118,7 @@ class FakePane:
         return data
 
     def agent_info(self) -> dict[str, Any]:
-        """AgentInfo = PaneInfo's required keys (``focused`` included, herdr.md §8.5) plus
+        """AgentInfo = PaneInfo's required keys (``focused`` included, README.md#herdr-methods) plus
         ``name`` when set and ``state_change_seq``."""
         data = self.info()
         if self.name:
@@ -395,7 +384,7 @@ class FakeHerdr:
 
     @staticmethod
     def _event_for(sub: dict[str, Any], kind: str, pane: FakePane) -> dict[str, Any] | None:
-        """The two event shapes of research/herdr.md §3: snake_case lifecycle events with a
+        """The two event shapes of herdr's API (README.md#herdr-methods): snake_case lifecycle events with a
         ``type`` in ``data``, dotted pane-scoped events without one."""
         if sub["type"] == "pane.created" and kind == "created":
             return {"event": "pane_created", "data": {"type": "pane_created", "pane": pane.info()}}
@@ -431,7 +420,7 @@ class FakeHerdr:
         return request["id"], request["method"], params
 
     def _dispatch(self, method: str, params: dict[str, Any], conn: socket.socket) -> dict[str, Any]:
-        # only documented method names (herdr.md §3/§8.4); a misspelt name such as
+        # only documented method names (README.md#herdr-methods); a misspelt name such as
         # "pane_get" or "pane.send.text" is an unknown method, as on the real server
         name = METHODS.get(method)
         if name is None:
@@ -573,7 +562,7 @@ class FakeHerdr:
             raise ApiError("invalid_env", "env values must be strings")
         pane = self.add_pane(ready=False)
         pane.cwd = params.get("cwd")
-        # herdr.md §4: herdr-managed keys override the caller's env; CODEX_THREAD_ID is removed
+        # README.md#herdr-env: herdr-managed keys override the caller's env; CODEX_THREAD_ID is removed
         pane.env = {k: v for k, v in env.items() if k != "CODEX_THREAD_ID"}
         pane.env.update({"HERDR_ENV": "1", "HERDR_SOCKET_PATH": str(self.path), "HERDR_BIN_PATH": self.bin_path,
                          "HERDR_WORKSPACE_ID": pane.workspace_id, "HERDR_TAB_ID": pane.tab_id,

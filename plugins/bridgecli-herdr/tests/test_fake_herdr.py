@@ -1,4 +1,4 @@
-"""The fake answers as research/herdr.md documents herdr's socket API (raw socket, no client),
+"""The fake answers as herdr's socket API is documented (README.md#herdr-api; raw socket, no client),
 so the plugin's other tests are tests against herdr's contract, not against our own client."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_pane_shapes_and_not_found(herdr: FakeHerdr) -> None:
     assert {"pane_id", "terminal_id", "workspace_id", "tab_id", "focused", "agent_status", "revision"} <= info.keys()
     assert "cwd" not in info  # absent optionals are omitted
     agent = call(herdr, "agent.get", {"target": "reviewer"})["result"]["agent"]
-    # AgentInfo carries PaneInfo's required keys (herdr.md §8.5), focused included
+    # AgentInfo carries PaneInfo's required keys (README.md#herdr-methods), focused included
     assert {"pane_id", "terminal_id", "workspace_id", "tab_id", "focused", "agent_status", "revision"} <= agent.keys()
     assert agent["pane_id"] == pane.pane_id and agent["state_change_seq"] == 0 and agent["name"] == "reviewer"
     missing = call(herdr, "pane.get", {"pane_id": "w1:p99"}, rid="a")
@@ -90,7 +90,7 @@ def test_split_ids_are_fresh_and_never_reused(herdr: FakeHerdr) -> None:
 
 
 def test_split_panes_get_herdrs_environment(herdr: FakeHerdr) -> None:
-    """herdr.md §4: every managed pane gets HERDR_* and TERM; herdr's keys win over the caller's."""
+    """README.md#herdr-env: every managed pane gets HERDR_* and TERM; herdr's keys win over the caller's."""
     answer = call(herdr, "pane.split", {"direction": "right", "env": {
         "ROLE": "tests", "HERDR_PANE_ID": "forged", "TERM": "dumb", "CODEX_THREAD_ID": "t1"}})
     pane = herdr.panes[answer["result"]["pane"]["pane_id"]]
@@ -100,7 +100,7 @@ def test_split_panes_get_herdrs_environment(herdr: FakeHerdr) -> None:
 
 
 def test_prompt_with_wait_reports_a_stalled_agent(herdr: FakeHerdr, monkeypatch) -> None:
-    """herdr.md §5: ``agent.prompt`` with ``wait`` answers ``agent_prompt_stalled`` when the
+    """README.md#herdr-no-proof: ``agent.prompt`` with ``wait`` answers ``agent_prompt_stalled`` when the
     agent's state does not change after the prompt; a prompt that moves it is answered normally."""
     herdr.prompt_stall = 0.5  # herdr's 5 s, shortened for the test
     pane = herdr.add_pane(agent="claude", name="reviewer")
@@ -108,7 +108,7 @@ def test_prompt_with_wait_reports_a_stalled_agent(herdr: FakeHerdr, monkeypatch)
                                       "wait": {"until": ["idle", "done"], "timeout_ms": 5000}})
     assert ok["result"]["type"] == "agent_prompted" and pane.prompts == ["hi"]
     herdr.add_pane(agent="claude", name="stuck")
-    monkeypatch.setattr(herdr, "_submit", lambda pane: None)  # the Enter is swallowed (herdr #1878)
+    monkeypatch.setattr(herdr, "_submit", lambda pane: None)  # the Enter is swallowed (README.md#herdr-no-proof)
     started = time.monotonic()
     stalled = call(herdr, "agent.prompt", {"target": "stuck", "text": "hello",
                                            "wait": {"until": ["idle"], "timeout_ms": 5000}}, rid="p")

@@ -160,7 +160,7 @@ def test_pane_closed_mid_delivery(make_backend, herdr: FakeHerdr) -> None:
     threading.Timer(0.3, lambda: herdr.close_pane(pane.pane_id)).start()
     with pytest.raises(DeliveryError) as info:
         backend.deliver(entity(pane.pane_id), message("hi"))
-    # retryable: the gateway retries, dead-letters after messaging.max_attempts (issue 5)
+    # retryable: the gateway retries, dead-letters after messaging.max_attempts (docs/design.md#invariant-6)
     assert info.value.retryable is True and f"herdr pane {pane.pane_id} is gone" in str(info.value)
 
 

@@ -1,23 +1,11 @@
 """The ``tmux`` delivery backend: type a framed message into a pane and confirm it is there.
 
-``--deliver tmux:<target>`` where target is a pane id (``%3``) or ``session:window.pane``.
-One delivery is one tmux invocation that (1) types the frame's header as literal keys,
-(2) loads the rest into a private paste buffer from stdin and pastes it with ``-p`` — tmux
-then wraps it in bracketed-paste markers when the application asked for them — and (3) sends
-Enter as a *key*. The delivery is confirmed when the header's marker shows up in
-``capture-pane``. The header is typed rather than pasted because agent TUIs fold big pastes
-into a placeholder ("[Pasted text +40 lines]"), which would hide the marker.
-
-All text comes from :func:`bridgecli.framing.render`, so nothing typed contains a control
-character. When the pane's foreground program is a shell, every line is rendered as a
-``#`` comment, so no message can run as a command there either (docs/security.md); shells
-that do not honour ``#`` at an interactive prompt (zsh by default, csh/tcsh) get nothing.
-
-Before anything is typed the pane's screen is checked for an open approval dialog
-(``blocked_pattern``): typing into "Do you want to proceed? ❯ 1. Yes" would answer it. While
-one shows, the delivery waits with backoff (:func:`bridgecli.blocking.wait_unblocked`) and
-then fails retryably. A pane that is gone (closed, or its program exited) fails retryably
-too: the gateway retries and dead-letters after ``messaging.max_attempts``.
+``--deliver tmux:<target>`` (a pane id ``%3`` or ``session:window.pane``). One tmux call types
+the frame's header as literal keys (agent TUIs fold big pastes into a placeholder that would
+hide the marker), pastes the rest from a private buffer with ``-p`` and sends Enter as a key;
+the marker in ``capture-pane`` confirms it. Text comes from :func:`bridgecli.framing.render`,
+as ``#`` comments in a shell pane (docs/security.md). An open approval dialog is waited out
+with backoff, then fails retryably, as does a pane that is gone.
 """
 
 from __future__ import annotations
@@ -292,7 +280,7 @@ class TmuxBackend:
 
     def _gone(self, target: str, exc: TmuxError) -> DeliveryError:
         # retryable: the gateway retries with backoff and dead-letters after
-        # messaging.max_attempts (issue 5); the roster shows the entity gone meanwhile
+        # messaging.max_attempts (docs/design.md#invariant-6); the roster shows the entity gone meanwhile
         return DeliveryError(f"tmux pane {target} is gone: {exc.message}",
                              "the agent's pane was closed; restart it and re-register the entity",
                              retryable=True)

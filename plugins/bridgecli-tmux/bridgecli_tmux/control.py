@@ -1,23 +1,11 @@
 """A persistent tmux *control mode* client (``tmux -C``): tmux commands without a process each.
 
-Forking a ``tmux`` client per command costs milliseconds; a delivery needs three or more
-commands (look up, type, confirm), which would make a confirmed delivery several times
-slower than a bare ``send-keys`` loop. Control mode — tmux's documented interface for
-programs — keeps one client attached and answers each command line with a
-``%begin``/``%end`` (or ``%error``) block.
-
-Robustness rules, because pane text flows through this channel:
-
-* arguments are always double-quoted with every ASCII character that is not a letter, digit
-  or space written as an octal escape (``\\044`` for ``$``), so no message text can end a
-  quote, start a new command (``;``), expand a variable or a format;
-* a block ends only at a ``%end``/``%error`` line whose time, number and flags equal its
-  ``%begin`` — a pane that merely *shows* ``%end …`` cannot end it early;
-* the client attaches with the flags ``no-output`` and ``ignore-size`` (tmux ≥ 3.2; older
-  servers refuse them and the caller falls back), so it neither floods us with pane output
-  nor resizes anybody's windows;
-* any desynchronisation, timeout or exit closes the channel; the caller falls back to one
-  process per command.
+A delivery needs three or more tmux commands; forking a client for each would make it several
+times slower than a bare ``send-keys`` loop. Pane text flows through here, so arguments are
+double-quoted with every ASCII character but letters, digits and space octal-escaped; a block
+ends only at the ``%end``/``%error`` matching its ``%begin``; the client attaches with
+``no-output`` and ``ignore-size`` (tmux 3.2+); a desync, timeout or exit closes the channel
+and the caller falls back to a process per command.
 """
 
 from __future__ import annotations

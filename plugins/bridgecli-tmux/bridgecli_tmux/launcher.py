@@ -1,16 +1,11 @@
 """The ``tmux`` launcher: start a spawn profile's command in a new tmux window (or pane).
 
-Profile keys (``[profiles.NAME]`` with ``launcher = "tmux"``):
-
-* ``command`` (string = run by the shell, list = exec'd as argv), ``cwd``, ``env``;
-* ``tmux_session`` — session to open the window in (default ``[plugins.tmux] session``,
-  else ``bridge``; created detached when missing);
-* ``tmux_split`` — ``window`` (default) or ``pane`` (split the session's current window);
-* ``ready_pattern`` — a regular expression that must appear in the pane before the agent
-  counts as ready (without it: ready = the pane is alive).
-
-The window keeps its pane after the program exits (``remain-on-exit``) so a failed start
-can be diagnosed from the pane's last lines; ``stop`` kills the pane.
+Profile keys (``launcher = "tmux"``): ``command`` (string = run by the shell, list = argv),
+``cwd``, ``env``; ``tmux_session`` (default ``[plugins.tmux] session``, else ``bridge``;
+created detached); ``tmux_split`` (``window`` or ``pane``); ``ready_pattern`` (a regex that
+must show before the agent is ready; without it, ready = the pane is alive). The pane stays
+after its program exits (``remain-on-exit``) so a failed start can be diagnosed; ``stop``
+kills it.
 """
 
 from __future__ import annotations
