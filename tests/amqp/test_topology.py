@@ -1,11 +1,11 @@
-"""Topology as data: the seed's names and arguments."""
+"""Topology as data: the names and arguments of docs/protocol.md."""
 
 from __future__ import annotations
 
 from bridgecli.amqp import topology
 
 
-def test_seed_names_and_types():
+def test_design_names_and_types():
     assert {(e.name, e.type, e.durable) for e in topology.SHARED_EXCHANGES} == {
         ("bridge.msg", "topic", True), ("bridge.roster", "topic", True),
         ("bridge.control", "direct", True), ("bridge.dlx", "fanout", True)}

@@ -1,4 +1,4 @@
-"""Routing rules of the broker, pure: fake connections in, frames out (seed "Testing")."""
+"""Routing rules of the broker, pure: fake connections in, frames out (docs/design.md#browser-pure-broker)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_target_by_id_and_label_and_errors(net):
     assert "g3" not in net.broker.group_owner and "g4" not in net.broker.group_owner
 
 
-def test_owner_exclusive_with_the_seed_error_text(net):
+def test_owner_exclusive_with_the_documented_error_text(net):
     net.executor("e1")
     net.agent("a1")
     net.agent("a2")

@@ -101,7 +101,7 @@ def test_errors_are_one_line_with_exit_codes(served):
     assert bad_json.returncode == 2
     ambiguous_free = bridge(env, "open", "g", "http://x", "--target", "nobody")
     assert ambiguous_free.returncode == 14 and "no connected browser" in ambiguous_free.stderr
-    # a live agent owns a group: one-shot commands are refused with the seed's words
+    # a live agent owns a group: one-shot commands are refused with the documented words (docs/design.md#browser-ownership)
     owner = BrowserBridge(int(env["BRIDGE_BROWSER_PORT"]), token, label="owner").start()
     try:
         owner.send("open", "owned", {"url": "http://o"})

@@ -1,5 +1,5 @@
-"""Meta-test: every built-in command that prints data has ``--json`` (issue 2: "--json on
-every command that prints data").
+"""Meta-test: every built-in command that prints data has ``--json``
+(docs/design.md#cli-contract).
 
 "Prints data" is defined by exclusion: :data:`PRINTS_NO_DATA` names each command that does
 not, and why. Any other command — including one added tomorrow — must carry ``--json``, so a

@@ -1,4 +1,4 @@
-"""The seed's use cases between two gateways on one machine (separate XDG dirs and host ids),
+"""The use cases of docs/design.md#use-cases between two gateways on one machine (separate XDG dirs and host ids),
 against the real RabbitMQ node, driven through the real `bridge` CLI."""
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ def test_u6_u7_two_mcp_sessions_message_each_other(gw_host, label):
 
 
 def test_poll_for_one_peer_leaves_the_others_held(gw_host, label):
-    """The seed's bridge_poll(gidW): only that worker's messages are taken; bridge poll --peer
+    """bridge_poll(gidW): only that worker's messages are taken; bridge poll --peer
     does the same from a shell."""
     gw_host.register(f"wa{label}")
     gw_host.register(f"wb{label}")

@@ -1,4 +1,4 @@
-"""A three-node RabbitMQ cluster on loopback (research/broker-baseline.md §3, recipe b).
+"""A three-node RabbitMQ cluster on loopback (``classic_config`` peer discovery).
 
 Where one broker node is not enough, the answer is a RabbitMQ cluster with quorum inboxes,
 never our own replication. The nodes are plain :class:`LocalNode` processes with distinct

@@ -5,7 +5,7 @@ on one node, and while that node is down every gateway's declare fails with 404 
 is down"). RabbitMQ cannot change a queue's type in place: a gateway that finds the old
 classic queue stops with a clear conflict (exit 13) naming the queue and the fix, and
 starts once the queue has been deleted — it then declares the quorum one. This is the
-migration docs/deploy.md §5 describes, run step by step on a private node.
+migration docs/deploy.md describes (a RabbitMQ cluster), run step by step on a private node.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The seed's use cases (U1-U7) between hosts that are separate network stacks.
+"""The use cases U1-U7 (docs/design.md#use-cases) between hosts that are separate network stacks.
 
 Each host is a network namespace with its own gateway, XDG dirs and host id; the broker is
 in a third namespace. Nothing is shared but the LAN, so these prove the design is really

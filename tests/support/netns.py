@@ -1,6 +1,6 @@
 """Hosts as Linux network namespaces: a broker, hostA and hostB on one private LAN.
 
-Why namespaces: the seed is a cross-host design, and only separate network stacks prove
+Why namespaces: bridge is a cross-host design, and only separate network stacks prove
 that nothing relies on a shared loopback, a shared Unix socket or a shared epmd. Layout::
 
     root ns   ip route add unreachable 10.213.N.0/24       <- added FIRST, removed LAST
@@ -9,7 +9,7 @@ that nothing relies on a shared loopback, a shared Unix socket or a shared epmd.
     <p>-hostA  eth0 10.213.N.11  `bridge gateway`, own XDG dirs, BRIDGE_HOST_ID=hosta
     <p>-hostB  eth0 10.213.N.12  `bridge gateway`, own XDG dirs, BRIDGE_HOST_ID=hostb
 
-Safety (research/broker-baseline.md §6): the root namespace has a default route off the
+Safety: the root namespace has a default route off the
 machine, so a connect to a lab address *from the root namespace* would leave the VM. The
 ``unreachable`` route makes such a mistake fail locally. Nothing in the root namespace
 connects to a lab address: commands run under ``ip netns exec``, and in-process AMQP clients
