@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ["bridgecli", "plugins", "examples", "docs", "README.md"]
-DOCSTRING_ROOTS = ["bridgecli", "plugins"]
+DOCSTRING_ROOTS = ["bridgecli", "plugins", "examples"]
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".html", ".js", ".css", ".json", ".cfg", ".sh"}
 SKIPPED_PARTS = {"__pycache__", ".venv", "node_modules", ".pytest_cache"}
 MAX_DOCSTRING_WORDS = 100

@@ -1,13 +1,10 @@
 """The ``webhook`` delivery backend: ``bridge register --deliver webhook:https://…``.
 
-Each message is POSTed as its envelope JSON — the exact body that travelled through the
-broker — to the entity's URL. The gateway acks the broker only after :meth:`deliver`
-returns, so "delivered" must mean the receiver said 2xx; see :mod:`.posting` for which
-failures are retried.
-
-Delivery is at-least-once: a gateway killed between the 2xx and its ack POSTs the message
-again after a restart. Receivers deduplicate on ``X-Bridge-Msg-Id`` (also ``msgId`` in the
-body).
+Each message is POSTed as its envelope JSON, the exact body that travelled through the
+broker, to the entity's URL. The gateway acks the broker only after :meth:`deliver` returns,
+so "delivered" means the receiver said 2xx (:mod:`.posting` says which failures are retried).
+Delivery is at-least-once: a gateway killed between the 2xx and its ack POSTs again after a
+restart, so receivers deduplicate on ``X-Bridge-Msg-Id``.
 
 Settings, in the host's ``bridge.toml``::
 

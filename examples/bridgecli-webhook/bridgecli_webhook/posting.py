@@ -1,15 +1,13 @@
 """One HTTP POST and what its outcome means for at-least-once delivery.
 
-Kept apart from the backend so ``bridge webhook-test`` judges an endpoint with exactly the
-rules the gateway uses. The rules:
+Kept apart from the backend so ``bridge webhook-test`` judges an endpoint by exactly the
+gateway's rules:
 
-* **2xx** — delivered: the gateway acks the broker.
-* **5xx, 408, 429, timeouts, refused or reset connections** — the receiver may succeed
-  later: retryable (the gateway retries with backoff, then dead-letters after
-  ``messaging.max_attempts``).
-* **any other 4xx, and 3xx** — retrying the same request cannot help: not retryable (the
-  message goes to ``bridge.dlq`` at once). Redirects are *not* followed: urllib would turn a
-  redirected POST into a GET without the body and report success for a message nobody got.
+* **2xx**: delivered; the gateway acks the broker.
+* **5xx, 408, 429, timeouts, refused or reset connections**: retryable (the gateway retries
+  with backoff, then dead-letters after ``messaging.max_attempts``).
+* **any other 4xx, and 3xx**: not retryable (straight to ``bridge.dlq``). Redirects are not
+  followed: urllib would turn a redirected POST into a bodyless GET and report success.
 """
 
 from __future__ import annotations
