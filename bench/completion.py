@@ -83,7 +83,7 @@ def fill_roster_cache(env: dict[str, str], hosts: int = 10, per_host: int = 20) 
 
 def fill_store(env: dict[str, str], count: int = 2000) -> None:
     code = ("import uuid\nfrom bridgecli.envelope import Envelope\n"
-            "from bridgecli.gateway.store import Store, default_path, HELD, DELIVERED\n"
+            "from bridgecli.hoststate.store import Store, default_path, HELD, DELIVERED\n"
             "s = Store(default_path()); me = str(uuid.uuid4())\n"
             f"for i in range({count}):\n"
             "    s.record(Envelope(kind='ASK' if i % 3 == 0 else 'SEND', sender=str(uuid.uuid4()), recipient=me,"

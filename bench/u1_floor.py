@@ -50,7 +50,7 @@ from bridgecli import envelope as env_mod, messaging
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import amqp_message
 from bridgecli.gateway import log as glog
-from bridgecli.gateway.store import DRAINED, HELD, Store
+from bridgecli.hoststate.store import DRAINED, HELD, Store
 
 uri, path, my_gid, db_path, log_path = sys.argv[1:6]
 logging.basicConfig(filename=log_path, level=logging.INFO)

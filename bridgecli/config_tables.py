@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from bridgecli import config, paths
 from bridgecli.config import FREE_FORM_SECTIONS, Config, Setting
 from bridgecli.errors import BridgeError, ConfigError, PluginError
-from bridgecli.gateway.entities import LABEL_RE, ROLES
+from bridgecli.hoststate.entities import LABEL_RE, ROLES
 
 DEFAULT_LAUNCHER = "subprocess"
 

@@ -13,8 +13,8 @@ from bridgecli.amqp import topology
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, BrokerUnavailable, Timeout
-from bridgecli.gateway.entities import Entity, Registry
-from bridgecli.gateway.store import Store
+from bridgecli.hoststate.entities import Entity, Registry
+from bridgecli.hoststate.store import Store
 
 
 def _dlq(config: Config):

@@ -13,8 +13,8 @@ from typing import Callable
 from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import ConfigError, NotFound, Rejected
-from bridgecli.gateway.entities import Registry
-from bridgecli.gateway.store import Store
+from bridgecli.hoststate.entities import Registry
+from bridgecli.hoststate.store import Store
 
 KIND_FOR_COMMAND = {"send": "SEND", "ask": "ASK", "reply": "REPLY", "answer": "ANSWER"}
 

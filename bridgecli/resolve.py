@@ -11,7 +11,7 @@ from typing import Any
 
 from bridgecli.envelope import is_uuid
 from bridgecli.errors import Ambiguous, ConfigError, NotFound
-from bridgecli.gateway.entities import Registry, short
+from bridgecli.hoststate.entities import Registry, short
 
 
 def resolve_target(target: str, *, registry: Registry, roster: Any = None, force: bool = False) -> str:

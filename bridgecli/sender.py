@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from bridgecli.errors import Conflict
 
 if TYPE_CHECKING:
-    from bridgecli.gateway.entities import Registry
+    from bridgecli.hoststate.entities import Registry
     from bridgecli.interfaces import Entity
     from bridgecli.messaging import Identity
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from bridgecli.errors import Ambiguous, ConfigError, NotFound
-from bridgecli.gateway.entities import Registry
+from bridgecli.hoststate.entities import Registry
 from bridgecli.resolve import resolve_target
 
 

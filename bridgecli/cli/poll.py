@@ -57,9 +57,9 @@ def poll(app, gid: str | None, wait: float, limit: int, peer: str | None, as_jso
             client.confirm_pending(result)
         return
     from bridgecli.cli.send import direct_sender
-    from bridgecli.gateway.entities import open_registry
+    from bridgecli.hoststate.entities import open_registry
     from bridgecli.gateway.operations import message_dict
-    from bridgecli.gateway.store import open_store
+    from bridgecli.hoststate.store import open_store
     from bridgecli.resolve import resolve_target
 
     if wait:
@@ -108,7 +108,7 @@ def show(msg_id: str, as_json: bool) -> None:
         from bridgecli import config as cfg
         from bridgecli import messaging
         from bridgecli.gateway.operations import message_dict
-        from bridgecli.gateway.store import open_store
+        from bridgecli.hoststate.store import open_store
 
         store = open_store(cfg.load())
         original = messaging.original_message(store, msg_id)

@@ -38,7 +38,7 @@ def register(app, label: str, role: str, deliver: str, as_json: bool) -> None:
 
 def _register_direct(config, label: str, role: str, deliver: str) -> dict:
     from bridgecli import direct, plugins
-    from bridgecli.gateway.entities import open_registry
+    from bridgecli.hoststate.entities import open_registry
     from bridgecli.gateway.operations import entity_dict
 
     entity, problem = direct.register_entity(config, open_registry(), plugins.get(), label=label, role=role,
@@ -68,7 +68,7 @@ def unregister(app, target: str, as_json: bool) -> None:
     else:
         from bridgecli import direct
         from bridgecli.errors import BrokerUnavailable
-        from bridgecli.gateway.entities import open_registry
+        from bridgecli.hoststate.entities import open_registry
         from bridgecli.gateway.operations import entity_dict
 
         registry = open_registry()
@@ -99,9 +99,9 @@ def unregister(app, target: str, as_json: bool) -> None:
 @output.json_option
 def entities(as_json: bool) -> None:
     """List the entities registered on this host."""
-    from bridgecli.gateway.entities import open_registry, short
+    from bridgecli.hoststate.entities import open_registry, short
     from bridgecli.gateway.operations import entity_dict
-    from bridgecli.gateway.store import Store, default_path
+    from bridgecli.hoststate.store import Store, default_path
 
     rows = [entity_dict(e) for e in open_registry().all()]
     if default_path().exists():

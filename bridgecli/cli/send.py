@@ -48,8 +48,8 @@ def _deliver(app, *, as_json: bool, command: str, contents: list[str], sender: s
         raise GatewayUnavailable("--wait needs the local gateway (it collects the reply from your inbox)",
                                  "start `bridge gateway`, or send without --wait and `bridge poll` later")
     from bridgecli import direct
-    from bridgecli.gateway.entities import open_registry
-    from bridgecli.gateway.store import open_store
+    from bridgecli.hoststate.entities import open_registry
+    from bridgecli.hoststate.store import open_store
 
     registry = open_registry()
     registered: dict[str, Any] = {}

@@ -18,7 +18,7 @@ def _via_gateway_or_direct(app, op: str, **params):
             result.pop("ok", None)
             return result
     from bridgecli import control_client
-    from bridgecli.gateway.entities import open_registry
+    from bridgecli.hoststate.entities import open_registry
 
     registry = open_registry()
     # no local gateway to ask: --from / BRIDGE_GID still travel (and are logged there)

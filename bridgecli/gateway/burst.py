@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from bridgecli.envelope import Envelope
 from bridgecli.gateway.hold import HoldBackend
-from bridgecli.gateway.store import DRAINED, HELD, TAKEN, Store, StoredMessage
+from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage
 
 if TYPE_CHECKING:
     from bridgecli.interfaces import DeliveryBackend, Entity

@@ -26,7 +26,7 @@ from bridgecli.control_client import DEFAULT_READY_TIMEOUT
 from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PluginError
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import registration
-from bridgecli.gateway.entities import validate_label, validate_role
+from bridgecli.hoststate.entities import validate_label, validate_role
 from bridgecli.gateway.client import error_to_wire
 from bridgecli.interfaces import LaunchHandle, LaunchSpec
 

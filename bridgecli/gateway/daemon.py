@@ -47,12 +47,12 @@ from bridgecli.errors import BridgeError, BrokerUnavailable, DeliveryError
 from bridgecli.gateway import identity
 from bridgecli.hub.claims import claimer_for
 from bridgecli.gateway import log as glog
-from bridgecli.gateway.entities import Registry, open_registry
+from bridgecli.hoststate.entities import Registry, open_registry
 from bridgecli.gateway.deadletter import drain_to_dlq
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
 from bridgecli.gateway.burst import Burst, Waiter
-from bridgecli.gateway.store import DELIVERED, Store, StoredMessage, open_store
+from bridgecli.hoststate.store import DELIVERED, Store, StoredMessage, open_store
 from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
 from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
 

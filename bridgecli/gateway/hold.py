@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import ConfigError, DeliveryError
-from bridgecli.gateway.store import HELD, Store, default_path
+from bridgecli.hoststate.store import HELD, Store, default_path
 from bridgecli.interfaces import BackendContext, Entity
 
 

@@ -16,8 +16,8 @@ from bridgecli.amqp.connection import redact
 from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.errors import Timeout
 from bridgecli.gateway import registration
-from bridgecli.gateway.entities import short
-from bridgecli.gateway.store import DELIVERED, DRAINED, TAKEN
+from bridgecli.hoststate.entities import short
+from bridgecli.hoststate.store import DELIVERED, DRAINED, TAKEN
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

@@ -7,13 +7,13 @@ import logging
 from typing import Any
 
 from bridgecli.config import Config
-from bridgecli.gateway.entities import Registry, check_deliver, validate_label, validate_role
+from bridgecli.hoststate.entities import Registry, check_deliver, validate_label, validate_role
 from bridgecli.interfaces import BackendContext, Entity
 
 
 def check_backend(plugins: Any, config: Config, deliver: str) -> None:
     """Raise a clear error if ``BACKEND[:ADDRESS]`` names no installed backend or a bad address."""
-    from bridgecli.gateway.store import default_path
+    from bridgecli.hoststate.store import default_path
 
     backend_name, address = check_deliver(deliver)
     factory = plugins.provider("backends", backend_name)

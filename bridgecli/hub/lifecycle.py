@@ -121,7 +121,7 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
 def _own_local_entities(settings: HubSettings) -> None:
     """The hub machine's entities registered before it became a hub are its own from now on,
     so that no joining host can claim their gids."""
-    from bridgecli.gateway.entities import open_registry
+    from bridgecli.hoststate.entities import open_registry
 
     store = HubStore(layout.db_path())
     try:

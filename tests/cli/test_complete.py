@@ -119,7 +119,7 @@ def test_the_gateway_heartbeat_names_its_profiles_and_the_view_keeps_them():
 @pytest.fixture
 def store(bridge_home):
     """The gateway's message store with a held ASK, a delivered SEND and a held hostile REPLY."""
-    from bridgecli.gateway.store import DELIVERED, HELD, Store, default_path
+    from bridgecli.hoststate.store import DELIVERED, HELD, Store, default_path
 
     s = Store(default_path())
     me = "eeeeeeee-5555-4555-8555-555555555555"

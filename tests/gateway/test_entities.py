@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
-from bridgecli.gateway.entities import Registry
+from bridgecli.hoststate.entities import Registry
 
 
 def test_a_change_through_another_connection_is_seen_at_once(tmp_path):

@@ -27,10 +27,10 @@ from bridgecli.envelope import Envelope
 from bridgecli.gateway import burst as burst_mod
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.daemon import Gateway
-from bridgecli.gateway.entities import Registry
+from bridgecli.hoststate.entities import Registry
 from bridgecli.gateway.hold import HoldBackend
 from bridgecli.gateway.operations import op_poll
-from bridgecli.gateway.store import DRAINED, HELD, TAKEN, Store
+from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store
 from bridgecli.interfaces import BackendContext, Entity
 from tests.support.env import BRIDGE_BIN
 

@@ -7,7 +7,7 @@ import threading
 import uuid
 
 from bridgecli.envelope import Envelope
-from bridgecli.gateway.store import DELIVERED, HELD, Store
+from bridgecli.hoststate.store import DELIVERED, HELD, Store
 
 
 def _env(to: str, content: str = "x", **kw) -> Envelope:

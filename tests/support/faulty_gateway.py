@@ -20,7 +20,7 @@ import sys
 
 def _install(stage: str, nth: int) -> None:
     from bridgecli.gateway.daemon import Gateway
-    from bridgecli.gateway.store import Store
+    from bridgecli.hoststate.store import Store
 
     bursts = {"n": 0, "armed": False}
     flush, commit = Gateway._flush_batch, Store.commit_batch
