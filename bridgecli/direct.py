@@ -1,5 +1,7 @@
 """The one-shot commands' path when no local gateway is running: talk to the broker directly.
 
+:class:`DirectSession` serves the request models the gateway serves over its socket.
+
 Slower than the gateway's socket (this imports pika and opens a connection per command)
 but it needs nothing running on the host, which is what scripts on a fresh machine want.
 """
@@ -12,9 +14,11 @@ from bridgecli import messaging
 from bridgecli.amqp import topology
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
-from bridgecli.errors import BridgeError, BrokerUnavailable, Timeout
-from bridgecli.hoststate.entities import Entity, Registry
-from bridgecli.hoststate.store import Store
+from bridgecli.errors import BridgeError, BrokerUnavailable, GatewayUnavailable, Timeout
+from bridgecli.hoststate.entities import Entity, Registry, open_registry
+from bridgecli.hoststate.store import Store, open_store
+from bridgecli.hoststate.wire import entity_dict, message_dict
+from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, ShowRequest, UnregisterRequest
 
 
 def _dlq(config: Config):
@@ -130,25 +134,124 @@ def resolve_recipient(config: Config, registry: Registry, target: str, *, force:
     return resolve_target(wanted, registry=registry, roster=view, force=force)
 
 
-def send(config: Config, registry: Registry, store: Store, *, command: str, contents: list[str],
-         identity: Callable[[], messaging.Identity], target: str | None = None, msg_id: str | None = None,
-         delay: float | None = None, force: bool = False, turn: str | None = None,
-         new_id: str | None = None) -> list[Envelope]:
-    """Compose and publish as ``identity()`` (see :func:`bridgecli.sender.resolve`), called
-    once the recipient is known, so that a mistyped target registers no default identity."""
-    in_reply_to = None
-    if command in ("reply", "answer"):
-        original = messaging.original_message(store, msg_id or "")
-        recipient, in_reply_to, turn = original.sender, original.msg_id, turn or original.turn
-    else:
-        recipient = resolve_recipient(config, registry, target or "", force=force)
-    sender = identity()
-    envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], sender, recipient, content,
-                                   host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"],
-                                   in_reply_to=in_reply_to, turn=turn, msg_id=new_id) for content in contents]
-    publish(config, envelopes, int(delay * 1000) if delay else None)
+def send(config: Config, registry: Registry, store: Store, request: SendRequest,
+         identity: Callable[[], messaging.Identity]) -> list[Envelope]:
+    """Compose and publish ``request`` as ``identity()`` (see :func:`bridgecli.sender.resolve`),
+    called once the recipient is known, so that a mistyped target registers no default identity."""
+    to = messaging.address(request, store, lambda target, force: resolve_recipient(config, registry, target,
+                                                                                    force=force))
+    envelopes = messaging.compose_request(request, identity(), to, host=config.host_id,
+                                          max_content_bytes=config.values["messaging.max_content_bytes"])
+    publish(config, envelopes, request.delay_ms)
     return envelopes
 
 
-__all__ = ["send", "register_entity", "resolve_recipient", "publish", "declare_inbox", "remove_inbox",
-           "BrokerUnavailable"]
+class DirectSession:
+    """The host session (:class:`bridgecli.session.HostSession`) without a gateway: the host's
+    registry and store, and a short broker connection per publish. Results have the shape the
+    gateway answers with; what only a gateway can do (wait for a reply) is a clear error, and
+    a degraded outcome (a poll that cannot wait, an inbox not declared yet) goes to ``warn``."""
+
+    def __init__(self, config: Config, warn: Callable[[str], None]) -> None:
+        self.config = config
+        self.warn = warn
+        self.registry = open_registry()
+
+    def _sender(self, given: str | None) -> tuple[messaging.Identity, dict[str, Any]]:
+        """The sender (:func:`bridgecli.sender.resolve`), and the result field ``registered``
+        (``{}`` unless a default identity was registered just now, as the gateway reports it)."""
+        from bridgecli import plugins, sender
+
+        def register(**fields: str) -> Entity:
+            entity, problem = register_entity(self.config, self.registry, plugins.get(), **fields)
+            if problem is not None:
+                self.warn(f"registered {entity.label}, but its inbox is not declared yet ({problem.message}); "
+                          "the gateway declares it when it starts")
+            return entity
+
+        identity, created = sender.resolve(self.registry, given, host_id=self.config.host_id, register=register)
+        return identity, ({"registered": {"gid": created.gid, "label": created.label}} if created else {})
+
+    def send(self, request: SendRequest) -> dict[str, Any]:
+        if request.wait:
+            raise GatewayUnavailable("--wait needs the local gateway (it collects the reply from your inbox)",
+                                     "start `bridge gateway`, or send without --wait and `bridge poll` later")
+        registered: dict[str, Any] = {}
+
+        def identity() -> messaging.Identity:
+            found, reported = self._sender(request.sender)
+            registered.update(reported)
+            return found
+
+        envelopes = send(self.config, self.registry, open_store(self.config), request, identity)
+        if request.bulk:
+            result = {"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None}
+        else:
+            result = {"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}
+        return {**result, **registered}
+
+    def register(self, request: RegisterRequest) -> dict[str, Any]:
+        from bridgecli import plugins
+
+        entity, problem = register_entity(self.config, self.registry, plugins.get(), label=request.label,
+                                          role=request.role, deliver=request.deliver)
+        if problem is not None:
+            self.warn(f"registered, but the inbox is not declared yet ({problem.message}); "
+                      "the gateway declares it when it starts")
+        return {"entity": entity_dict(entity)}
+
+    def unregister(self, request: UnregisterRequest) -> dict[str, Any]:
+        from bridgecli.gateway import registration
+        from bridgecli.hub.claims import claimer_for
+
+        entity = self.registry.resolve(request.target)
+        try:
+            moved = remove_inbox(self.config, entity)
+        except BrokerUnavailable as exc:
+            raise BrokerUnavailable(f"cannot unregister {entity.label}: {exc.message}",
+                                    "its inbox may hold messages; start the broker and retry") from None
+        self.registry.remove(entity.gid)
+        grants = claimer_for(self.config)
+        registration.release(grants, entity)
+        if grants is not None:
+            grants.close()
+        return {"entity": entity_dict(entity), "dead_lettered": moved}
+
+    def poll(self, request: PollRequest) -> dict[str, Any]:
+        from bridgecli.resolve import resolve_target
+
+        if request.wait:
+            self.warn("no local gateway: returning what is held now, without waiting")
+        peer_gid = resolve_target(request.peer, registry=self.registry, roster=None, force=True) \
+            if request.peer else None
+        identity, registered = self._sender(request.gid)
+        store = open_store(self.config)
+        if request.peek:
+            messages = store.peek(identity.gid, limit=int(request.limit), sender=peer_gid)
+        else:
+            messages = store.drain(identity.gid, limit=int(request.limit), sender=peer_gid)
+        result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages], **registered}
+        if peer_gid:
+            result["peer"] = peer_gid
+        return result
+
+    def show(self, request: ShowRequest) -> dict[str, Any]:
+        store = open_store(self.config)
+        original = messaging.original_message(store, request.msg_id)
+        return {"message": message_dict(store.get(original.msg_id) or original)}
+
+    def confirm(self, result: dict[str, Any]) -> None:
+        """Nothing to confirm: a direct poll drains at once (there is no gateway to hold again)."""
+
+    def close(self) -> None:
+        """Nothing is kept open between requests."""
+
+    def __enter__(self) -> "DirectSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["DirectSession", "send", "register_entity", "resolve_recipient", "publish", "declare_inbox",
+           "remove_inbox", "BrokerUnavailable"]

@@ -9,9 +9,12 @@ the work is one line of JSON over a Unix socket. Importing click (plus the ``typ
 It *declines* (returns None) whenever it is not sure to behave exactly like the click command,
 and click then handles the call with its own messages: ``-h``, any option it does not know, an
 argument click would reject, no gateway on the socket (click then publishes directly), or a
-socket location only platformdirs can work out. ``tests/test_fast_send.py`` holds the option
-sets equal to the click commands' and checks, over generated command lines, that whatever this
-parser accepts click parses to the same values.
+socket location only platformdirs can work out. What it shares with the click commands rather
+than copies: the option table (:mod:`bridgecli.send_options`), the request model
+(:mod:`bridgecli.requests`), the session through the gateway and the printing
+(:func:`deliver`), the socket path (:mod:`bridgecli.socketpath`) and the error-to-exit mapping
+(:mod:`bridgecli.failures`). ``tests/test_fast_send.py`` checks, over generated command lines,
+that whatever this parser accepts click parses to the same values.
 """
 
 from __future__ import annotations
@@ -20,29 +23,21 @@ import json
 import os
 import sys
 
+from bridgecli import send_options
 from bridgecli.durations import parse as parse_duration
+from bridgecli.requests import SendRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from bridgecli.gateway.client import GatewayClient
+    from bridgecli.session import HostSession
 
-#: per command: option -> (name in the values, takes a value); mirrors bridgecli.cli.send
-_FROM, _WAIT, _JSON = {"--from": ("sender", True)}, {"--wait": ("wait", True), "-w": ("wait", True)}, \
-    {"--json": ("as_json", False)}
-_SEND_ONLY = {"--delay": ("delay", True), "--lines": ("lines", False), "--id": ("new_id", True)}
-_TARGETED = {"--force": ("force", False), "--turn": ("turn", True)}
-OPTIONS: dict[str, dict[str, tuple[str, bool]]] = {
-    "send": {**_FROM, **_WAIT, **_SEND_ONLY, **_TARGETED, **_JSON},
-    "ask": {**_FROM, **_WAIT, **_TARGETED, **_JSON},
-    "reply": {**_FROM, **_WAIT, **_JSON},
-    "answer": {**_FROM, **_JSON},
-}
+#: per command: option -> (name in the values, takes a value), from the table click uses too
+OPTIONS: dict[str, dict[str, tuple[str, bool]]] = {name: send_options.getopt_table(name)
+                                                    for name in send_options.COMMANDS}
 _DURATIONS = ("wait", "delay")
-#: per command: the names of its two arguments (click's parameter names)
-ARGUMENTS = {"send": ("target", "message"), "ask": ("target", "question"), "reply": ("msg_id", "message"),
-             "answer": ("msg_id", "message")}
+ARGUMENTS = send_options.ARGUMENTS
 
 
 def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
@@ -91,37 +86,24 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     return command, values
 
 
-def gateway_socket() -> str | None:
-    """Where the gateway listens, when the environment alone says so (as
-    :func:`bridgecli.paths.gateway_socket` computes it); None when only platformdirs knows."""
-    override = os.environ.get("BRIDGE_GATEWAY_SOCKET")
-    if override:
-        return override
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg):
-        return os.path.join(xdg, "bridge", "gateway.sock")
-    return None
-
-
 def read_content(message: str) -> str:
     """MESSAGE, or stdin for ``-``."""
     return sys.stdin.read() if message == "-" else message
 
 
-def call_gateway(client: GatewayClient, *, command: str, contents: list[str], sender: str | None,
-                 target: str | None = None, msg_id: str | None = None, delay: float | None = None,
-                 force: bool = False, turn: str | None = None, wait: float | None = None,
-                 bulk: bool = False, new_id: str | None = None) -> dict[str, Any]:
-    """One ``send`` request on the gateway socket (shared with the click commands)."""
-    params: dict[str, Any] = {"command": command, "sender": sender, "target": target, "msg_id": msg_id,
-                              "delay": delay, "force": force, "turn": turn}
-    if new_id is not None:
-        params["new_id"] = new_id
-    if bulk:
-        return client.call("send", contents=contents, timeout=None, **params)
-    if wait:  # the reply stays recoverable until the caller confirms it (confirm_pending)
-        return client.call("send", content=contents[0], wait=wait, timeout=None, confirm=True, **params)
-    return client.call("send", content=contents[0], timeout=60, **params)
+def request(command: str, values: dict[str, Any]) -> SendRequest:
+    """The request a parsed command line makes (the click commands build theirs here too);
+    reads stdin for MESSAGE ``-`` and for ``--lines``. A reply waited for is sent with
+    ``confirm``: it stays recoverable until printed."""
+    if values.get("lines"):
+        contents = [line for line in sys.stdin.read().splitlines() if line.strip()]
+    else:
+        contents = [read_content(values["question"] if command == "ask" else values["message"])]
+    wait = values.get("wait")
+    return SendRequest(command=command, contents=contents, sender=values.get("sender"),
+                       target=values.get("target"), msg_id=values.get("msg_id"), delay=values.get("delay"),
+                       force=bool(values.get("force")), turn=values.get("turn"), wait=wait,
+                       new_id=values.get("new_id"), bulk=bool(values.get("lines")), confirm=bool(wait))
 
 
 def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list[str]]:
@@ -142,16 +124,18 @@ def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list
     return [result["msgId"]], err
 
 
-def _execute(client: GatewayClient, command: str, values: dict[str, Any]) -> dict[str, Any]:
-    common = {"command": command, "sender": values["sender"], "wait": values.get("wait"),
-              "target": values.get("target"), "msg_id": values.get("msg_id"),
-              "force": values.get("force", False), "turn": values.get("turn")}
-    if values.get("lines"):
-        contents = [line for line in sys.stdin.read().splitlines() if line.strip()]
-        return call_gateway(client, contents=contents, delay=values["delay"], bulk=True, **common)
-    text = values["question"] if command == "ask" else values["message"]
-    return call_gateway(client, contents=[read_content(text)], delay=values.get("delay"),
-                        new_id=values.get("new_id"), **common)
+def deliver(session: HostSession, req: SendRequest, as_json: bool, write: Any, note: Any) -> None:
+    """Send ``req`` and print its result with ``write``/``note`` (stdout/stderr lines); a reply
+    waited for is confirmed only once it is printed (it is held again if this process dies
+    first). The click commands run the same function."""
+    result = session.send(req)
+    out, err = result_lines(result, as_json)
+    for text in out:
+        write(text)
+    for text in err:
+        note(text)
+    sys.stdout.flush()
+    session.confirm(result)  # printed: the reply may leave the hold now
 
 
 def run(argv: list[str]) -> int | None:
@@ -159,40 +143,28 @@ def run(argv: list[str]) -> int | None:
     parsed = parse(argv)
     if parsed is None:
         return None
-    path = gateway_socket()
+    from bridgecli.socketpath import from_environment
+
+    path = from_environment()
     if path is None:
         return None
-    from bridgecli.errors import BridgeError, ExitCode
-    from bridgecli.gateway.client import GatewayClient
+    from bridgecli import failures
+    from bridgecli.gateway.client import GatewayClient, GatewaySession
 
     client = GatewayClient.connect(path)
     if client is None:
         return None  # no gateway: click's path publishes directly to the broker
     command, values = parsed
     try:
-        with client:
-            result = _execute(client, command, values)
-            out, err = result_lines(result, values["as_json"])
-            for text in out:
-                print(text)
-            for text in err:
-                print(text, file=sys.stderr)
-            sys.stdout.flush()
-            client.confirm_pending(result)  # printed: the reply may leave the hold now
-    except BridgeError as exc:
-        if os.environ.get("BRIDGE_DEBUG", "") not in ("", "0"):
-            raise
-        print(f"bridge: error: {exc}", file=sys.stderr)
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        print("bridge: interrupted", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
-    except BrokenPipeError:
-        return int(ExitCode.OK)
-    except Exception as exc:
-        if os.environ.get("BRIDGE_DEBUG", "") not in ("", "0"):
-            raise
-        print(f"bridge: internal error: {type(exc).__name__}: {exc} — this is a bug; "
-              f"rerun with --traceback and report it", file=sys.stderr)
-        return int(ExitCode.FAILURE)
-    return int(ExitCode.OK)
+        with GatewaySession(client) as session:
+            deliver(session, request(command, values), values["as_json"], print, _note)
+    except (Exception, KeyboardInterrupt) as exc:
+        code, line = failures.outcome(exc, traceback=failures.wants_traceback(argv))
+        if line:
+            print(line, file=sys.stderr)
+        return code
+    return 0
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr)

@@ -15,8 +15,19 @@ from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import ConfigError, NotFound, Rejected
 from bridgecli.hoststate.entities import Registry
 from bridgecli.hoststate.store import Store
+from bridgecli.requests import SendRequest
 
-KIND_FOR_COMMAND = {"send": "SEND", "ask": "ASK", "reply": "REPLY", "answer": "ANSWER"}
+#: ``(target, force) -> gid``: how a path resolves a TARGET (the gateway's roster or the direct one)
+ResolveFn = Callable[[str, bool], str]
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where a send request goes: the recipient, and for a reply/answer what it answers."""
+
+    recipient: str
+    in_reply_to: str | None
+    turn: str | None
 
 
 @dataclass(frozen=True)
@@ -74,9 +85,19 @@ def original_message(store: Store, msg_id: str) -> Envelope:
     return found.envelope
 
 
-def answer_kind(original: Envelope, command: str) -> str:
-    """``reply`` answers with REPLY, ``answer`` with ANSWER (for an ASK, mid-turn — U2)."""
-    return KIND_FOR_COMMAND[command]
+def address(request: SendRequest, store: Store, resolve: ResolveFn) -> Address:
+    """The recipient of ``request``: its TARGET resolved, or the sender of the received message
+    a reply/answer refers to (whose turn it keeps unless the request names one)."""
+    if request.command in ("reply", "answer"):
+        original = original_message(store, request.msg_id or "")
+        return Address(original.sender, original.msg_id, request.turn or original.turn)
+    return Address(resolve(request.target or "", request.force), None, request.turn)
 
 
-ResolveFn = Callable[[str], str]
+def compose_request(request: SendRequest, sender: Identity, to: Address, *, host: str,
+                    max_content_bytes: int) -> list[Envelope]:
+    """The envelopes ``request`` sends (one, or one per line in bulk): the single place both the
+    gateway and the direct path build them, so both validate alike."""
+    return [compose(request.kind, sender, to.recipient, content, host=host, max_content_bytes=max_content_bytes,
+                    in_reply_to=to.in_reply_to, turn=to.turn, msg_id=request.new_id)
+            for content in request.contents]

@@ -13,7 +13,7 @@ import os
 import warnings
 from pathlib import Path
 
-APP = "bridge"
+from bridgecli.socketpath import APP, SOCKET_NAME, from_environment
 
 
 def _dirs():  # -> platformdirs.PlatformDirs
@@ -88,5 +88,5 @@ def ensure_private_dir(path: Path) -> Path:
 def gateway_socket() -> Path:
     """The local gateway API socket (mode 0600). ``BRIDGE_GATEWAY_SOCKET`` overrides it;
     launchers set that variable in children so they find their own gateway."""
-    override = os.environ.get("BRIDGE_GATEWAY_SOCKET")
-    return Path(override) if override else runtime_dir() / "gateway.sock"
+    found = from_environment()
+    return Path(found) if found else runtime_dir() / SOCKET_NAME

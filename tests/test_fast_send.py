@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridgecli import fast_send, paths
+from bridgecli import fast_send, paths, socketpath
 from bridgecli.cli import send as send_cli
 from tests.support.env import BRIDGE_BIN
 
@@ -100,7 +100,7 @@ def test_socket_path_is_the_one_paths_computes(env, tmp_path):
     env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
     base = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "BRIDGE_GATEWAY_SOCKET")}
     with mock.patch.dict(os.environ, {**base, **env}, clear=True):
-        fast = fast_send.gateway_socket()
+        fast = socketpath.from_environment()
         if fast is not None:
             assert fast == str(paths.gateway_socket())
         else:

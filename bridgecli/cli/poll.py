@@ -45,34 +45,15 @@ def poll(app, gid: str | None, wait: float, limit: int, peer: str | None, as_jso
     Prints (and removes from the hold) the messages waiting for a hold-backend entity —
     replies that arrived after a send's --wait gave up (seed U3) included.
     """
-    from bridgecli.gateway.client import GatewayClient
+    from bridgecli.requests import PollRequest
+    from bridgecli.session import open_session
 
-    client = GatewayClient.connect()
-    if client is not None:
-        with client:
-            # taken, not drained, until printed: a poll killed before then loses nothing
-            result = client.call("poll", gid=gid, wait=wait, limit=limit, timeout=None, confirm=True,
-                                 **({"peer": peer} if peer else {}))
-            _show(result, as_json)
-            client.confirm_pending(result)
-        return
-    from bridgecli.cli.send import direct_sender
-    from bridgecli.hoststate.entities import open_registry
-    from bridgecli.gateway.operations import message_dict
-    from bridgecli.hoststate.store import open_store
-    from bridgecli.resolve import resolve_target
-
-    if wait:
-        output.warn("no local gateway: returning what is held now, without waiting")
-    config = app.config
-    registry = open_registry()
-    peer_gid = resolve_target(peer, registry=registry, roster=None, force=True) if peer else None
-    identity, registered = direct_sender(config, registry, gid)
-    store = open_store(config)
-    result = {"gid": identity.gid,
-              "messages": [message_dict(m) for m in store.drain(identity.gid, limit=limit, sender=peer_gid)],
-              **registered}
-    _show(result, as_json)
+    # taken, not drained, until printed: a poll killed before then loses nothing
+    request = PollRequest(gid=gid, wait=wait, limit=limit, confirm=True, peer=peer)
+    with open_session(lambda: app.config, output.warn) as session:
+        result = session.poll(request)
+        _show(result, as_json)
+        session.confirm(result)
 
 
 def _show(result: dict, as_json: bool) -> None:
@@ -98,21 +79,12 @@ def show(msg_id: str, as_json: bool) -> None:
     Works for any message received on this host (held, drained or delivered), so an agent
     whose pane showed a cut-down message can read all of it. A unique id prefix is enough.
     """
-    from bridgecli.gateway.client import GatewayClient
+    from bridgecli import config as cfg
+    from bridgecli.requests import ShowRequest
+    from bridgecli.session import open_session
 
-    client = GatewayClient.connect()
-    if client is not None:
-        with client:
-            message = client.call("show", msg_id=msg_id)["message"]
-    else:
-        from bridgecli import config as cfg
-        from bridgecli import messaging
-        from bridgecli.gateway.operations import message_dict
-        from bridgecli.hoststate.store import open_store
-
-        store = open_store(cfg.load())
-        original = messaging.original_message(store, msg_id)
-        message = message_dict(store.get(original.msg_id) or original)
+    with open_session(cfg.load, output.warn) as session:
+        message = session.show(ShowRequest(msg_id=msg_id))["message"]
     if as_json:
         output.data(message)
     else:

@@ -22,31 +22,15 @@ def register(app, label: str, role: str, deliver: str, as_json: bool) -> None:
     agent.<gid>.inbox. A running gateway starts serving it at once. Export the gid as
     BRIDGE_GID in the entity's environment so its `bridge send/reply` know who is speaking.
     """
-    from bridgecli.gateway.client import GatewayClient
+    from bridgecli.requests import RegisterRequest
+    from bridgecli.session import open_session
 
-    client = GatewayClient.connect()
-    if client is not None:
-        with client:
-            entity = client.call("register", label=label, role=role, deliver=deliver)["entity"]
-    else:
-        entity = _register_direct(app.config, label, role, deliver)
+    with open_session(lambda: app.config, output.warn) as session:
+        entity = session.register(RegisterRequest(label=label, role=role, deliver=deliver))["entity"]
     if as_json:
         output.data(entity)
     else:
         output.line(entity["gid"])
-
-
-def _register_direct(config, label: str, role: str, deliver: str) -> dict:
-    from bridgecli import direct, plugins
-    from bridgecli.hoststate.entities import open_registry
-    from bridgecli.gateway.operations import entity_dict
-
-    entity, problem = direct.register_entity(config, open_registry(), plugins.get(), label=label, role=role,
-                                             deliver=deliver)
-    if problem is not None:
-        output.warn(f"registered, but the inbox is not declared yet ({problem.message}); "
-                    "the gateway declares it when it starts")
-    return entity_dict(entity)
 
 
 @click.command()
@@ -59,34 +43,11 @@ def unregister(app, target: str, as_json: bool) -> None:
     TARGET is a gid, a gid prefix or a label of an entity registered here. Messages still
     in its inbox are moved to bridge.dlq (reason recipient_unregistered), never dropped.
     """
-    from bridgecli.gateway.client import GatewayClient
+    from bridgecli.requests import UnregisterRequest
+    from bridgecli.session import open_session
 
-    client = GatewayClient.connect()
-    if client is not None:
-        with client:
-            result = client.call("unregister", target=target)
-    else:
-        from bridgecli import direct
-        from bridgecli.errors import BrokerUnavailable
-        from bridgecli.hoststate.entities import open_registry
-        from bridgecli.gateway.operations import entity_dict
-
-        registry = open_registry()
-        entity = registry.resolve(target)
-        try:
-            moved = direct.remove_inbox(app.config, entity)
-        except BrokerUnavailable as exc:
-            raise BrokerUnavailable(f"cannot unregister {entity.label}: {exc.message}",
-                                    "its inbox may hold messages; start the broker and retry") from None
-        registry.remove(entity.gid)
-        from bridgecli.gateway import registration
-        from bridgecli.hub.claims import claimer_for
-
-        grants = claimer_for(app.config)
-        registration.release(grants, entity)
-        if grants is not None:
-            grants.close()
-        result = {"entity": entity_dict(entity), "dead_lettered": moved}
+    with open_session(lambda: app.config, output.warn) as session:
+        result = session.unregister(UnregisterRequest(target=target))
     if as_json:
         output.data(result)
     else:
@@ -100,8 +61,8 @@ def unregister(app, target: str, as_json: bool) -> None:
 def entities(as_json: bool) -> None:
     """List the entities registered on this host."""
     from bridgecli.hoststate.entities import open_registry, short
-    from bridgecli.gateway.operations import entity_dict
     from bridgecli.hoststate.store import Store, default_path
+    from bridgecli.hoststate.wire import entity_dict
 
     rows = [entity_dict(e) for e in open_registry().all()]
     if default_path().exists():

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, ShowRequest, UnregisterRequest
+
 _ERROR_TYPES: dict[str, type[BridgeError]] = {
     ExitCode.CONFIG.name: errors.ConfigError,
     ExitCode.BROKER_UNAVAILABLE.name: errors.BrokerUnavailable,
@@ -125,6 +127,44 @@ class GatewayClient:
             self._sock.close()
 
     def __enter__(self) -> "GatewayClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class GatewaySession:
+    """The host session (:class:`bridgecli.session.HostSession`) through the gateway's socket:
+    each request model is one local-API call. Imports nothing heavy, so the click-free fast
+    path (:mod:`bridgecli.fast_send`) uses it too."""
+
+    def __init__(self, client: GatewayClient) -> None:
+        self.client = client
+
+    def send(self, request: SendRequest) -> dict[str, Any]:
+        # bulk and waiting calls last as long as they need; a plain send gets a minute
+        timeout = None if request.bulk or request.wait else 60
+        return self.client.call(request.OP, timeout=timeout, **request.to_wire())
+
+    def register(self, request: RegisterRequest) -> dict[str, Any]:
+        return self.client.call(request.OP, **request.to_wire())
+
+    def unregister(self, request: UnregisterRequest) -> dict[str, Any]:
+        return self.client.call(request.OP, **request.to_wire())
+
+    def poll(self, request: PollRequest) -> dict[str, Any]:
+        return self.client.call(request.OP, timeout=None, **request.to_wire())
+
+    def show(self, request: ShowRequest) -> dict[str, Any]:
+        return self.client.call(request.OP, **request.to_wire())
+
+    def confirm(self, result: dict[str, Any]) -> None:
+        self.client.confirm_pending(result)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> "GatewaySession":
         return self
 
     def __exit__(self, *exc: object) -> None:

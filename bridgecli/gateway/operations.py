@@ -1,16 +1,17 @@
 """What the local API can do: each operation is a function ``op(gateway, **params) -> dict``.
 
-The same operations back the one-shot commands whether they reach the gateway over its
-socket or not: the CLI's direct path calls :mod:`bridgecli.direct`, which shares the
-composing/validation code in :mod:`bridgecli.messaging`.
+Each one-shot operation reads its request model (:mod:`bridgecli.requests`) from the wire;
+the CLI's direct path (:mod:`bridgecli.direct`) serves the same models without a gateway
+and shares the composing code in :mod:`bridgecli.messaging`.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from bridgecli import messaging
+from bridgecli import __version__, messaging
 from bridgecli import roster as roster_mod
 from bridgecli.amqp.connection import redact
 from bridgecli.errors import NotFound as NotFoundError
@@ -18,6 +19,8 @@ from bridgecli.errors import Timeout
 from bridgecli.gateway import registration
 from bridgecli.hoststate.entities import short
 from bridgecli.hoststate.store import DELIVERED, DRAINED, TAKEN
+from bridgecli.hoststate.wire import entity_dict, message_dict
+from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, UnregisterRequest
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -30,28 +33,6 @@ MAX_WAIT = 24 * 3600.0
 PENDING = "pending"
 #: how long a publish may wait for the broker's confirm (as ``Gateway.publish``)
 CONFIRM_TIMEOUT = 30.0
-
-
-def entity_dict(entity: Any, gateway: "Gateway | None" = None) -> dict[str, Any]:
-    data = {"gid": entity.gid, "label": entity.label, "role": entity.role, "deliver": entity.deliver,
-            "host": entity.host, "created": entity.created}
-    if entity.launcher:
-        data["launcher"] = entity.launcher
-    return data
-
-
-def message_dict(stored_or_envelope: Any) -> dict[str, Any]:
-    envelope = getattr(stored_or_envelope, "envelope", stored_or_envelope)
-    data = {"msgId": envelope.msg_id, "kind": envelope.kind, "from": envelope.sender,
-            "fromLabel": envelope.sender_label, "fromHost": envelope.sender_host,
-            "to": envelope.recipient, "inReplyTo": envelope.in_reply_to, "turn": envelope.turn,
-            "ts": envelope.ts, "content": envelope.content}
-    if envelope.user_id:
-        data["user"] = envelope.user_id
-    state = getattr(stored_or_envelope, "state", None)
-    if state:
-        data["state"] = state
-    return data
 
 
 def op_status(gw: "Gateway") -> dict[str, Any]:
@@ -81,7 +62,7 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
         uris = [redact(u) for u in resolve_broker_uri(gw.config)]
     except Exception:
         uris = []
-    return {"host": gw.host, "version": _version(), "pid": _pid(), "uptime": round(time.time() - gw.started, 1),
+    return {"host": gw.host, "version": __version__, "pid": os.getpid(), "uptime": round(time.time() - gw.started, 1),
             "broker": {"connected": gw.connected.is_set(), "publishing": gw.lane.ready.is_set(),
                        "uris": uris, "server": gw.server_info},
             "store": {"synchronous": store_mode, "sync_before_ack": True, "syncs": gw.store.syncs},
@@ -90,22 +71,11 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
             "extra": {name: fn() for name, fn in getattr(gw, "status_extras", {}).items()}}
 
 
-def _version() -> str:
-    from bridgecli import __version__
-
-    return __version__
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
-
-
-def op_register(gw: "Gateway", label: str, role: str, deliver: str, gid: str | None = None,
-                launcher: str | None = None, launch_data: dict | None = None) -> dict[str, Any]:
-    return {"entity": entity_dict(_register(gw, label=label, role=role, deliver=deliver, gid=gid,
-                                            launcher=launcher, launch_data=launch_data))}
+def op_register(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+    request = RegisterRequest.from_wire(wire)
+    return {"entity": entity_dict(_register(gw, label=request.label, role=request.role, deliver=request.deliver,
+                                            gid=request.gid, launcher=request.launcher,
+                                            launch_data=request.launch_data))}
 
 
 def _register(gw: "Gateway", **fields: Any) -> Any:
@@ -131,8 +101,8 @@ def _sender(gw: "Gateway", given: str | None, result: dict[str, Any]) -> messagi
     return identity
 
 
-def op_unregister(gw: "Gateway", target: str) -> dict[str, Any]:
-    entity = gw.registry.resolve(target)
+def op_unregister(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+    entity = gw.registry.resolve(UnregisterRequest.from_wire(wire).target)
     moved = gw.on_io(lambda: gw.detach_entity(entity))
     gw.registry.remove(entity.gid)
     registration.release(gw.grants, entity)
@@ -152,45 +122,28 @@ def op_resolve(gw: "Gateway", target: str, force: bool = False) -> dict[str, Any
     return {"gid": gw.resolve_target(target, force=force)}
 
 
-def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str | None = None,
-            target: str | None = None, msg_id: str | None = None, delay: float | None = None,
-            force: bool = False, turn: str | None = None, wait: float | None = None,
-            contents: list[str] | None = None, new_id: str | None = None,
-            confirm: bool = False) -> dict[str, Any]:
-    """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional --wait.
-
-    ``contents`` sends several messages in one request (bulk mode of ``bridge send -``).
-    With ``confirm`` the reply of a ``wait`` stays recoverable until the client confirms it
-    (op ``confirm``; it is held again if the client goes away first)."""
-    in_reply_to = None
-    if command in ("reply", "answer"):
-        original = messaging.original_message(gw.store, msg_id or "")
-        recipient, in_reply_to = original.sender, original.msg_id
-        turn = turn or original.turn
-    else:
-        recipient = gw.resolve_target(target or "", force=force)
+def op_send(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+    """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional wait
+    (:class:`~bridgecli.requests.SendRequest`). With ``confirm`` the reply of a ``wait``
+    stays recoverable until the client confirms it (op ``confirm``; it is held again if the
+    client goes away first)."""
+    request = SendRequest.from_wire(wire)
+    to = messaging.address(request, gw.store, lambda target, force: gw.resolve_target(target, force=force))
     result: dict[str, Any] = {}
-    identity = _sender(gw, sender, result)  # after the recipient: a mistyped target registers nothing
-    if contents is not None:
-        envelopes = [messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, text,
-                                       host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
-                                       turn=turn) for text in contents]
-        delay_ms = int(delay * 1000) if delay else None
-
-        gw.publish(envelopes, delay_ms=delay_ms, timeout=max(30.0, len(envelopes) * 0.05))
-        return {"msgIds": [e.msg_id for e in envelopes], "to": recipient,
+    identity = _sender(gw, request.sender, result)  # after the recipient: a mistyped target registers nothing
+    envelopes = messaging.compose_request(request, identity, to, host=gw.host, max_content_bytes=gw.max_content)
+    if request.bulk:
+        gw.publish(envelopes, delay_ms=request.delay_ms, timeout=max(30.0, len(envelopes) * 0.05))
+        return {"msgIds": [e.msg_id for e in envelopes], "to": to.recipient,
                 "kind": envelopes[0].kind if envelopes else None, **result}
-    envelope = messaging.compose(messaging.KIND_FOR_COMMAND[command], identity, recipient, content or "",
-                                 host=gw.host, max_content_bytes=gw.max_content, in_reply_to=in_reply_to,
-                                 turn=turn, msg_id=new_id)
-    delay_ms = int(delay * 1000) if delay else None
-    result = {"msgId": envelope.msg_id, "to": recipient, "kind": envelope.kind, **result}
-    if not wait:
-        gw.publish([envelope], delay_ms=delay_ms)
+    [envelope] = envelopes
+    result = {"msgId": envelope.msg_id, "to": to.recipient, "kind": envelope.kind, **result}
+    if not request.wait:
+        gw.publish([envelope], delay_ms=request.delay_ms)
         return result
-    waiter = gw.add_waiter(identity.gid, envelope.msg_id, claims=1, two_phase=confirm)
+    waiter = gw.add_waiter(identity.gid, envelope.msg_id, claims=1, two_phase=request.confirm)
     try:
-        [confirmed] = gw.lane.submit([envelope], delay_ms=delay_ms)
+        [confirmed] = gw.lane.submit([envelope], delay_ms=request.delay_ms)
 
         def on_confirm(done: Future) -> None:
             # only a failed confirm ends the wait early: a successful one needs no wakeup (the
@@ -199,9 +152,10 @@ def op_send(gw: "Gateway", command: str, content: str | None = None, sender: str
                 waiter.event.set()
 
         confirmed.add_done_callback(on_confirm)
-        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(wait), confirmed,
-                                       look_first=new_id is not None, mark=TAKEN if confirm else DRAINED)
-        if confirm and result["reply"].get("state") != DELIVERED:
+        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(request.wait), confirmed,
+                                       look_first=request.new_id is not None,
+                                       mark=TAKEN if request.confirm else DRAINED)
+        if request.confirm and result["reply"].get("state") != DELIVERED:
             result[PENDING] = [result["reply"]["msgId"]]
         return result
     finally:
@@ -248,13 +202,15 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
             look = not woken
 
 
-def op_poll(gw: "Gateway", gid: str | None = None, wait: float = 0.0, limit: int = 100,
-            peek: bool = False, confirm: bool = False, peer: str | None = None) -> dict[str, Any]:
-    """Drain held messages; with ``peek`` return them without draining — the caller then
-    confirms with op ``ack`` once it has handed them on (no loss if it dies in between).
-    With ``confirm`` they are taken, not drained, until the client confirms them (op
-    ``confirm``), and held again if it goes away first. With ``peer`` (a gid or label) only
-    that sender's messages are taken; the others stay held."""
+def op_poll(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+    """Drain held messages (:class:`~bridgecli.requests.PollRequest`); with ``peek`` return
+    them without draining — the caller then confirms with op ``ack`` once it has handed them
+    on (no loss if it dies in between). With ``confirm`` they are taken, not drained, until
+    the client confirms them (op ``confirm``), and held again if it goes away first. With
+    ``peer`` (a gid or label) only that sender's messages are taken; the others stay held."""
+    request = PollRequest.from_wire(wire)
+    gid, wait, limit, peek, confirm, peer = (request.gid, request.wait, request.limit, request.peek,
+                                             request.confirm, request.peer)
     peer_gid = gw.resolve_target(peer, force=True) if peer else None
     registered: dict[str, Any] = {}
     identity = _sender(gw, gid, registered)

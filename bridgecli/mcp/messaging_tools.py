@@ -1,7 +1,8 @@
 """The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, roster, spawn, stop.
 
-Each tool is one gateway operation on behalf of this session's entity (``link.gid``), so the
-MCP server adds no routing or state of its own: the gateway validates, resolves labels,
+Each tool is one gateway operation on behalf of this session's entity (``link.gid``), built
+as the same request model the CLI sends (:mod:`bridgecli.requests`), so the MCP server adds
+no routing or state of its own: the gateway validates, resolves labels,
 publishes and holds, exactly as for ``bridge send`` in a shell. Descriptions are written for
 the model that reads them: what the tool does, when to use it, and what comes back.
 """
@@ -17,6 +18,7 @@ from bridgecli.mcp import render
 from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
 from bridgecli.mcp.tools import Tool, ToolRegistry, ToolResult, as_json
+from bridgecli.requests import PollRequest, SendRequest
 
 #: the longest a tool call may block (seconds); MCP clients time calls out too
 MAX_WAIT = 3600
@@ -48,8 +50,9 @@ def _tools(link: GatewayLink) -> list[Tool]:
         wait = float(wait or 0)
         try:
             async with link.awaiting_reply() if wait else contextlib.nullcontext():
-                result = await link.call("send", command=command, sender=link.gid, target=target, content=content,
-                                         wait=wait or None, timeout=(wait + 30) if wait else 60)
+                request = SendRequest(command=command, sender=link.gid, target=target, contents=[content],
+                                      wait=wait or None)
+                result = await link.call(request.OP, timeout=(wait + 30) if wait else 60, **request.to_wire())
         except Timeout as exc:
             raise Timeout(exc.message, "the message was sent; its reply will be held for you — collect it "
                                        "later with bridge_poll") from None
@@ -61,7 +64,8 @@ def _tools(link: GatewayLink) -> list[Tool]:
                           "held for you: call bridge_poll to collect it (or pass wait to block for it).", result)
 
     async def answer_to(command: str, msg_id: str, content: str) -> ToolResult:
-        result = await link.call("send", command=command, sender=link.gid, msg_id=msg_id, content=content, timeout=60)
+        request = SendRequest(command=command, sender=link.gid, msg_id=msg_id, contents=[content])
+        result = await link.call(request.OP, timeout=60, **request.to_wire())
         return ToolResult(f"Sent {result['kind']} {result['msgId']} to {result['to']} (re {msg_id}).", result)
 
     async def bridge_send(args: dict[str, Any]) -> ToolResult:
@@ -83,9 +87,8 @@ def _tools(link: GatewayLink) -> list[Tool]:
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             # peek, then ack once the result is built: a server that dies in between loses nothing
-            peer = {"peer": args["peer"]} if args.get("peer") else {}
-            result = await link.call("poll", gid=link.gid, wait=remaining, limit=limit, peek=True,
-                                     timeout=remaining + 30, **peer)
+            request = PollRequest(gid=link.gid, wait=remaining, limit=limit, peek=True, peer=args.get("peer") or None)
+            result = await link.call(request.OP, timeout=remaining + 30, **request.to_wire())
             drained = result.get("messages") or []
             if drained:
                 await link.call("ack", gid=link.gid, msg_ids=[m["msgId"] for m in drained], timeout=30)

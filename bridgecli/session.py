@@ -1,0 +1,52 @@
+"""The host session: how a one-shot command reaches this host's messaging, chosen once.
+
+Two implementations serve the same request models (:mod:`bridgecli.requests`) with the same
+result objects: :class:`bridgecli.gateway.client.GatewaySession` through the running gateway's
+socket, and :class:`bridgecli.direct.DirectSession` straight to the broker and the host's
+files when no gateway runs. Commands call :func:`open_session` and never branch on which.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:
+    from bridgecli.config import Config
+    from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, ShowRequest, UnregisterRequest
+
+
+class HostSession(Protocol):
+    """One command's access to this host: each method takes a request model and returns the
+    local API's result object for it."""
+
+    def send(self, request: SendRequest) -> dict[str, Any]: ...
+
+    def register(self, request: RegisterRequest) -> dict[str, Any]: ...
+
+    def unregister(self, request: UnregisterRequest) -> dict[str, Any]: ...
+
+    def poll(self, request: PollRequest) -> dict[str, Any]: ...
+
+    def show(self, request: ShowRequest) -> dict[str, Any]: ...
+
+    def confirm(self, result: dict[str, Any]) -> None:
+        """The caller has passed on what ``result`` handed it (printed it): let it go."""
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> HostSession: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def open_session(config: Callable[[], Config], warn: Callable[[str], None]) -> HostSession:
+    """The gateway's session when one listens on this host's socket, else the direct one
+    (which loads ``config()`` and reports degraded outcomes through ``warn``)."""
+    from bridgecli.gateway.client import GatewayClient, GatewaySession
+
+    client = GatewayClient.connect()
+    if client is not None:
+        return GatewaySession(client)
+    from bridgecli.direct import DirectSession
+
+    return DirectSession(config(), warn)
