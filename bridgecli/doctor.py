@@ -71,7 +71,7 @@ def _broker_checks(cfg: Any) -> list[Check]:
                       "start it (`bridge broker start`) or fix broker.uri / BRIDGE_BROKER_URI "
                       "(and broker.tls_* for amqps://)", int(ExitCode.BROKER_UNAVAILABLE))]
     try:
-        props = conn._impl.server_properties or {}
+        props = _server_properties(cfg, uri)
         product = _text(props.get("product", "?"))
         version = _text(props.get("version", "?"))
         checks = [Check("broker", OK, f"{_redact(uri)}: {product} {version}")]
@@ -84,6 +84,30 @@ def _broker_checks(cfg: Any) -> list[Check]:
             conn.close()
         except Exception:  # closing a half-broken connection must not hide the report
             pass
+
+
+def _server_properties(cfg: Any, uri: str) -> dict[str, Any]:
+    """What the broker says it is (``product``, ``version``) in ``connection.start``. Read on a
+    short asynchronous connection: pika's ``SelectConnection`` exposes them publicly, its
+    blocking adapter only on a private attribute. Empty when that connection fails."""
+    import pika
+
+    from bridgecli.amqp.connection import parameters
+
+    found: dict[str, Any] = {}
+
+    def opened(connection: Any) -> None:
+        found.update(connection.server_properties or {})
+        connection.close()
+
+    def stop(connection: Any, *_: Any) -> None:
+        connection.ioloop.stop()
+
+    [params] = parameters(cfg, [uri], connect_timeout=3, name="bridge doctor")
+    connection = pika.SelectConnection(params, on_open_callback=opened, on_open_error_callback=stop,
+                                       on_close_callback=stop)
+    connection.ioloop.start()
+    return found
 
 
 def _check_quorum(conn: Any, cfg: Any) -> Check:
