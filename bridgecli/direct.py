@@ -8,6 +8,7 @@ but it needs nothing running on the host, which is what scripts on a fresh machi
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Callable
 
 from bridgecli import messaging
@@ -18,7 +19,8 @@ from bridgecli.errors import BridgeError, BrokerUnavailable, GatewayUnavailable,
 from bridgecli.hoststate.entities import Entity, Registry, open_registry
 from bridgecli.hoststate.store import Store, open_store
 from bridgecli.hoststate.wire import entity_dict, message_dict
-from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, ShowRequest, UnregisterRequest
+from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, ShowRequest, SpawnRequest,
+                                StopRequest, UnregisterRequest)
 
 
 def _dlq(config: Config):
@@ -156,7 +158,11 @@ class DirectSession:
     def __init__(self, config: Config, warn: Callable[[str], None]) -> None:
         self.config = config
         self.warn = warn
-        self.registry = open_registry()
+
+    @cached_property
+    def registry(self) -> Registry:
+        """Opened on first use: ``bridge roster`` never needs it."""
+        return open_registry()
 
     def _sender(self, given: str | None) -> tuple[messaging.Identity, dict[str, Any]]:
         """The sender (:func:`bridgecli.sender.resolve`), and the result field ``registered``
@@ -240,6 +246,48 @@ class DirectSession:
         store = open_store(self.config)
         original = messaging.original_message(store, request.msg_id)
         return {"message": message_dict(store.get(original.msg_id) or original)}
+
+    def spawn(self, request: SpawnRequest) -> dict[str, Any]:
+        from bridgecli import control_client
+
+        requester = self._requester(request.sender)
+        view = self._hear_roster()
+        control_client.require_live_host(view, request.host)
+        return control_client.spawn(self.config, profile=request.profile, host=request.host, label=request.label,
+                                    wait_ready=request.wait_ready, requester=requester)
+
+    def stop(self, request: StopRequest) -> dict[str, Any]:
+        from bridgecli import control_client
+        from bridgecli.errors import NotFound
+        from bridgecli.resolve import resolve_target
+
+        requester = self._requester(request.sender)
+        view = self._hear_roster()
+        gid = resolve_target(request.target, registry=self.registry, roster=view, force=True)
+        entry = view.get(gid)
+        if entry is None:
+            raise NotFound(f"{request.target!r} is not in the roster, so its host is unknown",
+                           "check `bridge roster`")
+        control_client.require_live_host(view, entry.host)
+        return control_client.request(self.config, entry.host, {"type": "stop", "gid": gid, "requester": requester},
+                                      timeout=30)
+
+    def roster(self, request: RosterRequest) -> dict[str, Any]:
+        view = self._hear_roster()
+        return {"entries": [e.as_dict() for e in view.entries(request.host)],
+                "gateways": [g.__dict__ for g in view.gateways()], "interval": self.config.values["roster.interval"]}
+
+    def _requester(self, sender: str | None) -> dict[str, Any]:
+        """No local gateway to ask: ``--from`` / ``BRIDGE_GID`` still travel (and are logged there)."""
+        from bridgecli import control_client
+
+        return control_client.requester_identity(self.registry, sender, self.config.host_id)
+
+    def _hear_roster(self) -> Any:
+        """The roster heard on ``bridge.roster`` for one interval (no gateway keeps one here)."""
+        from bridgecli import control_client
+
+        return control_client.listen_roster(self.config, self.config.values["roster.interval"] + 0.5)
 
     def confirm(self, result: dict[str, Any]) -> None:
         """Nothing to confirm: a direct poll drains at once (there is no gateway to hold again)."""

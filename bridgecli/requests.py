@@ -156,3 +156,28 @@ class ShowRequest(_Request):
     __slots__ = ("msg_id",)
     OP = "show"
     FIELDS = {"msg_id": ""}
+
+
+class SpawnRequest(_Request):
+    """Start an entity from ``profile`` on ``host``; ``wait_ready`` bounds its readiness
+    (None: the profile's own ``ready_timeout``); ``sender`` is the requester, logged there."""
+
+    __slots__ = ("profile", "host", "label", "wait_ready", "sender")
+    OP = "spawn"
+    FIELDS = {"profile": "", "host": "", "label": None, "wait_ready": None, "sender": None}
+
+
+class StopRequest(_Request):
+    """Stop the launcher-started entity ``target`` through its host's gateway."""
+
+    __slots__ = ("target", "sender")
+    OP = "stop"
+    FIELDS = {"target": "", "sender": None}
+
+
+class RosterRequest(_Request):
+    """The union roster, or only ``host``'s entries."""
+
+    __slots__ = ("host",)
+    OP = "roster"
+    FIELDS = {"host": None}

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
-    from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, ShowRequest, UnregisterRequest
+    from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, ShowRequest,
+                                    SpawnRequest, StopRequest, UnregisterRequest)
 
 
 class HostSession(Protocol):
@@ -28,6 +29,12 @@ class HostSession(Protocol):
     def poll(self, request: PollRequest) -> dict[str, Any]: ...
 
     def show(self, request: ShowRequest) -> dict[str, Any]: ...
+
+    def spawn(self, request: SpawnRequest) -> dict[str, Any]: ...
+
+    def stop(self, request: StopRequest) -> dict[str, Any]: ...
+
+    def roster(self, request: RosterRequest) -> dict[str, Any]: ...
 
     def confirm(self, result: dict[str, Any]) -> None:
         """The caller has passed on what ``result`` handed it (printed it): let it go."""

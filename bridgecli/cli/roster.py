@@ -10,20 +10,11 @@ from bridgecli.cli import complete, output
 
 
 def _fetch(app, host: str | None) -> dict:
-    from bridgecli.gateway.client import GatewayClient
+    from bridgecli.requests import RosterRequest
+    from bridgecli.session import open_session
 
-    client = GatewayClient.connect()
-    if client is not None:
-        with client:
-            result = client.call("roster", host=host)
-            result.pop("ok", None)
-            return result
-    from bridgecli import control_client
-
-    interval = app.config.values["roster.interval"]
-    view = control_client.listen_roster(app.config, interval + 0.5)
-    return {"entries": [e.as_dict() for e in view.entries(host)],
-            "gateways": [g.__dict__ for g in view.gateways()], "interval": interval}
+    with open_session(lambda: app.config, output.warn) as session:
+        return session.roster(RosterRequest(host=host))
 
 
 def _render(result: dict) -> None:

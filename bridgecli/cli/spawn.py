@@ -8,40 +8,6 @@ from bridgecli.cli import complete, output
 from bridgecli.cli.params import DURATION
 
 
-def _via_gateway_or_direct(app, op: str, **params):
-    from bridgecli.gateway.client import GatewayClient
-
-    client = GatewayClient.connect()
-    if client is not None:
-        with client:
-            result = client.call(op, timeout=None, **params)
-            result.pop("ok", None)
-            return result
-    from bridgecli import control_client
-    from bridgecli.hoststate.entities import open_registry
-
-    registry = open_registry()
-    # no local gateway to ask: --from / BRIDGE_GID still travel (and are logged there)
-    requester = control_client.requester_identity(registry, params.get("sender"), app.config.host_id)
-    view = control_client.listen_roster(app.config, app.config.values["roster.interval"] + 0.5)
-    if op == "spawn":
-        control_client.require_live_host(view, params["host"])
-        return control_client.spawn(app.config, profile=params["profile"], host=params["host"],
-                                    label=params.get("label"), wait_ready=params.get("wait_ready"),
-                                    requester=requester)
-    from bridgecli.resolve import resolve_target
-
-    gid = resolve_target(params["target"], registry=registry, roster=view, force=True)
-    entry = view.get(gid)
-    if entry is None:
-        from bridgecli.errors import NotFound
-
-        raise NotFound(f"{params['target']!r} is not in the roster, so its host is unknown", "check `bridge roster`")
-    control_client.require_live_host(view, entry.host)
-    return control_client.request(app.config, entry.host, {"type": "stop", "gid": gid, "requester": requester},
-                                  timeout=30)
-
-
 @click.command()
 @click.argument("profile", shell_complete=complete.profiles)
 @click.option("--host", "-H", required=True, metavar="H", shell_complete=complete.hosts, help="Host whose gateway runs the profile.")
@@ -61,8 +27,12 @@ def spawn(app, profile: str, host: str, label: str | None, wait_ready: float | N
     (--wait-ready, else the profile's ready_timeout), registers it and announces it on the
     roster. Prints the new gid (JSON: gid, host, label).
     """
-    result = _via_gateway_or_direct(app, "spawn", profile=profile, host=host, label=label,
-                                    wait_ready=wait_ready, sender=sender)
+    from bridgecli.requests import SpawnRequest
+    from bridgecli.session import open_session
+
+    request = SpawnRequest(profile=profile, host=host, label=label, wait_ready=wait_ready, sender=sender)
+    with open_session(lambda: app.config, output.warn) as session:
+        result = session.spawn(request)
     if as_json:
         output.data(result)
     else:
@@ -81,7 +51,11 @@ def stop(app, target: str, sender: str | None, as_json: bool) -> None:
     Asks the gateway of TARGET's host to stop it (its launcher ends the process) and to
     unregister it; messages still waiting in its inbox go to bridge.dlq.
     """
-    result = _via_gateway_or_direct(app, "stop", target=target, sender=sender)
+    from bridgecli.requests import StopRequest
+    from bridgecli.session import open_session
+
+    with open_session(lambda: app.config, output.warn) as session:
+        result = session.stop(StopRequest(target=target, sender=sender))
     if as_json:
         output.data(result)
     else:

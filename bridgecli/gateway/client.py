@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, ShowRequest, UnregisterRequest
+    from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, ShowRequest,
+                                    SpawnRequest, StopRequest, UnregisterRequest)
 
 _ERROR_TYPES: dict[str, type[BridgeError]] = {
     ExitCode.CONFIG.name: errors.ConfigError,
@@ -157,6 +158,23 @@ class GatewaySession:
 
     def show(self, request: ShowRequest) -> dict[str, Any]:
         return self.client.call(request.OP, **request.to_wire())
+
+    def spawn(self, request: SpawnRequest) -> dict[str, Any]:
+        # the target host's readiness wait is bounded there (by the profile when not given)
+        return self._control(request.OP, request.to_wire())
+
+    def stop(self, request: StopRequest) -> dict[str, Any]:
+        return self._control(request.OP, request.to_wire())
+
+    def roster(self, request: RosterRequest) -> dict[str, Any]:
+        result = self.client.call(request.OP, host=request.host)
+        result.pop("ok", None)
+        return result
+
+    def _control(self, op: str, wire: dict[str, Any]) -> dict[str, Any]:
+        result = self.client.call(op, timeout=None, **wire)
+        result.pop("ok", None)
+        return result
 
     def confirm(self, result: dict[str, Any]) -> None:
         self.client.confirm_pending(result)

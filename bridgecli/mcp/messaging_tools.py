@@ -18,7 +18,7 @@ from bridgecli.mcp import render
 from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
 from bridgecli.mcp.tools import Tool, ToolRegistry, ToolResult, as_json
-from bridgecli.requests import PollRequest, SendRequest
+from bridgecli.requests import PollRequest, RosterRequest, SendRequest, SpawnRequest, StopRequest
 
 #: the longest a tool call may block (seconds); MCP clients time calls out too
 MAX_WAIT = 3600
@@ -105,7 +105,8 @@ def _tools(link: GatewayLink) -> list[Tool]:
         return ToolResult(f"{head}\n\n{render.frames(messages)}", data)
 
     async def bridge_roster(args: dict[str, Any]) -> ToolResult:
-        result = await link.call("roster", timeout=30)
+        request = RosterRequest()
+        result = await link.call(request.OP, timeout=30, **request.to_wire())
         entries = result.get("entries") or []
         if not entries:
             return ToolResult("The roster is empty (no gateway announces any entity yet).", result)
@@ -116,20 +117,18 @@ def _tools(link: GatewayLink) -> list[Tool]:
         return ToolResult("\n".join(lines), result)
 
     async def bridge_spawn(args: dict[str, Any]) -> ToolResult:
-        params: dict[str, Any] = {"profile": args["profile"], "host": args["host"], "sender": link.gid}
-        if args.get("label"):
-            params["label"] = args["label"]
-        wait_ready = args.get("wait_ready")
-        if wait_ready:
-            params["wait_ready"] = float(wait_ready)
+        wait_ready = float(args["wait_ready"]) if args.get("wait_ready") else None
+        request = SpawnRequest(profile=args["profile"], host=args["host"], label=args.get("label") or None,
+                               wait_ready=wait_ready, sender=link.gid)
         # without wait_ready the target applies its profile's ready_timeout, which only the
         # gateway learns (its own wait is bounded by it): no socket timeout of ours then
-        result = await link.call("spawn", timeout=float(wait_ready) + 60 if wait_ready else None, **params)
+        result = await link.call(request.OP, timeout=wait_ready + 60 if wait_ready else None, **request.to_wire())
         return ToolResult(f"Spawned {result.get('label') or '?'} on {result.get('host')} "
                           f"(gid {result.get('gid')}). Address it with bridge_send.", result)
 
     async def bridge_stop(args: dict[str, Any]) -> ToolResult:
-        result = await link.call("stop", target=args["target"], sender=link.gid, timeout=60)
+        request = StopRequest(target=args["target"], sender=link.gid)
+        result = await link.call(request.OP, timeout=60, **request.to_wire())
         return ToolResult(f"Stopped {args['target']}.\n{as_json(result)}", result)
 
     return [
