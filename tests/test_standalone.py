@@ -34,7 +34,6 @@ PENDING = {
     "bridgecli/gateway/control.py",
     "bridgecli/gateway/daemon.py",
     "bridgecli/gateway/deadletter.py",
-    "bridgecli/gateway/entities.py",
     "bridgecli/gateway/hold.py",
     "bridgecli/gateway/identity.py",
     "bridgecli/gateway/operations.py",

@@ -1,4 +1,4 @@
-"""The registry of entities hosted on this machine (seed §2): gid, label, role, delivery.
+"""The registry of entities hosted on this machine (docs/design.md#names): gid, label, role, delivery.
 
 Stored durably in SQLite under the user data dir, so ``bridge register`` works with or
 without a running gateway and a restarted gateway finds every entity again. The gateway
@@ -60,13 +60,12 @@ _MISSING = object()
 class Registry:
     """CRUD over the entity table; safe to use from several processes at once.
 
-    Reads are cached in memory: the gateway looks up the sender (and a gid target) on every
-    request, and a lookup through SQLite cost ~40 µs. The cache is dropped whenever the
-    database changed — through this object (at once) or through any other connection or
-    process (``bridge register`` without a gateway, ``bridge complete``'s reads aside): SQLite
-    increments the *file change counter* in the database header at every committed write in
-    rollback-journal mode, and reading those 4 bytes costs ~1 µs. A database in WAL mode does
-    not keep that counter up to date, so there the cache is off."""
+    Reads are cached in memory, because the gateway looks up the sender on every request
+    (~40 µs through SQLite). The cache is dropped whenever the database changed, through this
+    object or any other process: in rollback-journal mode SQLite bumps the header's *file
+    change counter* at every commit, and reading it costs ~1 µs. WAL mode does not keep that
+    counter, so there the cache is off.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
