@@ -10,7 +10,8 @@ nothing is ever typed into the dialog.
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from bridgecli.errors import DeliveryError
 

@@ -16,9 +16,10 @@ import re
 import socket
 import tempfile
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from bridgecli import paths
 from bridgecli.errors import CannotWrite, ConfigError

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from bridgecli import config, paths
 from bridgecli.config import FREE_FORM_SECTIONS, Config, Setting
@@ -91,7 +92,7 @@ class Declarations:
         self._cache: dict[tuple[str, str], dict[str, Setting]] = {}
 
     @classmethod
-    def from_plugins(cls, loaded: Any) -> "Declarations":
+    def from_plugins(cls, loaded: Any) -> Declarations:
         """From a :class:`bridgecli.plugins.Plugins`."""
         from bridgecli.plugins import resolve_target
 

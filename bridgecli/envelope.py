@@ -8,12 +8,13 @@ version of this module; keep them in step.
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 VERSION = 1
 KINDS = ("SEND", "REPLY", "ASK", "ANSWER")

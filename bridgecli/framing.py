@@ -61,7 +61,7 @@ def marker(msg_id: str) -> str:
     return f"[bridge {sanitize_line(msg_id)[:8]}]"
 
 
-def answer_command(envelope: "Envelope") -> str:
+def answer_command(envelope: Envelope) -> str:
     """The exact command that answers ``envelope``: ``bridge answer`` for an ASK (whose
     sender may be blocked waiting), ``bridge reply`` for everything else."""
     verb = "answer" if envelope.kind == "ASK" else "reply"
@@ -83,7 +83,7 @@ def _cut(content: str, max_bytes: int, max_lines: int) -> tuple[str, int, int]:
 
 
 def render(
-    envelope: "Envelope",
+    envelope: Envelope,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_lines: int = DEFAULT_MAX_LINES,

@@ -10,7 +10,7 @@ meta-test fails when a hook here is undocumented or untested.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pluggy
 

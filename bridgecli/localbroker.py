@@ -14,9 +14,10 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError
@@ -36,6 +37,7 @@ from bridgecli.rabbitnode import (  # noqa: F401  (re-exported for callers and t
     stop_epmd_if_idle,
     stop_processes,
 )
+
 
 def broker_dir() -> Path:
     """``paths.data_dir()/broker``: the embedded node's files and ``state.json``."""

@@ -17,9 +17,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, MissingDependency, Timeout

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from bridgecli.amqp.topology import ROSTER as EXCHANGE
 

@@ -74,7 +74,7 @@ def hook_evidence(name: str, sources: dict[Path, str]) -> list[str]:
     return _all_evidence(tuple(sources.items())).get(name, [])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _all_evidence(sources: tuple[tuple[Path, str], ...]) -> dict[str, list[str]]:
     """hook_evidence for every name at once (one pass over the test sources)."""
     trees = {path: ast.parse(text, str(path)) for path, text in sources}
@@ -128,7 +128,7 @@ def test_a_mere_mention_of_a_hook_is_not_a_test(tmp_path):
     assert hook_evidence(name, mention) == []
     assert hook_evidence("register_no_such_hook", SOURCES) == []
     called = {fake / "test_call.py": f"def test_x(pm):\n    pm.hook.{name}(register=print)\n"}
-    assert hook_evidence(name, called) == ["tests/fake/test_call.py:2 calls pm.hook.%s()" % name]
+    assert hook_evidence(name, called) == [f"tests/fake/test_call.py:2 calls pm.hook.{name}()"]
     package = fake / "data" / "demo_plugin" / "demo" / "__init__.py"
     implemented = {
         package: f"import bridgecli\n@bridgecli.hookimpl\ndef {name}(register):\n    pass\n"}

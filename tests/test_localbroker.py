@@ -151,10 +151,10 @@ def test_stop_start_keeps_the_uri_and_durable_messages(rabbitmq):
 
 
 def test_start_timeout_stops_the_half_started_node(tmp_path):
-    from bridgecli.errors import Timeout
-
     import shutil
     import time
+
+    from bridgecli.errors import Timeout
 
     node = LocalNode(Path(tempfile_dir()))
     began = time.monotonic()

@@ -43,7 +43,8 @@ def test_expiry_after_missed_intervals_and_refresh():
 def test_gone_removes_at_once_and_gateway_gone_removes_its_host():
     view = roster.RosterView()
     view.apply(_hb(host="a"), now=1)
-    view.apply(_hb(host="b", entity=SimpleNamespace(gid="g2", label="x", role="agent", backend="hold", created=1)), now=1)
+    other = SimpleNamespace(gid="g2", label="x", role="agent", backend="hold", created=1)
+    view.apply(_hb(host="b", entity=other), now=1)
     view.apply(roster.gone_frame(host="a", gid="g1", reason="unregistered"), now=2)
     assert [e.gid for e in view.entries()] == ["g2"]
     view.apply(roster.heartbeat_frame(host="b", version="0", interval=5, entities=1), now=2)

@@ -119,7 +119,8 @@ def is_reply_queue(name: str) -> bool:
     """Is ``name`` a requester's reply queue (``bridge.reply.<uuid>``)?"""
     import re
 
-    return re.fullmatch(r"bridge\.reply\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", name) is not None
+    uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    return re.fullmatch(r"bridge\.reply\." + uuid, name) is not None
 
 
 def roster_queue(host: str) -> Queue:

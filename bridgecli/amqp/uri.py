@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from bridgecli.config import Config
 
 
-def resolve_broker_uri(config: "Config") -> list[str]:
+def resolve_broker_uri(config: Config) -> list[str]:
     """The broker URIs to try, in order.
 
     ``broker.uri`` (flag, env ``BRIDGE_BROKER_URI`` or file; comma-separated for a cluster)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential, wait_random
-from websockets.exceptions import (ConnectionClosed, InvalidStatus,
-                                   WebSocketException)
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from bridgecli.browser import frames as F
@@ -105,7 +105,7 @@ class AgentClient:
 
     def __init__(self, ws: ClientConnection, client_id: str,
                  on_event: Callable[[dict[str, Any]], None] | None = None,
-                 on_close: Callable[["AgentClient"], None] | None = None) -> None:
+                 on_close: Callable[[AgentClient], None] | None = None) -> None:
         self._ws = ws
         self.client_id = client_id
         self._on_event = on_event
@@ -120,7 +120,7 @@ class AgentClient:
     @classmethod
     def open(cls, url: str, token: str, *, label: str | None = None, timeout: float = 3.0,
              on_event: Callable[[dict[str, Any]], None] | None = None,
-             on_close: Callable[["AgentClient"], None] | None = None) -> "AgentClient":
+             on_close: Callable[[AgentClient], None] | None = None) -> AgentClient:
         """Connect, say hello, wait for ready.
 
         Raises :class:`NotConnected` when nothing (or not a bridge) answers, and

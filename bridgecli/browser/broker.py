@@ -16,8 +16,9 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from bridgecli.browser import frames as F
 

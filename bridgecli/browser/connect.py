@@ -15,12 +15,19 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bridgecli.browser import frames as F
 from bridgecli.browser import token_file
-from bridgecli.browser.agent_client import (AgentClient, NotConnected, Waiter, await_result,
-                                            connect_with_backoff, result_data)
+from bridgecli.browser.agent_client import (
+    AgentClient,
+    NotConnected,
+    Waiter,
+    await_result,
+    connect_with_backoff,
+    result_data,
+)
 from bridgecli.browser.broker import Broker
 from bridgecli.browser.server import BrokerServer, bind_loopback, is_addr_in_use
 from bridgecli.errors import BridgeError, BrowserError
@@ -110,7 +117,7 @@ class BrowserBridge:
 
     # --- election ------------------------------------------------------------------------------
 
-    def start(self) -> "BrowserBridge":
+    def start(self) -> BrowserBridge:
         """Elect once: host if the bind succeeds (and hosting is allowed), else guest.
 
         Raises :class:`NotConnected` when guesting fails (no broker / not a bridge) and
@@ -313,7 +320,7 @@ class BrowserBridge:
         except (BridgeError, OSError):
             pass
 
-    def __enter__(self) -> "BrowserBridge":
+    def __enter__(self) -> BrowserBridge:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -10,7 +10,8 @@ one shows up the connection stays on it, so frames are never reordered.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection

@@ -19,7 +19,8 @@ import queue
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError
 from websockets.http11 import Request, Response
@@ -77,7 +78,7 @@ class WsConn:
         self.last_send = time.monotonic()
         self._lock = threading.Lock()
         self._backlog = 0  #: items handed to the writer and not yet written
-        self._outbox: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._dead: ConnectionClosed | None = None
         self._writer: threading.Thread | None = None
         self._stopped = False
@@ -216,7 +217,7 @@ class BrokerServer:
             server_header=None, create_connection=DispatchingServerConnection)
         self._threads: list[threading.Thread] = []
 
-    def start(self) -> "BrokerServer":
+    def start(self) -> BrokerServer:
         """Start accepting connections and the housekeeping loop; returns self."""
         for target, name in ((self._server.serve_forever, "bridge-broker"),
                              (self._housekeeping, "bridge-broker-expire")):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bridgecli.config import Config
 from bridgecli.dashboard.feed import BrokerFeed
@@ -101,7 +102,7 @@ class Collector:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dashboard-collector", daemon=True)
 
-    def start(self) -> "Collector":
+    def start(self) -> Collector:
         self.collect()
         self._thread.start()
         return self

@@ -38,7 +38,7 @@ class BrokerFeed:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dashboard-feed", daemon=True)
 
-    def start(self) -> "BrokerFeed":
+    def start(self) -> BrokerFeed:
         self._thread.start()
         return self
 

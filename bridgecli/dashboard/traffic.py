@@ -10,7 +10,8 @@ import itertools
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: characters of content sent with each row; the full text is fetched when a row is opened
 PREVIEW_CHARS = 160

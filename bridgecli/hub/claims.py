@@ -13,7 +13,8 @@ import json
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from bridgecli.errors import BridgeError, BrokerUnavailable, Conflict, PermissionProblem, Timeout
 
@@ -28,7 +29,7 @@ REPLY_TO = "amq.rabbitmq.reply-to"
 DEFAULT_TIMEOUT = 10.0
 
 
-def claims_enabled(config: "Config") -> bool:
+def claims_enabled(config: Config) -> bool:
     """True when this host's grants come from a hub's registrar."""
     if config.values.get("hub.id"):
         return True
@@ -39,7 +40,7 @@ def claims_enabled(config: "Config") -> bool:
     return layout.is_active_hub()
 
 
-def claimer_for(config: "Config") -> "GrantClaimer | None":
+def claimer_for(config: Config) -> GrantClaimer | None:
     """A claimer when this host's grants come from a hub, else None (nothing to ask). On a
     machine using its embedded broker the answer can change while a gateway runs (`bridge hub
     start` after `./dev run`), so there the claimer asks :func:`claims_enabled` at each call."""
@@ -67,7 +68,7 @@ class GrantClaimer:
     (API threads, the gateway's I/O thread at connect) take turns on one lazily opened
     connection, reopened once when it broke."""
 
-    def __init__(self, config: "Config", timeout: float = DEFAULT_TIMEOUT,
+    def __init__(self, config: Config, timeout: float = DEFAULT_TIMEOUT,
                  only_while: Callable[[], bool] | None = None) -> None:
         self.config = config
         self.timeout = timeout
@@ -78,7 +79,7 @@ class GrantClaimer:
         self._answers: dict[str, dict[str, Any]] = {}
         self._username: str | None = None
 
-    def claim(self, entities: Iterable["Entity"]) -> None:
+    def claim(self, entities: Iterable[Entity]) -> None:
         """Own ``entities``' gids at the hub (idempotent); raises the hub's refusal."""
         items = [{"gid": e.gid, "label": e.label} for e in entities]
         if items and self._active():

@@ -23,8 +23,16 @@ from urllib.parse import quote
 
 from bridgecli import paths
 from bridgecli.amqp.uri import redact
-from bridgecli.errors import (BridgeError, BrokerUnavailable, CannotWrite, ClockSkew, Conflict, InviteError,
-                              Timeout, TlsError)
+from bridgecli.errors import (
+    BridgeError,
+    BrokerUnavailable,
+    CannotWrite,
+    ClockSkew,
+    Conflict,
+    InviteError,
+    Timeout,
+    TlsError,
+)
 from bridgecli.hub import invite as invite_mod
 from bridgecli.hub.claims import EXCHANGE, REPLY_TO, ROUTING_KEY
 from bridgecli.hub.layout import LOCAL_USER, MAX_CLOCK_SKEW

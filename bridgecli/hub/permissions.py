@@ -9,8 +9,8 @@ regexes as ``rabbitmqctl`` lines for people who run their own broker.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 #: exchanges every gateway declares (configure), publishes to (write) and binds from (read)
 EXCHANGES = r"bridge\.(msg|roster|control|dlx|delay)"

@@ -14,7 +14,8 @@ import json
 import logging
 import re
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from bridgecli.errors import BridgeError, Conflict
 from bridgecli.hub import invite as invite_mod

@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 

@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import Any, TypeVar
 
 from bridgecli.errors import Conflict
 from bridgecli.gateway.client import GatewayClient

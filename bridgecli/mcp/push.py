@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from bridgecli.errors import BridgeError, NotFound
 from bridgecli.mcp.link import GatewayLink

@@ -19,8 +19,9 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 import mcp.types as types

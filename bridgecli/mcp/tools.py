@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from bridgecli.errors import BridgeError
 
@@ -33,7 +34,7 @@ class ToolResult:
     images: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def error(cls, exc: BridgeError | str) -> "ToolResult":
+    def error(cls, exc: BridgeError | str) -> ToolResult:
         return cls(text=str(exc), is_error=True)
 
 

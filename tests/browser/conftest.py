@@ -4,7 +4,7 @@ broker (hosted in-process by a BrowserBridge) and fake executors connected to it
 from __future__ import annotations
 
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -48,7 +48,7 @@ class FakeExecutor:
         self._next_tab = 100
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"fake-{id}")
 
-    def start(self, wait: bool = True) -> "FakeExecutor":
+    def start(self, wait: bool = True) -> FakeExecutor:
         self._thread.start()
         if wait:
             assert self.ready.wait(10), f"fake executor {self.id} never got ready"

@@ -235,7 +235,7 @@ def test_same_executor_id_replaces_the_old_socket(strict_host, start_executor):
     old = start_executor("e1", reconnect=False)
     strict_host.send("open", "g", {"url": "http://old"})
     # the same browser, reconnecting on a new socket, still has its group open
-    new = start_executor("e1", groups={"g": [{"tab": 1, "url": "http://new", "title": ""}]})
+    start_executor("e1", groups={"g": [{"tab": 1, "url": "http://new", "title": ""}]})
     eventually(lambda: F.CLOSE_REPLACED in old.close_codes)
     assert strict_host.send("text", "g")["text"] == "text of http://new"
     assert strict_host.broker.snapshot()["executors"] == ["e1"]

@@ -26,7 +26,7 @@ def pair():
     """A real websockets server connection wrapped in WsConn (as the broker's handler does,
     send timeout included) and a websocket-client peer with a small receive buffer that reads
     only when the test says so."""
-    conns: "queue.Queue[WsConn]" = queue.Queue()
+    conns: queue.Queue[WsConn] = queue.Queue()
     done = threading.Event()
 
     def handler(ws) -> None:

@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import subprocess
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 

@@ -12,7 +12,6 @@ import json
 import os
 from pathlib import Path
 
-
 from tests.dashboard.letters import dead_letter
 from tests.support.chromium import wait_for
 

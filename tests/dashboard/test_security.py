@@ -48,7 +48,7 @@ def test_token_cookie_and_refusals(host_factory, dashboard_factory, vhost_uri):
     assert "fleet" in board.get_json("/api/state")
 
     # another name for this address (DNS rebinding) or another site: refused with the cookie
-    for headers in ({"Host": "evil.example:%d" % board.port}, {"Origin": "http://evil.example"},
+    for headers in ({"Host": f"evil.example:{board.port}"}, {"Origin": "http://evil.example"},
                     {"Origin": f"http://127.0.0.1:{board.port + 1}"},
                     {"Sec-Fetch-Site": "cross-site"}):
         response = board.request("GET", "/api/state", {"Cookie": board.cookie, **headers})

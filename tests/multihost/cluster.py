@@ -42,7 +42,7 @@ class Cluster:
         peers += [f"cluster_formation.classic_config.nodes.{i} = {n}" for i, n in enumerate(names, 1)]
         cookie = secrets.token_hex(16).upper()
         self.nodes: list[LocalNode] = []
-        for name, (amqp, dist) in zip(names, ports):
+        for name, (amqp, dist) in zip(names, ports, strict=True):
             node = LocalNode(self.root / name.split("@")[0], nodename=name, amqp_port=amqp, dist_port=dist,
                              extra_conf=peers)
             node.home.mkdir(parents=True, exist_ok=True)
@@ -190,7 +190,7 @@ def broker_view(cluster: Cluster, queue: str, gid: str) -> dict[str, str]:
     return view
 
 
-def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout: float = 150.0) -> "Outcome":
+def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout: float = 150.0) -> Outcome:
     """Two loopback hosts on the cluster with quorum inboxes; SIGKILL a node in the middle of
     a steady send; count what arrives.
 

@@ -11,8 +11,9 @@ import os
 import shutil
 import tempfile
 import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 

@@ -23,8 +23,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.multihost.helpers import (exec_sink, read_sink, register, roster_gids, roster_snapshot,
-                                     wait_announced, wait_for)
+from tests.multihost.helpers import (
+    exec_sink,
+    read_sink,
+    register,
+    roster_gids,
+    roster_snapshot,
+    wait_announced,
+    wait_for,
+)
 from tests.support.netns import NetnsLab
 
 

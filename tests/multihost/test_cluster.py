@@ -7,8 +7,8 @@ kills a node starts it again (it rejoins by itself).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

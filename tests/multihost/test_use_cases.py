@@ -13,8 +13,16 @@ import subprocess
 import pytest
 
 from bridgecli.errors import ExitCode
-from tests.multihost.helpers import (exec_sink, poll, poll_until, read_sink, register, roster_gids,
-                                     wait_announced, wait_for)
+from tests.multihost.helpers import (
+    exec_sink,
+    poll,
+    poll_until,
+    read_sink,
+    register,
+    roster_gids,
+    wait_announced,
+    wait_for,
+)
 from tests.support.env import BRIDGE_BIN
 from tests.support.netns import NetnsLab, ns_pids
 
@@ -118,7 +126,7 @@ def test_u5_roster_is_the_union_of_both_hosts(lab: NetnsLab):
     a = register(lab, "hostA", "u5-a")
     b = register(lab, "hostB", "u5-b")
     for host in ("hostA", "hostB"):
-        entries = wait_for(lambda: (r := roster_gids(lab, host)) and a in r and b in r and r, 30,
+        entries = wait_for(lambda h=host: (r := roster_gids(lab, h)) and a in r and b in r and r, 30,
                            what=f"both entities in {host}'s roster")
         assert entries[a]["host"] == "hosta" and entries[b]["host"] == "hostb"
     # a label known only through the roster resolves across hosts

@@ -13,8 +13,8 @@ import shutil
 import socket
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -22,7 +22,8 @@ PAGES = {
     "/form.html": """<!doctype html><html><head><title>Form page</title></head><body>
 <h1>Greeter</h1>
 <label>Name <input id="name" placeholder="your name"></label>
-<button id="go" onclick="document.getElementById('out').textContent='Hello, '+document.getElementById('name').value">Greet</button>
+<button id="go"
+  onclick="document.getElementById('out').textContent='Hello, '+document.getElementById('name').value">Greet</button>
 <p id="out">nobody yet</p>
 <a href="/other.html">other page</a>
 </body></html>""",

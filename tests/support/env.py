@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -64,9 +65,8 @@ def bridge_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[BridgeHome]:
 
 
 def run_bridge(*args: str, env: dict[str, str], timeout: float = 120,
-               input: str | None = None) -> "subprocess.CompletedProcess[str]":
+               input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the installed ``bridge`` console script as a real subprocess."""
-    import subprocess
 
     return subprocess.run([BRIDGE_BIN, *args], env=env, capture_output=True, text=True,
                           timeout=timeout, input=input, stdin=None if input else subprocess.DEVNULL)

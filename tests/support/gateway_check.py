@@ -13,8 +13,8 @@ import os
 import re
 import signal
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 #: a human-format line at error level or above (bridgecli/gateway/log.py: "HH:MM:SS level message")
 _HUMAN_ERROR = re.compile(r"\d\d:\d\d:\d\d (?:error|critical) ")

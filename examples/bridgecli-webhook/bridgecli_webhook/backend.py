@@ -22,7 +22,6 @@ from typing import Any
 from bridgecli.config import Setting, positive
 from bridgecli.errors import ConfigError, DeliveryError
 from bridgecli.interfaces import BackendContext, Entity
-
 from bridgecli_webhook import __version__
 from bridgecli_webhook.posting import Outcome, post, signature
 
@@ -55,7 +54,7 @@ class Settings:
     secret: str | None = None
 
     @classmethod
-    def from_table(cls, table: dict[str, Any]) -> "Settings":
+    def from_table(cls, table: dict[str, Any]) -> Settings:
         unknown = sorted(set(table) - {"timeout", "secret"})
         if unknown:
             raise ConfigError(f"[plugins.webhook] has unknown key(s) {', '.join(unknown)}",
@@ -89,7 +88,7 @@ class WebhookBackend:
         self.settings = settings
 
     @classmethod
-    def from_context(cls, context: BackendContext) -> "WebhookBackend":
+    def from_context(cls, context: BackendContext) -> WebhookBackend:
         return cls(Settings.from_table(context.config.plugin_settings("webhook")))
 
     def check_address(self, address: str | None) -> None:

@@ -13,7 +13,6 @@ import click
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import Rejected
-
 from bridgecli_webhook.backend import Settings, WebhookBackend, check_url
 
 

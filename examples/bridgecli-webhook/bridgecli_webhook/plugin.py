@@ -7,7 +7,8 @@ by the factory, the command module only when the command runs.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bridgecli import hookimpl
 

@@ -63,7 +63,7 @@ def post(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> O
         if 300 <= code < 400:
             detail += f" (redirect to {exc.headers.get('Location')!r} not followed)"
         return Outcome(False, code >= 500 or code in RETRYABLE_4XX, detail, code)
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return Outcome(False, True, f"timed out after {timeout:g}s")
     except urllib.error.URLError as exc:
         reason = exc.reason

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 from bridgecli.browser import frames
 from bridgecli.errors import BrowserError
-
 from bridgecli_cdp.cdp import Cdp
 from bridgecli_cdp.registry import GroupRegistry
 

@@ -13,7 +13,8 @@ import json
 import threading
 import time
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import websocket
 

@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bridgecli.errors import BrowserError, MissingDependency
 
@@ -79,7 +79,7 @@ class Chromium:
         """``http://127.0.0.1:PORT`` of the DevTools HTTP endpoint."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> "Chromium":
+    def start(self, timeout: float = 20.0) -> Chromium:
         self.profile = Path(tempfile.mkdtemp(prefix="bridge-chromium-"))
         args = [self.binary, *BASE_FLAGS, f"--user-data-dir={self.profile}",
                 "--remote-debugging-port=0", *self.extra_args]
@@ -154,7 +154,7 @@ class Chromium:
             shutil.rmtree(self.profile, ignore_errors=True)
             self.profile = None
 
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         return self.start() if self.proc is None else self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,8 +13,9 @@ import os
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from bridgecli import paths
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from bridgecli.errors import BrowserError
 from bridgecli.interfaces import ExecutorOptions
-
 from bridgecli_cdp.actions import CdpActions
 from bridgecli_cdp.cdp import Cdp, browser_ws_url
 from bridgecli_cdp.chromium import Chromium

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from bridgecli.blocking import wait_unblocked
 from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
@@ -55,13 +56,15 @@ class HerdrSettings:
     multiline: str = "paste"  # paste | line
 
     @classmethod
-    def load(cls, settings: Mapping[str, Any]) -> "HerdrSettings":
+    def load(cls, settings: Mapping[str, Any]) -> HerdrSettings:
         method = str(settings.get("method", cls.method))
         multiline = str(settings.get("multiline", cls.multiline))
         if method not in ("send_input", "prompt"):
-            raise ConfigError(f"[plugins.herdr] method = {method!r} is not send_input or prompt", "fix method in bridge.toml")
+            raise ConfigError(f"[plugins.herdr] method = {method!r} is not send_input or prompt",
+                              "fix method in bridge.toml")
         if multiline not in ("paste", "line"):
-            raise ConfigError(f"[plugins.herdr] multiline = {multiline!r} is not paste or line", "fix multiline in bridge.toml")
+            raise ConfigError(f"[plugins.herdr] multiline = {multiline!r} is not paste or line",
+                              "fix multiline in bridge.toml")
         return cls(blocked_wait=_number(settings, "blocked_wait", cls.blocked_wait),
                    confirm_timeout=_number(settings, "confirm_timeout", cls.confirm_timeout),
                    max_bytes=int(_number(settings, "max_inline_bytes", cls.max_bytes)),
@@ -79,7 +82,7 @@ class HerdrBackend:
         self.client = client
 
     @classmethod
-    def from_context(cls, context: "BackendContext") -> "HerdrBackend":
+    def from_context(cls, context: BackendContext) -> HerdrBackend:
         raw = context.config.plugin_settings("herdr")
         return cls(HerdrSettings.load(raw), HerdrClient.from_settings(raw))
 
@@ -97,7 +100,7 @@ class HerdrBackend:
                 raise NotFound(f"herdr has no pane {address}", "list panes with `herdr pane list`") from None
             raise
 
-    def deliver(self, entity: "Entity", envelope: "Envelope") -> None:
+    def deliver(self, entity: Entity, envelope: Envelope) -> None:
         """Send the framed message once the agent is not blocked; return once confirmed."""
         pane_id = entity.address
         if not pane_id:
@@ -114,7 +117,7 @@ class HerdrBackend:
         except HerdrError as exc:
             raise self._failure(pane_id, exc) from None
 
-    def status(self, entity: "Entity") -> str:
+    def status(self, entity: Entity) -> str:
         """herdr's agent status (idle/working/blocked/done/unknown), or ``gone``."""
         if not entity.address:
             return "gone"

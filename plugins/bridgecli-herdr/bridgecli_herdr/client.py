@@ -13,8 +13,9 @@ import itertools
 import json
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from bridgecli.errors import BridgeError, ExitCode
 
@@ -77,7 +78,7 @@ class HerdrClient:
         self.server: dict[str, Any] | None = None  # the pong, once checked
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> "HerdrClient":
+    def from_settings(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> HerdrClient:
         return cls(resolve_socket_path(settings, env), timeout=float(settings.get("timeout", 10.0)))
 
     def request(self, method: str, params: Mapping[str, Any] | None = None, *,
@@ -90,13 +91,15 @@ class HerdrClient:
         line = json.dumps({"id": request_id, "method": method, "params": dict(params or {})},
                           ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         if len(line) > MAX_REQUEST_BYTES:
-            raise HerdrError("request_too_large", f"a herdr {method} request would be {len(line)} bytes; herdr takes 1 MiB",
+            raise HerdrError("request_too_large",
+                             f"a herdr {method} request would be {len(line)} bytes; herdr takes 1 MiB",
                              "lower [plugins.herdr] max_inline_bytes")
         reply = self._exchange(line, self.timeout + (wait or 0.0))
         try:
             answer = json.loads(reply)
         except json.JSONDecodeError:
-            raise HerdrError("bad_response", f"herdr at {self.path} answered {method} with something that is not JSON: {reply[:120]!r}",
+            raise HerdrError("bad_response",
+                             f"herdr at {self.path} answered {method} with something that is not JSON: {reply[:120]!r}",
                              "is that socket really herdr's API socket (not herdr-client.sock)?") from None
         if not isinstance(answer, dict):
             raise HerdrError("bad_response", f"herdr answered {method} with a JSON {type(answer).__name__}", None)
@@ -132,8 +135,10 @@ class HerdrClient:
                 sock.connect(str(self.path))
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 self.server = None
-                raise HerdrError("server_not_running", f"herdr is not running (no server on {self.path}: {exc.strerror})",
-                                 "start herdr, or point [plugins.herdr] socket / HERDR_SOCKET_PATH at its socket") from None
+                raise HerdrError("server_not_running",
+                                 f"herdr is not running (no server on {self.path}: {exc.strerror})",
+                                 "start herdr, or point [plugins.herdr] socket / HERDR_SOCKET_PATH at its socket",
+                                 ) from None
             sock.sendall(line)
             chunks: list[bytes] = []
             while True:
@@ -143,7 +148,7 @@ class HerdrClient:
                 chunks.append(chunk)
                 if chunk.endswith(b"\n"):
                     break
-        except socket.timeout:
+        except TimeoutError:
             self.server = None
             raise HerdrError("timeout", f"herdr at {self.path} did not answer within {timeout:g}s",
                              "check that herdr is responsive (herdr status)") from None

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from bridgecli.errors import BridgeError, ConfigError, Timeout
 from bridgecli.interfaces import LaunchHandle, LaunchSpec
@@ -33,7 +34,7 @@ class HerdrLauncher:
         self.client = client
 
     @classmethod
-    def from_config(cls, config: "Config") -> "HerdrLauncher":
+    def from_config(cls, config: Config) -> HerdrLauncher:
         raw = config.plugin_settings("herdr")
         return cls(raw, HerdrClient.from_settings(raw))
 

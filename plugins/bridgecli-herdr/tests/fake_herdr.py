@@ -21,9 +21,10 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ALPHABET = "123456789ABCDEFGHJKMNPQRSTVWXYZ0"
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
@@ -144,12 +145,12 @@ class FakeHerdr:
         self.bin_path = "/usr/local/bin/herdr"  # what HERDR_BIN_PATH says in split panes
         self.prompt_stall = PROMPT_STALL_SECONDS
         self._counter = 0
-        self._subscribers: list["queue.Queue[tuple[str, FakePane]]"] = []
+        self._subscribers: list[queue.Queue[tuple[str, FakePane]]] = []
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     # --- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> "FakeHerdr":
+    def start(self) -> FakeHerdr:
         fake = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -267,7 +268,7 @@ class FakeHerdr:
                 return
             kind = next((k for cmd, k in self.agent_commands.items() if cmd in stripped.split()), None)
             if kind:
-                threading.Timer(self.agent_startup, lambda: self._start_agent(pane, kind, stripped)).start()
+                threading.Timer(self.agent_startup, self._start_agent, args=(pane, kind, stripped)).start()
                 return
             pane.screen.append(f"sh: {word}: not found")
 
@@ -310,7 +311,7 @@ class FakeHerdr:
                 if not chunk:
                     break
                 data += chunk
-        except socket.timeout:
+        except TimeoutError:
             return
         line = data.split(b"\n", 1)[0]
         try:
@@ -338,7 +339,7 @@ class FakeHerdr:
         subs = params.get("subscriptions")
         if not isinstance(subs, list) or not all(isinstance(x, dict) for x in subs):
             raise invalid("missing field `subscriptions`")
-        events: "queue.Queue[tuple[str, FakePane]]" = queue.Queue()
+        events: queue.Queue[tuple[str, FakePane]] = queue.Queue()
         initial = []
         with self.lock:
             for sub in subs:

@@ -7,12 +7,12 @@ import time
 import uuid
 
 import pytest
+from fake_herdr import PASTE_END, PASTE_START, FakeHerdr
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, DeliveryError
 from bridgecli.interfaces import Entity
 from bridgecli.sanitize import is_inert, sanitize
-from fake_herdr import PASTE_END, PASTE_START, FakeHerdr
 
 SENDER = "0b5e0000-aaaa-4bbb-8ccc-dddddddddddd"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_herdr import FakeHerdr
 
 from bridgecli_herdr.client import HerdrClient, HerdrError, resolve_socket_path
-from fake_herdr import FakeHerdr
 
 
 def test_socket_path_resolution_order(tmp_path: Path) -> None:

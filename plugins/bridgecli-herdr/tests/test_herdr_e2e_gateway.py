@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fake_herdr import FakeHerdr
 
 

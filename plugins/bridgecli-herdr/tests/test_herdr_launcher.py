@@ -9,10 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from fake_herdr import FakeHerdr
 
 from bridgecli.errors import BridgeError, Timeout
 from bridgecli.interfaces import LaunchSpec
-from fake_herdr import FakeHerdr
 
 
 def spec(command, tmp: Path, **profile) -> LaunchSpec:

@@ -14,8 +14,9 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from bridgecli.blocking import wait_unblocked
 from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
@@ -122,7 +123,7 @@ class TmuxSettings:
     blocked_wait: float = 20.0
 
     @classmethod
-    def load(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> "TmuxSettings":
+    def load(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> TmuxSettings:
         return cls(
             socket=socket_from(settings, env),
             confirm_timeout=_float(settings, "confirm_timeout", cls.confirm_timeout),
@@ -147,7 +148,7 @@ class TmuxBackend:
         self.tmux = tmux or Tmux(settings.socket, control=settings.control_mode)
 
     @classmethod
-    def from_context(cls, context: "BackendContext") -> "TmuxBackend":
+    def from_context(cls, context: BackendContext) -> TmuxBackend:
         return cls(TmuxSettings.load(context.config.plugin_settings("tmux")))
 
     # --- DeliveryBackend ------------------------------------------------------------
@@ -165,7 +166,7 @@ class TmuxBackend:
                            "list panes with `tmux list-panes -a -F '#{pane_id}'`, or set "
                            "[plugins.tmux] socket / BRIDGE_TMUX_SOCKET to the right server") from None
 
-    def deliver(self, entity: "Entity", envelope: "Envelope") -> None:
+    def deliver(self, entity: Entity, envelope: Envelope) -> None:
         """Type the framed message into the pane; return once its marker is visible."""
         target = entity.address
         if not target:
@@ -181,14 +182,14 @@ class TmuxBackend:
         except TmuxError as exc:
             raise DeliveryError(f"tmux could not deliver to {target}: {exc.message}", exc.hint) from None
 
-    def status(self, entity: "Entity") -> str:
+    def status(self, entity: Entity) -> str:
         """``gone`` (no pane, or its program exited), ``blocked`` (an approval dialog is on
         screen), ``unknown`` (a shell is in front: the agent exited or never started, so
         nothing there is idle-and-ready) or ``running``; :meth:`describe` adds the foreground
         command."""
         return self.describe(entity).status
 
-    def describe(self, entity: "Entity") -> PaneStatus:
+    def describe(self, entity: Entity) -> PaneStatus:
         """The pane's status word with its foreground command and an explanation."""
         if not entity.address:
             return PaneStatus("gone", "", "no tmux pane in --deliver")
@@ -202,7 +203,7 @@ class TmuxBackend:
 
     # --- steps ----------------------------------------------------------------------
 
-    def frame(self, envelope: "Envelope", info: PaneInfo) -> Frame:
+    def frame(self, envelope: Envelope, info: PaneInfo) -> Frame:
         """Render ``envelope`` for this pane (shell panes get ``#`` comment lines)."""
         shell = self.settings.shell_safe == "always" or (
             self.settings.shell_safe == "auto" and info.shell_in_foreground)

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from bridgecli.errors import BridgeError, ExitCode, MissingDependency
 from bridgecli_tmux.control import ControlChannel, ControlClosed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import subprocess
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class ControlClosed(Exception):
@@ -25,7 +25,7 @@ def quote(arg: str) -> str:
     out = ['"']
     for ch in arg:
         if ch.isascii() and not (ch.isalnum() or ch == " "):
-            out.append("\\%03o" % ord(ch))
+            out.append(f"\\{ord(ch):03o}")
         else:
             out.append(ch)
     out.append('"')
@@ -38,7 +38,7 @@ class ControlChannel:
     def __init__(self, argv: Sequence[str], *, timeout: float = 10.0) -> None:
         self.timeout = timeout
         self.lock = threading.Lock()
-        self._lines: "queue.Queue[str | None]" = queue.Queue()
+        self._lines: queue.Queue[str | None] = queue.Queue()
         self.proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
         threading.Thread(target=self._pump, name="tmux-control", daemon=True).start()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from bridgecli.errors import BridgeError, ConfigError, Timeout
 from bridgecli.interfaces import LaunchHandle, LaunchSpec
@@ -33,7 +34,7 @@ class TmuxLauncher:
         self.tmux = tmux or Tmux(socket_from(self.settings))
 
     @classmethod
-    def from_config(cls, config: "Config") -> "TmuxLauncher":
+    def from_config(cls, config: Config) -> TmuxLauncher:
         return cls(config.plugin_settings("tmux"))
 
     def start(self, spec: LaunchSpec) -> LaunchHandle:

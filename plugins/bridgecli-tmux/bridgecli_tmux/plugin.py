@@ -6,7 +6,8 @@ Nothing is imported until a factory runs, so ``bridge --help`` never pays for th
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bridgecli import hookimpl
 

@@ -11,15 +11,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
+from tmux_helpers import wait_for, write_config
 
 from bridgecli_tmux.client import Tmux
 from tests.support.tmux import server_pid, stop_server
-from tmux_helpers import wait_for, write_config
-
 
 
 @pytest.fixture

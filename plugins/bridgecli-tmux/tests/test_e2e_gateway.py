@@ -7,17 +7,16 @@ pane* — the command the frame tells the agent to use — reaches the main's ho
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tmux_helpers import wait_for
 
 from bridgecli_tmux.client import Tmux, tmux_available
 from tests.support.tmux import server_pid, stop_server
-from tmux_helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 

@@ -10,12 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from tmux_helpers import wait_for
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, DeliveryError
 from bridgecli.interfaces import Entity
 from bridgecli_tmux.client import Tmux, tmux_available
-from tmux_helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 
@@ -98,7 +98,8 @@ def test_hostile_payloads_stay_inert(make_backend, new_pane, tmux_server, short_
         marker = short_tmp / f"PWNED{number}"
         env = message(template.format(marker=marker))
         backend.deliver(entity(pane), env)
-        wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in screen(tmux_server, pane), what="end line")
+        end_line = f"[end bridge {env.msg_id[:8]}]"
+        wait_for(lambda: end_line in screen(tmux_server, pane), what="end line")  # noqa: B023 - runs before the loop moves on
     tmux_server.run("send-keys", "-t", pane, "-l", f"touch {short_tmp}/SYNC")
     tmux_server.run("send-keys", "-t", pane, "Enter")
     wait_for(lambda: (short_tmp / "SYNC").exists(), what="the shell to run a command typed after")

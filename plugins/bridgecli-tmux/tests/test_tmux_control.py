@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import assume
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tmux_helpers import wait_for
 
 from bridgecli_tmux.client import SEP, Tmux, tmux_available
-from tmux_helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 

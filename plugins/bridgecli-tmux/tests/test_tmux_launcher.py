@@ -10,12 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from tmux_helpers import wait_for, write_config
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, Timeout
 from bridgecli.interfaces import Entity, LaunchSpec
 from bridgecli_tmux.client import tmux_available
-from tmux_helpers import wait_for, write_config
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 

@@ -4,8 +4,8 @@ have a conftest.py, so importing from \"conftest\" would be ambiguous)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
