@@ -433,7 +433,7 @@ def unset_value(key: str) -> bool:
                               f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
     elif not isinstance(body, dict) or name not in body:
         return False
-    if name:
+    if name and isinstance(body, dict):  # always a table here: checked above
         del body[name]
         if not body:
             del data[section]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -187,8 +186,9 @@ def reset() -> None:
     _cached = None
 
 
-def resolve_target(target: str) -> Callable[..., Any]:
-    """Import ``"package.module:attribute"``; a failure names the target."""
+def resolve_target(target: str) -> Any:
+    """Import ``"package.module:attribute"`` (the module itself without ``:attribute``); a
+    failure names the target."""
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)

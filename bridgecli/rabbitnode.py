@@ -398,7 +398,7 @@ class LocalNode:
         return NodeInfo(uri=self.uri, pid=self.vm_pid or 0, pgid=self.pgid or 0,
                         nodename=self.nodename, amqp_port=self.port, dist_port=self.dist_port or 0,
                         base=str(self.base), started=time.time(),
-                        management_port=self.management_port if self.management else 0)
+                        management_port=(self.management_port or 0) if self.management else 0)
 
 
 def stop_processes(vm_pid: int | None, pgid: int | None, timeout: float) -> None:

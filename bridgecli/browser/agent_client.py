@@ -27,7 +27,7 @@ from bridgecli.errors import BrowserError, PermissionProblem
 
 #: websockets >= 17 warns unless a direct (non-iterator) connection is asked for explicitly;
 #: older releases have no such parameter.
-_LEGACY = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
+_LEGACY: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
 
 #: Close codes after which reconnecting cannot help.
 FATAL_CLOSES = {F.CLOSE_BAD_TOKEN, F.CLOSE_BAD_HELLO, F.CLOSE_BAD_VERSION}

@@ -292,7 +292,9 @@ class Broker:
             self._queue(agent.conn, F.fail(pending.agent_req_id, code, message))
 
     def _forget_group(self, group: str | None, executor_id: str) -> None:
-        owner = self.group_owner.get(group) if group is not None else None
+        if group is None:
+            return
+        owner = self.group_owner.get(group)
         if owner is not None and owner.executor_id == executor_id:
             del self.group_owner[group]
 

@@ -184,7 +184,9 @@ class BrowserBridge:
             data = token_file.read()
         except BridgeError:
             return
-        pid = data.get("pid") if data else None
+        if not data:
+            return
+        pid = data.get("pid")
         if not isinstance(pid, int) or pid <= 0 or data.get("port") != self.port:
             return
         try:

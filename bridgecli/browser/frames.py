@@ -248,7 +248,7 @@ def command(frame_id: str | int, action: str, group: str | None, params: dict[st
     return frame
 
 
-def ok(frame_id: str | int, data: Any = None) -> dict[str, Any]:
+def ok(frame_id: str | int | None, data: Any = None) -> dict[str, Any]:
     """A successful result."""
     return {"type": "result", "id": frame_id, "ok": True, "data": data}
 

@@ -9,6 +9,7 @@ fleet's messages and can purge dead letters (docs/dashboard.md, "Security").
 from __future__ import annotations
 
 import hmac
+from collections.abc import MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -55,7 +56,7 @@ class Guard:
             return
         problem = self.refusal(scope)
 
-        async def send_with_headers(message: dict[str, Any]) -> None:
+        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = list(message.get("headers", [])) + SECURITY_HEADERS
             await send(message)
@@ -90,7 +91,9 @@ class Guard:
         return None
 
     def _holds(self, candidate: str | None) -> bool:
-        return bool(candidate) and hmac.compare_digest(candidate.encode(), self.token.encode())
+        if not candidate:
+            return False
+        return hmac.compare_digest(candidate.encode(), self.token.encode())
 
     @staticmethod
     def _header(scope: dict[str, Any], name: bytes) -> str | None:

@@ -73,8 +73,9 @@ class Traffic:
                        toHost=recipient_host)
             if len(self._rows) == self._rows.maxlen:
                 old = self._rows[0]
-                if self._by_id.get(old.get("msgId")) is old:
-                    del self._by_id[old["msgId"]]
+                old_id = old.get("msgId")
+                if old_id is not None and self._by_id.get(old_id) is old:
+                    del self._by_id[old_id]
             self._rows.append(row)
             if row.get("msgId"):
                 self._by_id[row["msgId"]] = row

@@ -100,7 +100,7 @@ class Registrar:
         wanted: list[tuple[str, str | None]] = []
         for item in entities if isinstance(entities, list) else [None]:
             gid = item.get("gid") if isinstance(item, dict) else None
-            if not isinstance(gid, str) or not _GID_RE.fullmatch(gid):
+            if not isinstance(item, dict) or not isinstance(gid, str) or not _GID_RE.fullmatch(gid):
                 return _refusal("invalid", f"not a gid: {gid!r}", "gids are lowercase UUIDs")
             label = item.get("label")
             wanted.append((gid, label if isinstance(label, str) else None))

@@ -11,6 +11,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bridgecli.errors import Conflict
 
@@ -49,6 +50,12 @@ class InviteRecord:
         if self.revoked:
             return "revoked"
         return "expired" if now >= self.expires else "open"
+
+
+def _invite_record(row: tuple[Any, ...]) -> InviteRecord:
+    """The record of a ``SELECT id, host, created, expires, used, revoked, replace`` row."""
+    invite_id, host, created, expires, used, revoked, replace = row
+    return InviteRecord(invite_id, host, created, expires, used, revoked, bool(replace))
 
 
 class HubStore:
@@ -132,10 +139,10 @@ class HubStore:
     def invite(self, invite_id: str) -> InviteRecord | None:
         row = self.db.execute("SELECT id, host, created, expires, used, revoked, replace FROM invites "
                               "WHERE id=?", (invite_id,)).fetchone()
-        return InviteRecord(*row[:6], bool(row[6])) if row else None
+        return _invite_record(row) if row else None
 
     def invites(self) -> list[InviteRecord]:
-        return [InviteRecord(*r[:6], bool(r[6])) for r in self.db.execute(
+        return [_invite_record(r) for r in self.db.execute(
             "SELECT id, host, created, expires, used, revoked, replace FROM invites ORDER BY created")]
 
     def use_invite(self, invite_id: str) -> bool:

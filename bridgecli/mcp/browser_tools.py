@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,11 +158,11 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 def tool_set(port: int, token: str | None, label: str = "bridge-mcp"
-             ) -> Callable[[ToolRegistry, GatewayLink | None], Sequence[Callable[[], Awaitable[None]]]]:
+             ) -> Callable[[ToolRegistry, GatewayLink | None], Sequence[Callable[[], Coroutine[Any, Any, None]]]]:
     """The browser tool set for :func:`bridgecli.mcp.server.serve`: adds the tools and returns
     the election task, bound to ``browser.port`` / ``browser.token``."""
 
-    def register(registry: ToolRegistry, link: GatewayLink | None) -> Sequence[Callable[[], Awaitable[None]]]:
+    def register(registry: ToolRegistry, link: GatewayLink | None) -> Sequence[Callable[[], Coroutine[Any, Any, None]]]:
         seat = BrowserSeat(port, token, label)
         for tool in tools(seat):
             registry.add(tool)

@@ -155,7 +155,7 @@ class CdpActions:
 
     # --- actions ------------------------------------------------------------------------
 
-    def handle(self, action: str, group: str, params: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, action: str, group: str | None, params: dict[str, Any]) -> dict[str, Any]:
         """Run one command; returns the result payload or raises BrowserError."""
         action = action.removeprefix("browser_")
         if action not in ACTIONS:
@@ -183,7 +183,7 @@ class CdpActions:
         self._load(session, url, timeout)
         return {"group": group, "tab": target_id, **self._info(session)}
 
-    def do_tabs(self, group: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def do_tabs(self, group: str | None, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         infos = {t["targetId"]: t for t in self._page_targets()}
         self.registry.prune(infos)
         names = [group] if group else self.registry.names()

@@ -119,14 +119,21 @@ class Chromium:
 
     def _why(self) -> str:
         """The first real error line Chromium logged (dbus and zygote noise skipped)."""
+        if self.profile is None:  # not started
+            return ""
         try:
             lines = (self.profile / "chromium.log").read_text(errors="replace").splitlines()
-        except (OSError, TypeError):
+        except OSError:
             return ""
         noise = ("dbus", "zygote", "Fontconfig")
         errors = [line.split("] ", 1)[-1] for line in lines
                   if "ERROR" in line and not any(n in line for n in noise)]
         return errors[0] if errors else (lines[-1] if lines else "")
+
+    @property
+    def pid(self) -> int | None:
+        """The browser's process id; None before start and after stop."""
+        return self.proc.pid if self.proc is not None else None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -33,7 +33,7 @@ class CdpTarget:
         """Start a private Chromium, serve it until ``stop`` is set, then kill it."""
         extra = list(self.settings.get("args", [])) + list(options.settings.get("chromium_args", []))
         with Chromium(headless=headless, binary=self.settings.get("binary"), extra_args=extra) as browser:
-            _notify(options, "launched", {"devtools": browser.endpoint, "pid": browser.proc.pid})
+            _notify(options, "launched", {"devtools": browser.endpoint, "pid": browser.pid})
             self._serve(options, browser.endpoint, stop, alive=browser.alive)
 
     def attach(self, options: ExecutorOptions, *, endpoint: str, stop: threading.Event) -> None:
@@ -46,7 +46,11 @@ class CdpTarget:
             executor_id = options.executor_id or stable_executor_id(options.label)
             registry = GroupRegistry(executor_id)
             session_box: list[ExecutorSession] = []
-            actions = CdpActions(cdp, registry, emit=lambda e: session_box and session_box[0].emit(e))
+            def emit(event: dict[str, Any]) -> None:
+                if session_box:
+                    session_box[0].emit(event)
+
+            actions = CdpActions(cdp, registry, emit=emit)
             gone = lambda: cdp.closed.is_set() or not alive()  # noqa: E731
             session = ExecutorSession(options, executor_id=executor_id, browser="cdp",
                                       handler=actions.handle,

@@ -140,7 +140,7 @@ class Tmux:
                 commands.append([])
             else:
                 commands[-1].append(arg)
-        output = []
+        output: list[str] = []
         for command in filter(None, commands):
             if command[0] == "load-buffer" and command[-1] == "-":  # no stdin in control mode
                 command = ["set-buffer", *command[1:-1], "--", (input or b"").decode("utf-8")]
