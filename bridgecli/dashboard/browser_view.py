@@ -64,6 +64,6 @@ class BrowserView:
         if self._bridge is not None:
             try:
                 self._bridge.close()
-            except Exception:
+            except Exception:  # shutting down: a bridge that fails to close has nothing left to release
                 pass
             self._bridge = None

@@ -71,7 +71,7 @@ class BrokerFeed:
                 if connection is not None and connection.is_open:
                     try:
                         connection.close()
-                    except Exception:
+                    except Exception:  # the connection is dropped either way; what broke it is logged above
                         pass
             self._stop.wait(delay)
             delay = min(delay * 2, 5.0)

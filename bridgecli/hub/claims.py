@@ -169,5 +169,5 @@ class GrantClaimer:
             try:
                 if connection.is_open:
                     connection.close()
-            except Exception:
+            except Exception:  # dropping a connection that already failed: nothing left to report
                 pass

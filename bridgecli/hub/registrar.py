@@ -248,7 +248,7 @@ def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float =
             try:
                 if connection.is_open:
                     connection.close()
-            except Exception:
+            except (pika.exceptions.AMQPError, OSError):  # closing a lost connection: logged above
                 pass
 
 

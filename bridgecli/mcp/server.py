@@ -244,7 +244,7 @@ def _exit_now() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:
+        except (OSError, ValueError):  # the client's end is gone or the stream closed: exit anyway
             pass
     os._exit(0)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import threading
 import time
 import urllib.request
@@ -19,6 +20,8 @@ from typing import Any
 import websocket
 
 from bridgecli.errors import BrowserError
+
+log = logging.getLogger("bridgecli.cdp")
 
 Predicate = Callable[[str, dict[str, Any]], bool]
 
@@ -114,10 +117,10 @@ class Cdp:
                 for listener in listeners:
                     try:
                         listener(method, params)
-                    except Exception:
-                        pass
-        except Exception:
-            pass
+                    except Exception:  # one listener's bug must not stop the reader for the others
+                        log.exception("CDP event listener failed on %s", method)
+        except Exception as exc:  # the socket closed or broke: the session ends (below)
+            log.debug("DevTools connection ended: %s: %s", type(exc).__name__, exc)
         finally:
             self.closed.set()
             with self._lock:
@@ -178,6 +181,6 @@ class Cdp:
     def close(self) -> None:
         try:
             self.ws.close()
-        except Exception:
+        except Exception:  # closing a socket that already broke: it is closed either way
             pass
         self.closed.set()

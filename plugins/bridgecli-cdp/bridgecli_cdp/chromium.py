@@ -38,7 +38,7 @@ def _die_with_parent() -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
+    except Exception:  # pre-exec: raising would abort the launch; the guard is best effort
         pass
 
 

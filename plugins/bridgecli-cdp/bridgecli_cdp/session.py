@@ -72,7 +72,7 @@ class ExecutorSession:
                 return
             try:
                 ws.send(frames.encode(frame))
-            except Exception:
+            except Exception:  # a dead socket: dropped, as the docstring says
                 pass
 
     def emit(self, event: dict[str, Any]) -> None:
@@ -87,8 +87,8 @@ class ExecutorSession:
         if source is not None:
             try:
                 return source() or self.options.token
-            except Exception:
-                pass
+            except Exception as exc:  # a broken source must not stop reconnecting
+                log.warning("token source failed (%s: %s); using the configured token", type(exc).__name__, exc)
         return self.options.token
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -143,7 +143,7 @@ class ExecutorSession:
                 self._ws = None
             try:
                 ws.close()
-            except Exception:
+            except Exception:  # the socket may already be broken: closed either way
                 pass
 
     def _recv_ready(self, ws: websocket.WebSocket) -> dict[str, Any]:
@@ -195,7 +195,7 @@ class ExecutorSession:
         # stopping: say goodbye so the broker marks us gone at once
         try:
             ws.close(status=frames.CLOSE_NORMAL)
-        except Exception:
+        except Exception:  # a goodbye to a dead socket: the broker notices it gone anyway
             pass
 
     def _run_command(self, frame: dict[str, Any]) -> None:
