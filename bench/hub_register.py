@@ -33,11 +33,10 @@ ROUNDS, WARMUP, CHECK_EVERY = 60, 5, 10
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
+if str(BENCH) not in sys.path:  # run_all loads the scripts by path
+    sys.path.insert(0, str(BENCH))
 
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+from _common import Column, pct, print_table  # noqa: E402
 
 
 def _processes_under(root: Path) -> list[int]:
@@ -198,7 +197,7 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
             f"{ok_c}/{n_c} (baseline) checks")
     rows = []
     for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-        value, base = _pct(b, q), _pct(c, q)
+        value, base = pct(b, q), pct(c, q)
         rows.append({"benchmark": NAME,
                      "metric": f"register -> inbox consumable, joined host (registrar claim), {label}",
                      "value": round(value, 2), "unit": "ms",
@@ -207,15 +206,23 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_table(result: dict[str, Any]) -> None:
-    base = _pct(result["ms"]["C"], 0.5)
+TABLE = (Column("case", 10, lambda r: r["case"]),
+         *(Column(f"{q} ms", 8, lambda r, q=q: f"{r[q]:.2f}", ">") for q in ("p50", "p95", "p99")),
+         Column("p50 vs C", 9, lambda r: f"{r['vs']:.2f}x", ">"),
+         Column("consumable", 10, lambda r: r["consumable"], ">"),
+         Column(" note", 0, lambda r: " " + r["note"]))
+
+
+def show_table(result: dict[str, Any]) -> None:
+    base = pct(result["ms"]["C"], 0.5)
     notes = {"B": "joined host: registrar claim (AMQP direct reply-to + management API) first",
              "C": "baseline: same broker and TLS, full permissions, no hub.id (never claims)"}
-    print(f"{'case':<10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'p50 vs C':>9} {'consumable':>10}  note")
+    rows = []
     for case, title in (("B", "joined"), ("C", "baseline")):
         ms, (ok, n) = result["ms"][case], result["checks"][case]
-        print(f"{title:<10} {_pct(ms, .5):>8.2f} {_pct(ms, .95):>8.2f} {_pct(ms, .99):>8.2f} "
-              f"{_pct(ms, .5) / base:>8.2f}x {f'{ok}/{n}':>10}  {notes[case]}")
+        rows.append({"case": title, "p50": pct(ms, .5), "p95": pct(ms, .95), "p99": pct(ms, .99),
+                     "vs": pct(ms, .5) / base, "consumable": f"{ok}/{n}", "note": notes[case]})
+    print_table(rows, TABLE)
     print(f"{len(result['ms']['B'])} rounds per case, interleaved; set-up {result.get('setup_s', 0):.0f} s, "
           f"whole run {result['total_s']:.0f} s")
 
@@ -223,7 +230,7 @@ def print_table(result: dict[str, Any]) -> None:
 def main(rounds: int = ROUNDS) -> list[dict[str, Any]]:
     """Rows for bench/run_all.py (see the module docstring); also prints the table."""
     result = run(rounds)
-    print_table(result)
+    show_table(result)
     return rows_from(result)
 
 
@@ -235,11 +242,11 @@ if __name__ == "__main__":
     args = parser.parse_args()
     result = run(args.rounds)
     if args.json is None:
-        print_table(result)
+        show_table(result)
     else:
         text = json.dumps({"rows": rows_from(result), "raw": result}, indent=2)
         if args.json == "-":
             print(text)
         else:
             Path(args.json).write_text(text + "\n")
-            print_table(result)
+            show_table(result)

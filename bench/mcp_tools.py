@@ -21,8 +21,6 @@ Run: ``.venv/bin/python bench/mcp_tools.py [--quick]``. Asserts nothing.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import statistics
 import sys
 import threading
 import time
@@ -34,13 +32,11 @@ REPO = BENCH.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-_spec = importlib.util.spec_from_file_location("bench_messaging", BENCH / "messaging.py")
-msgbench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(msgbench)  # type: ignore[union-attr]
+if str(BENCH) not in sys.path:  # run_all loads the scripts by path
+    sys.path.insert(0, str(BENCH))
 
-
-def _p50(values: list[float]) -> float:
-    return statistics.median(values)
+from _common import median  # noqa: E402
+from bench_hosts import BRIDGE, Bench  # noqa: E402
 
 
 def _socket_call(host: Any, op: str, **params: Any) -> dict[str, Any]:
@@ -76,7 +72,7 @@ async def _mcp_side(host: Any, main: str, worker: str, n: int, push_n: int) -> d
             box["event"].set()
 
     out: dict[str, list[float]] = {"send": [], "rtt": [], "push": [], "floor": []}
-    params = StdioServerParameters(command=msgbench.BRIDGE, args=["mcp", "--label", main, "--no-browser"], env=host.env)
+    params = StdioServerParameters(command=BRIDGE, args=["mcp", "--label", main, "--no-browser"], env=host.env)
     with open(host.root / "mcp.log", "a") as log:
         async with stdio_client(params, errlog=log) as (read, write):
             async with ClientSession(read, write, notification_bindings=[NotificationBinding(
@@ -142,7 +138,7 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
     import anyio
 
     n, push_n = (30, 5) if quick else (200, 12)
-    with msgbench.Bench(quick) as bench:
+    with Bench(quick) as bench:
         host = bench.host("a")
         worker = host.register("worker", "hold")
         host.start_gateway()
@@ -161,7 +157,7 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
                               ("send", "bridge_send tool call (no wait), p50", "op send on the socket"),
                               ("rtt", "U1 round trip bridge_send wait, p50", "op send --wait on the socket"),
                               ("push", "held message → channel notification, p50", "op held long-poll returns")):
-        value, baseline = _p50(mcp[key]), _p50(raw.get(key) or raw["send"])
+        value, baseline = median(mcp[key]), median(raw.get(key) or raw["send"])
         rows.append({"benchmark": "mcp_tools", "metric": metric, "value": round(value, 2), "unit": "ms",
                      "baseline": f"{base} {baseline:.2f} ms", "ratio": round(value / baseline, 2),
                      "note": f"{len(mcp[key])} samples, one host"})

@@ -48,7 +48,6 @@ import random
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,6 +72,10 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
+if str(BENCH) not in sys.path:  # run_all loads the scripts by path
+    sys.path.insert(0, str(BENCH))
+
+from _common import Column, key, median, print_table, ratio_cell  # noqa: E402
 
 
 # --- measuring helpers ------------------------------------------------------------------
@@ -101,12 +104,6 @@ def machine_ticks() -> tuple[int, int]:
         values = [int(v) for v in handle.readline().split()[1:]]
     idle = values[3] + values[4]  # idle + iowait
     return sum(values) - idle, sum(values)
-
-
-def _median(values: list[float]) -> float:
-    """Median of the known values (NaN marks a figure a window could not read)."""
-    known = [v for v in values if v == v]
-    return statistics.median(known) if known else float("nan")
 
 
 # --- simulated gateways (worker processes) ----------------------------------------------
@@ -645,7 +642,7 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
     for point in result["points"]:
         g, steady = point["gateways"], point["steady"]
         n = len(steady)
-        med = lambda key, rows=steady: _median([r[key] for r in rows])  # noqa: E731
+        med = lambda key, rows=steady: median([r[key] for r in rows])  # noqa: E731
         tag = f"{g}x{e}, interval {interval:g} s"
         events = point["converge"]
         conv = [ev for ev in events if ev and ev.get("event") == "converged"]
@@ -654,9 +651,9 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
         metric = f"new gateway's view converges to {g * e} entities ({tag})"
         if len(conv) > len(stuck):  # the median is a converged join
             stuck_iv = [float("inf")] * len(stuck)
-            value = _median(conv_iv + stuck_iv)
+            value = median(conv_iv + stuck_iv)
             note = (f"median of {len(events)} joins (max {max(conv_iv):.2f}; "
-                    f"{_median([ev['converged_at'] - ev['started_at'] for ev in conv]):.2f} s from process start)")
+                    f"{median([ev['converged_at'] - ev['started_at'] for ev in conv]):.2f} s from process start)")
         else:
             value = float("nan")
             note = f"only {len(conv)} of {len(events)} joins converged within {PROBE_INTERVALS} intervals"
@@ -679,11 +676,11 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
         per_frame = [1e4 * (r["real_cpu_pct"] - base_cpu) / (r["real_received"] - base_frames)
                      for r in steady if r["real_received"] == r["real_received"]
                      and r["real_received"] > base_frames + 1]
-        projected = base_cpu + _median(per_frame) * (pub_formula - base_frames) / 1e4 if per_frame else float("nan")
+        projected = base_cpu + median(per_frame) * (pub_formula - base_frames) / 1e4 if per_frame else float("nan")
         row(f"real gateway CPU, roster at {tag}", med("real_cpu_pct"), "% core", "goal < 5 % of one core",
             med("real_cpu_pct") / 5,
             f"median of {n} x {result['window_s']:g} s windows; it decoded {med('real_received'):.0f} of "
-            f"{pub_formula:.0f} frames/s ({_median(per_frame):.0f} us of CPU per extra frame => "
+            f"{pub_formula:.0f} frames/s ({median(per_frame):.0f} us of CPU per extra frame => "
             f"{projected:.2f} % at the full rate); alone (its {e} entities, no fleet) "
             f"{med('real_cpu_pct', alone):.2f} %; view {med('real_view'):.0f} entities on "
             f"{med('real_gateways'):.0f} gateways")
@@ -701,17 +698,16 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    for r in rows:
-        ratio = "" if r["ratio"] is None else f"{r['ratio']:g}x"
-        print(f"{r['metric']:<62} {r['value']:>9} {r['unit']:<9} {r['baseline']:<34} {ratio:>7}  {r['note']}")
+TABLE = (Column("metric", 62, key("metric")), Column("value", 9, key("value"), ">"), Column("unit", 9, key("unit")),
+         Column("baseline", 34, key("baseline")), Column("ratio", 7, ratio_cell, ">"),
+         Column(" note", 0, lambda r: " " + r["note"]))
 
 
 def main(interval: float = 5.0, probes: int = 5, windows: int = 3, profile: str | None = None) -> list[dict[str, Any]]:
     """Rows for bench/run_all.py (see the module docstring); also prints the table."""
     result = run(interval, probes, windows, profile=profile)
     rows = rows_from(result)
-    print_table(rows)
+    print_table(rows, TABLE)
     return rows
 
 
@@ -746,4 +742,4 @@ if __name__ == "__main__":
                  gateways=sizes, entities=args.entities, profile_at=args.profile_at, ab_cache_at=args.ab_cache_at)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
-    print_table(rows_from(result))
+    print_table(rows_from(result), TABLE)

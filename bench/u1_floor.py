@@ -1,8 +1,8 @@
 """How low can U1 go in Python? The gateway's round trip next to a single-threaded floor.
 
-Issue #3 (c) asks for a U1 round trip (main → gateway A → broker → gateway B → worker's
-``poll --wait`` → ``reply`` → gateway B → broker → gateway A → main) within 1.5x a raw pika
-request/reply on the same broker. This script measures, in one run and in interleaved rounds,
+Goal (c) of ``bench/messaging.py`` asks for a U1 round trip (main → gateway A → broker →
+gateway B → worker's ``poll --wait`` → ``reply`` → gateway B → broker → gateway A → main)
+within 1.5x a raw pika request/reply on the same broker. This script measures, in one run and in interleaved rounds,
 three things on the same private broker:
 
 * ``raw``: the baseline of ``bench/messaging.py`` (c): pika request/reply, persistent, confirms,
@@ -39,7 +39,9 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-import messaging as m  # noqa: E402  (the bench's broker, hosts and the two other measurements)
+from _common import median  # noqa: E402
+from bench_hosts import PYTHON, Bench, clean_env  # noqa: E402
+from messaging_round_trip import bridge_round_trips, raw_round_trips  # noqa: E402
 
 _RELAY = r'''
 import json, logging, socket, sys
@@ -190,7 +192,7 @@ while True:
 '''
 
 
-def _floor_round_trips(bench: m.Bench, count: int, warmup: int) -> list[float]:
+def _floor_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
     root = Path(bench.root) / f"floor-{uuid.uuid4().hex[:6]}"
     root.mkdir()
     conn = bench.pika()  # the relays consume from inboxes bound on these (normally the gateway declares them)
@@ -199,15 +201,15 @@ def _floor_round_trips(bench: m.Bench, count: int, warmup: int) -> list[float]:
     ch.exchange_declare("bridge.dlx", "fanout", durable=True)
     conn.close()
     gids = {"a": str(uuid.uuid4()), "b": str(uuid.uuid4())}
-    relays = {name: subprocess.Popen([m.PYTHON, "-c", _RELAY, bench.node.uri, str(root / f"{name}.sock"), gid,
+    relays = {name: subprocess.Popen([PYTHON, "-c", _RELAY, bench.node.uri, str(root / f"{name}.sock"), gid,
                                       str(root / f"{name}.db"), str(root / f"{name}.log")],
-                                     stdout=subprocess.PIPE, text=True, env=m._clean_env())
+                                     stdout=subprocess.PIPE, text=True, env=clean_env())
               for name, gid in gids.items()}
     worker = None
     try:
         for relay in relays.values():
             assert relay.stdout is not None and relay.stdout.readline().strip() == "ready"
-        worker = subprocess.Popen([m.PYTHON, "-c", _WORKER, str(root / "b.sock")], env=m._clean_env())
+        worker = subprocess.Popen([PYTHON, "-c", _WORKER, str(root / "b.sock")], env=clean_env())
         main = socket.socket(socket.AF_UNIX)
         main.connect(str(root / "a.sock"))
         answers = main.makefile("rb")
@@ -239,20 +241,20 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
     """Rows for bench/run_all.py: p50 of the floor and of the gateway, each against raw pika."""
     rounds, count = (1, 100) if quick else (3, 300)
     samples: dict[str, list[float]] = {"raw": [], "floor": [], "gateway": []}
-    with m.Bench(quick) as bench:
+    with Bench(quick) as bench:
         for _ in range(rounds):  # interleaved, so the shared machine's mood hits all three alike
-            samples["raw"] += m._raw_round_trips(bench, count, 20)
+            samples["raw"] += raw_round_trips(bench, count, 20)
             samples["floor"] += _floor_round_trips(bench, count, 20)
-            samples["gateway"] += m._bridge_round_trips(bench, count, 20)
-    raw = m._median(samples["raw"])
+            samples["gateway"] += bridge_round_trips(bench, count, 20)
+    raw = median(samples["raw"])
     n = len(samples["raw"])
     rows = []
     for name, metric in (("floor", "U1 p50, floor: single-threaded relays doing the gateway's least work"),
                          ("gateway", "U1 p50, the gateway (same run as the floor)")):
-        value = m._median(samples[name])
+        value = median(samples[name])
         rows.append({"benchmark": "u1_floor", "metric": metric, "value": round(value, 2), "unit": "ms",
                      "baseline": f"raw pika request/reply {raw:.2f} ms", "ratio": round(value / raw, 2),
-                     "note": f"goal of #3 (c) <= 1.5x; {n} round trips each, {rounds} interleaved rounds"})
+                     "note": f"goal (c) <= 1.5x; {n} round trips each, {rounds} interleaved rounds"})
     for row in rows:
         print(f"{row['metric']:<72} {row['value']:>7} ms  {row['ratio']}x raw ({row['baseline']})")
     return rows
