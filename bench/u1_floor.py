@@ -13,9 +13,10 @@ three things on the same private broker:
   and the publishing ``SelectConnection`` and the local Unix socket (newline-delimited JSON, as the
   gateway's). Per message they do only the gateway's essential work — ``messaging.compose`` and
   ``amqp_message`` on send, ``envelope.parse`` and one ``Store.record`` transaction (dedup record
-  and hold/hand-off in one write, committed before the message is handed on) on receipt, the ack
-  and one log line after the hand-off, confirms before a reply call returns. No identity checks,
-  registry, roster, status, reconnects or workers.
+  and hold/hand-off in one write, committed before the message is handed on) on receipt, the
+  gateway's own ``Store.sync`` before the ack (its store and durability, not a copy of its
+  settings), the ack and one log line after the hand-off, confirms before a reply call returns.
+  No identity checks, registry, roster, status, reconnects or workers.
 
 The floor is what a single-threaded rewrite of the gateway core could at best reach; the gap
 between it and raw pika is the per-hop work (two more local-socket hops per side and one durable
@@ -82,6 +83,7 @@ def on_message(channel, method, props, body):
             respond(client, {"ok": True, "reply": {"content": env.content}})
         else:
             respond(client, {"ok": True, "messages": [{"msgId": env.msg_id, "content": env.content}]})
+    store.sync()  # as the gateway before its acks: power-safe, whatever the store's settings are
     channel.basic_ack(method.delivery_tag)
     glog.event(logger, "delivered", kind=env.kind, msg=env.msg_id, sender=env.sender[:8])
 
