@@ -48,11 +48,34 @@ class Entity:
 
 @dataclass(frozen=True)
 class BackendContext:
-    """What a backend factory gets: the host's configuration and a private state directory."""
+    """What a backend factory gets: the host's configuration and a private state directory;
+    ``store`` is the gateway's message store, for a backend whose traits say it records its
+    messages itself (None outside a gateway)."""
 
     config: "Config"
     state_dir: Path
     host_id: str
+    store: Any = None
+
+
+@dataclass(frozen=True)
+class BackendTraits:
+    """How the gateway drives a backend; a backend declares them as its ``traits`` class
+    attribute (one without gets ``BackendTraits(inline=backend.inline)``). Why: the gateway
+    treats every backend, built-in or not, by these flags and never by its type."""
+
+    #: ``deliver`` is fast and never blocks: called on the AMQP thread, not a worker thread
+    inline: bool = False
+    #: stage the message in the store before ``deliver`` (the entity may ``bridge reply`` to it
+    #: while ``deliver`` runs)
+    stage: bool = False
+    #: ``deliver`` writes the message's dedup record itself, through ``BackendContext.store``
+    #: (so an inline write joins the gateway's open transaction); the backend then also
+    #: implements :class:`RecordingBackend`
+    records_itself: bool = False
+    #: the entity pulls its messages (a hold): one a local ``send --wait`` / ``poll --wait``
+    #: waits for may be recorded as taken by it at once (:meth:`RecordingBackend.record`)
+    pulled: bool = False
 
 
 @runtime_checkable
@@ -67,6 +90,7 @@ class DeliveryBackend(Protocol):
     #: True when ``deliver`` is fast and never blocks (microseconds, no I/O waits); the
     #: gateway then calls it on its AMQP thread instead of a worker thread.
     inline: bool
+    #: optional: the full :class:`BackendTraits` (see :func:`traits_of`); ``inline`` must agree
 
     def check_address(self, address: str | None) -> None:
         """Validate ``ADDRESS`` of ``--deliver BACKEND:ADDRESS`` at registration; raise
@@ -77,6 +101,28 @@ class DeliveryBackend(Protocol):
 
     def status(self, entity: Entity) -> str:
         """The entity's current status, one of :data:`STATUSES`."""
+
+
+@runtime_checkable
+class DeclaresTraits(Protocol):
+    """A backend that declares its :class:`BackendTraits` (``traits = BackendTraits(...)``)."""
+
+    traits: BackendTraits
+
+
+@runtime_checkable
+class RecordingBackend(Protocol):
+    """A backend with ``records_itself`` or ``pulled``: writes a message as ``state`` (``held``,
+    ``drained``, ``taken``) with its dedup record; False for a duplicate."""
+
+    def record(self, envelope: "Envelope", state: str, received: float | None = None) -> bool: ...
+
+
+def traits_of(backend: DeliveryBackend) -> BackendTraits:
+    """The traits ``backend`` declares, or the default ones with its ``inline`` flag."""
+    if isinstance(backend, DeclaresTraits):
+        return backend.traits
+    return BackendTraits(inline=bool(backend.inline))
 
 
 BackendFactory = Callable[[BackendContext], DeliveryBackend]

@@ -58,6 +58,31 @@ def parameters(config: "Config", uris: list[str] | None = None, *, heartbeat: in
     return result
 
 
+def username(config: "Config", uris: list[str] | None = None) -> str:
+    """The AMQP user this host logs in as: from the parameters we build ourselves (the first
+    configured URI's; every URI of a multi-node broker names the same user). Publishers set
+    it as ``user_id``, which the broker checks against the connection's login."""
+    from bridgecli.amqp.uri import resolve_broker_uri
+
+    return username_of(pika.URLParameters((uris or resolve_broker_uri(config))[0]))
+
+
+def username_of(params: pika.ConnectionParameters) -> str:
+    """The user ``params`` log in as."""
+    return params.credentials.username
+
+
+def server_info(connection: pika.BlockingConnection) -> dict[str, Any]:
+    """The broker's product, version and cluster name (empty when unknown): shown by
+    ``bridge status`` and the dashboard."""
+    try:
+        return {k: (v.decode() if isinstance(v, bytes) else v)
+                for k, v in (connection._impl.server_properties or {}).items()
+                if k in ("product", "version", "cluster_name")}
+    except Exception:
+        return {}
+
+
 def _tls_context(config: "Config") -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=config.values.get("broker.tls_ca"))
     cert, key = config.values.get("broker.tls_cert"), config.values.get("broker.tls_key")

@@ -8,58 +8,41 @@ with a message the broker then delivers again. :meth:`Burst.commit` is where tha
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from bridgecli.envelope import Envelope
-from bridgecli.gateway.hold import HoldBackend
+from bridgecli.gateway import log as glog
 from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage
+from bridgecli.gateway.waiters import Waiter, Waiters
+from bridgecli.interfaces import RecordingBackend, traits_of
 
 if TYPE_CHECKING:
     from bridgecli.interfaces import DeliveryBackend, Entity
+
+logger = logging.getLogger("bridgecli.gateway")
 
 #: one delivery of the burst: (delivery tag, entity, envelope)
 Delivery = tuple[int, "Entity", Envelope]
 
 
-@dataclass(eq=False)
-class Waiter:
-    """A blocked ``send --wait`` / ``poll --wait`` in a local API thread."""
-
-    recipient: str
-    in_reply_to: str | None
-    #: how many messages it takes at hold time (see :meth:`Burst.hand_off`): 1 for a
-    #: ``send --wait``, the limit for a draining ``poll --wait``; 0 = it only wants a wakeup
-    #: (``poll`` with ``peek``, ``count``), and takes from the store itself
-    claims: int = 0
-    event: threading.Event = field(default_factory=threading.Event)
-    #: set (before ``event``) when a message for it was committed; the confirm of a
-    #: ``send --wait`` sets only ``event``, so that wakeup needs no look into the store
-    notified: bool = False
-    #: messages recorded as drained for it, committed, not yet picked up (``Gateway.take_handed``)
-    handed: list[StoredMessage] = field(default_factory=list)
-    #: its client confirms what it gets: hand-offs are recorded ``taken``, not ``drained``
-    two_phase: bool = False
-    #: a poll for one peer's messages only (its gid), or None for anyone's
-    peer: str | None = None
-
-
 class Burst:
-    """The open burst (I/O thread only). ``waiters`` and ``lock`` are the gateway's own list of
-    waiters and its lock; ``stopping`` is set when the gateway stops."""
+    """The open burst (I/O thread only). ``waiters`` is the gateway's registry of waiters;
+    ``stopping`` is set when the gateway stops."""
 
-    def __init__(self, store: Store, waiters: list[Waiter], lock: threading.Lock,
-                 stopping: threading.Event) -> None:
+    def __init__(self, store: Store, waiters: Waiters, stopping: threading.Event) -> None:
         self.store = store
         self.waiters = waiters
-        self.lock = lock
         self.stopping = stopping
         #: written in the open transaction, acked once it is committed
         self.deliveries: list[Delivery] = []
         #: messages of the open transaction recorded as taken by a waiter, given at the commit
         self.handoffs: list[tuple[Waiter, StoredMessage]] = []
+        #: delivery tags handed to worker threads and not yet acked: while one is older than
+        #: the burst's last tag, the burst cannot be acked with one ``multiple`` ack
+        self.at_worker: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.deliveries)
@@ -81,11 +64,12 @@ class Burst:
         instead of holding it and then draining it in a second transaction from the API
         thread. The waiter gets it only at :meth:`commit`; a crash before that leaves it
         unacked and redelivered, as for any held message. True when the message is dealt with."""
-        if not self.waiters or not isinstance(backend, HoldBackend) or self.stopping.is_set():
+        if not self.waiters or not traits_of(backend).pulled or self.stopping.is_set():
             return False  # stopping: the local API is going away, so hold it for the next poll
+        assert isinstance(backend, RecordingBackend), "a pulled backend records its messages"
         waiter = None
-        with self.lock:
-            for candidate in self.waiters:
+        with self.waiters.lock:
+            for candidate in self.waiters.registered():
                 if candidate.recipient != envelope.recipient or candidate.peer not in (None, envelope.sender):
                     continue
                 # its claims so far: handed over, or in this burst (only this thread adds those)
@@ -119,6 +103,59 @@ class Burst:
         self._give(handoffs)
         return deliveries
 
+    def flush(self, channel: Any) -> list[Delivery]:
+        """Commit the burst (and hand its taken messages to their waiters), wake its waiters,
+        sync the store, then ack each delivery on ``channel`` (None or closed: they come again,
+        the dedup drops them). Returns the deliveries committed. A failed commit nacks the
+        burst at once (requeued) instead of leaving it unacked until the channel closes."""
+        batch = list(self.deliveries)
+        try:
+            self.commit()
+        except Exception as exc:  # a full or failing disk: nothing of the burst is acked or handed
+            if not batch:
+                raise
+            for tag, _, _ in batch:
+                channel.basic_nack(tag, requeue=True)
+            glog.event(logger, "store commit failed; burst requeued", logging.ERROR, count=len(batch),
+                       error=f"{type(exc).__name__}: {exc}")
+            return []
+        if not batch:
+            return []
+        # committed (safe against a crash): wake the waiting `poll --wait` / `send --wait` now,
+        # so the disk sync below runs while they answer; the acks wait for the sync. A power
+        # cut before it only means a redelivery (the broker still has every unacked message)
+        for _, _, envelope in batch:
+            self.waiters.notify(envelope)
+        last = batch[-1][0]
+        if not any(tag < last for tag in self.at_worker):
+            # one ack frame for the whole burst: every unacked delivery up to `last` on this
+            # channel is in the batch (workers' deliveries are tracked and none is older)
+            acks = [(last, True)]
+        else:
+            acks = [(tag, False) for tag, _, _ in batch]
+        self._ack_when_synced(channel, acks)
+        return batch
+
+    def _ack_when_synced(self, channel: Any, acks: list[tuple[int, bool]]) -> None:
+        """Ack once the store has synced what was just committed: acks follow durability,
+        power cuts included. One sync per burst (group commit), on the I/O thread: the
+        burst's waiters were handed their messages before it and answer while it runs; a
+        sync thread cost more in delayed acks than the sync blocks (docs/benchmarks.md)."""
+        failed = None
+        try:
+            self.store.sync()
+        except Exception as exc:  # a failing disk: the broker gets the burst back
+            failed = exc
+        if channel is None or not channel.is_open:
+            return  # a channel since replaced: its deliveries come again, the dedup drops them
+        for tag, multiple in acks:
+            if failed is None:
+                channel.basic_ack(tag, multiple=multiple)
+            else:
+                channel.basic_nack(tag, multiple=multiple, requeue=True)
+        if failed is not None:
+            glog.event(logger, "store sync failed; burst requeued", logging.ERROR, error=str(failed))
+
     def rollback(self) -> None:
         """Undo the open burst: none of it is acked (the broker redelivers it), and none of its
         hand-offs happened."""
@@ -141,7 +178,7 @@ class Burst:
             return
         orphans = []
         stopping = self.stopping.is_set()
-        with self.lock:
+        with self.waiters.lock:
             for waiter, stored in handoffs:
                 if not stopping and waiter in self.waiters:  # Waiter compares by identity
                     waiter.handed.append(stored)

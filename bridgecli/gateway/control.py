@@ -1,4 +1,4 @@
-"""The control plane, gateway side (seed U4, §7.2): serve ``control.<host>``.
+"""The control plane, gateway side: serve ``control.<host>``.
 
 A SpawnRequest names a *profile*; this gateway looks it up in its **own** configuration
 (``[profiles.NAME]``) and runs that profile's launcher locally — no command line ever
@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import pika
 
@@ -28,16 +28,43 @@ from bridgecli.gateway import log as glog
 from bridgecli.gateway import registration
 from bridgecli.hoststate.entities import validate_label, validate_role
 from bridgecli.gateway.client import error_to_wire
-from bridgecli.interfaces import LaunchHandle, LaunchSpec
-
-if TYPE_CHECKING:
-    from bridgecli.gateway.daemon import Gateway
+from bridgecli.interfaces import Entity, LaunchHandle, LaunchSpec
 
 logger = logging.getLogger("bridgecli.gateway")
 
 
+class ControlHost(Protocol):
+    """What the control plane needs of the gateway (implemented by ``Gateway``)."""
+
+    config: Any
+    host: str
+    queue_type: str
+    registry: Any
+    plugins: Any
+    grants: Any
+    #: the consuming channel and its publisher (I/O thread only)
+    channel: Any
+    publisher: Any
+    on_connect_hooks: list[Callable[[], None]]
+
+    @property
+    def exclusive(self) -> bool: ...
+
+    def consumed_elsewhere(self, queue: str, retry: Callable[[], None], what: str) -> bool: ...
+
+    def call_soon(self, fn: Callable[[], None]) -> None: ...
+
+    def on_io(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any: ...
+
+    def attach_entity(self, entity: Entity) -> None: ...
+
+    def detach_entity(self, entity: Entity, reason: str = "unregistered") -> int: ...
+
+
 class Control:
-    def __init__(self, gw: "Gateway") -> None:
+    """Serves spawn/stop requests for this host."""
+
+    def __init__(self, gw: ControlHost) -> None:
         self.gw = gw
 
     def install(self) -> None:
@@ -104,7 +131,7 @@ class Control:
             return
         body = json.dumps(response).encode()
         props = pika.BasicProperties(correlation_id=correlation, content_type="application/json")
-        self.gw._threadsafe(lambda: self.gw.publisher.publish_raw(
+        self.gw.call_soon(lambda: self.gw.publisher.publish_raw(
             topology.CONTROL, reply_to, body, props, mandatory=False, what="control reply"))
 
     # --- spawn / stop -----------------------------------------------------------------

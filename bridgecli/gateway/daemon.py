@@ -1,4 +1,4 @@
-"""The gateway daemon: the only AMQP client of its host (seed §2, §5, §6, §8).
+"""The gateway daemon: the only AMQP client of its host.
 
 Threading model (pika's ``BlockingConnection`` is not thread-safe):
 
@@ -14,6 +14,10 @@ Threading model (pika's ``BlockingConnection`` is not thread-safe):
   (:meth:`Gateway.publish`) and submit other AMQP work to the I/O thread through
   :meth:`Gateway.on_io`, waiting for its result.
 
+Collaborators get the gateway through narrow Protocols of their own (``WorkerHost``,
+``ControlHost``, ``PresenceHost``, ``ApiHost``); waiters live in :mod:`.waiters`, backends in
+:mod:`.backends`, queues consumed elsewhere in :mod:`.elsewhere`.
+
 Ack discipline: a delivery is acked only after its backend confirmed it *and* the dedup
 record is written; a message that cannot be decoded or validated is dead-lettered (with the
 reason in a header) and only then acked; after ``messaging.max_attempts`` failed deliveries
@@ -28,9 +32,7 @@ import logging
 import signal
 import threading
 import time
-from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import pika
 import pika.exceptions
@@ -48,36 +50,27 @@ from bridgecli.gateway import identity
 from bridgecli.hub.claims import claimer_for
 from bridgecli.gateway import log as glog
 from bridgecli.hoststate.entities import Registry, open_registry
-from bridgecli.gateway.deadletter import drain_to_dlq
+from bridgecli.gateway.backends import Backends
+from bridgecli.gateway.burst import Burst
+from bridgecli.gateway.deadletter import dead_letter
+from bridgecli.gateway.elsewhere import Elsewhere
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
-from bridgecli.gateway.burst import Burst, Waiter
-from bridgecli.hoststate.store import DELIVERED, Store, StoredMessage, open_store
-from bridgecli.gateway.worker import Delivery, EntityWorker, drain_queue
-from bridgecli.interfaces import BackendContext, DeliveryBackend, Entity
+from bridgecli.hoststate.store import Store, StoredMessage, open_store
+from bridgecli.gateway.waiters import Waiter, Waiters
+from bridgecli.gateway import iocalls
+from bridgecli.gateway.inboxes import Consumer, Inboxes
+from bridgecli.gateway.worker import Delivery
+from bridgecli.interfaces import DeliveryBackend, Entity
+
+if TYPE_CHECKING:
+    from bridgecli.gateway.localapi import LocalApi
+    from bridgecli.roster import RosterView
 
 logger = logging.getLogger("bridgecli.gateway")
 T = TypeVar("T")
 #: most inline deliveries committed and acked together
 BATCH_MAX = 256
-
-
-@dataclass
-class _Consumer:
-    entity: Entity
-    tag: str | None = None
-    worker: EntityWorker | None = None
-    ready: int = 0
-
-
-@dataclass
-class _Elsewhere:
-    """A queue of ours that another client consumes: retried with backoff until it is free."""
-
-    what: str
-    retry: Callable[[], None]
-    interval: float = 1.0
-    next_at: float = 0.0
 
 
 class Gateway:
@@ -101,10 +94,11 @@ class Gateway:
         self.channel: Any = None
         self.publisher: Publisher | None = None
         self.generation = 0
-        self.consumers: dict[str, _Consumer] = {}
-        self.backends: dict[str, DeliveryBackend] = {}
-        self.waiters: list[Waiter] = []
-        self.waiters_lock = threading.Lock()
+        self.backends = Backends(config, self.host, self.plugins, self.store)
+        #: each local entity's inbox consumer and worker
+        self.inboxes = Inboxes(self)
+        #: local calls blocked on a message (API threads register, the I/O thread hands over)
+        self.waiters = Waiters(self.store)
         self.should_stop = threading.Event()
         self.connected = threading.Event()
         self.server_info: dict[str, Any] = {}
@@ -115,27 +109,35 @@ class Gateway:
         self.on_entity_removed: list[Callable[[Entity, str], None]] = []
         self.on_connect_hooks: list[Callable[[], None]] = []
         self.on_stop_hooks: list[Callable[[], None]] = []
-        self.api = None
+        self.api: LocalApi | None = None
         #: every confirmed publish of a local sender (a connection and thread of its own)
         self.lane = PublishLane(config, self.host)
         #: the open burst of inline deliveries and its hand-offs to waiters (I/O thread only)
-        self.burst = Burst(self.store, self.waiters, self.waiters_lock, self.should_stop)
-        #: delivery tags handed to worker threads and not yet acked (see _flush_batch)
-        self._worker_tags: set[int] = set()
+        self.burst = Burst(self.store, self.waiters, self.should_stop)
         self._identity_policy = identity.IdentityPolicy.from_config(config.values)
+        #: the fleet's roster view, once presence is wired in (:meth:`use_roster`)
+        self.roster: RosterView | None = None
         #: monotonic time by which the roster has heard every live gateway at least once
         self.roster_complete_at = 0.0
+        #: extra lines of ``bridge status`` by name (:meth:`add_status`)
         self.status_extras: dict[str, Callable[[], Any]] = {}
         #: the hub's registrar, when this host's broker grants come from one (else None)
         self.grants = claimer_for(config)
-        #: queues of ours consumed by another client (a clone of this host?), by queue name
-        self.elsewhere: dict[str, _Elsewhere] = {}
-        self._probe: Any = None
-        #: when this gateway last lost its connection: until the broker notices, the old
-        #: connection's consumers still count (a cluster node that died, a dead TCP peer)
-        self._lost_at: float | None = None
-        self._stale_grace = 2 * float(config.values["broker.heartbeat"]) + 60.0
+        #: queues of ours consumed by another client (a clone of this host?)
+        self.elsewhere = Elsewhere(stale_grace=2 * float(config.values["broker.heartbeat"]) + 60.0)
         self.add_periodic(0.5, self._retry_elsewhere)
+
+    def use_roster(self, view: RosterView) -> None:
+        """Resolve targets and verify senders against ``view`` (presence calls this once)."""
+        self.roster = view
+
+    def roster_heard(self, within: float) -> None:
+        """The roster (re)started listening: it hears every live gateway within ``within`` s."""
+        self.roster_complete_at = max(self.roster_complete_at, time.monotonic() + within)
+
+    def add_status(self, name: str, line: Callable[[], Any]) -> None:
+        """Show ``line()`` under ``name`` in ``bridge status``."""
+        self.status_extras[name] = line
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -184,37 +186,20 @@ class Gateway:
 
     def _connect(self) -> None:
         connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}")
-        try:
-            self.server_info = {k: (v.decode() if isinstance(v, bytes) else v)
-                                for k, v in (connection._impl.server_properties or {}).items()
-                                if k in ("product", "version", "cluster_name")}
-        except Exception:
-            self.server_info = {}
+        self.server_info = amqp_conn.server_info(connection)
         channel = connection.channel()
         topology.declare(channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type),
                          topology.DELAY_EXCHANGE)
         channel.basic_qos(prefetch_count=self.prefetch)
         pub_channel = connection.channel()
-        username = connection._impl.params.credentials.username
         self.connection, self.channel = connection, channel
-        self._probe, self.elsewhere = None, {}
-        self.publisher = Publisher(pub_channel, user_id=username)
+        self.elsewhere.reset()
+        self.publisher = Publisher(pub_channel, user_id=amqp_conn.username(self.config))
         self.generation += 1
-        self._worker_tags = set()
-        # keep each entity's worker thread across reconnects: a second worker for the same
-        # entity would break per-recipient order (stale items are dropped by generation)
-        previous, self.consumers = self.consumers, {}
+        self.burst.at_worker.clear()
         entities = self.registry.all()
         self._claim_grants(entities)
-        for entity in entities:
-            if entity.gid in previous:
-                kept = previous.pop(entity.gid)
-                kept.tag = None
-                self.consumers[entity.gid] = kept
-            self._attach(entity)
-        for stale in previous.values():
-            if stale.worker is not None:
-                stale.worker.stop()
+        self.inboxes.attach_all(entities)
         for hook in self.on_connect_hooks:
             hook()
         interval = self.config.values["roster.interval"]
@@ -238,13 +223,11 @@ class Gateway:
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()
-        self._lost_at = time.monotonic()
+        self.elsewhere.connection_lost()
         self.burst.rollback()
-        self._worker_tags = set()
+        self.burst.at_worker.clear()
         self.generation += 1
-        for consumer in self.consumers.values():
-            if consumer.worker is not None:
-                drain_queue(consumer.worker.items)
+        self.inboxes.forget_queued()
         try:
             if self.connection is not None and self.connection.is_open:
                 self.connection.close()
@@ -268,9 +251,9 @@ class Gateway:
                 self._flush_batch()
             except Exception:
                 self.burst.rollback()
-        workers = [c.worker for c in self.consumers.values() if c.worker is not None]
+        workers = self.inboxes.workers()
+        self.inboxes.forget_queued()  # not started yet: the broker redelivers them
         for worker in workers:
-            drain_queue(worker.items)  # not started yet: the broker redelivers them
             worker.stop()  # the delivery in flight finishes and is acked below
         deadline = time.monotonic() + 10
         while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
@@ -322,40 +305,8 @@ class Gateway:
                                error=f"{type(exc).__name__}: {exc}")
 
     def backend_for(self, entity: Entity) -> DeliveryBackend:
-        if entity.backend not in self.backends:
-            factory = self.plugins.provider("backends", entity.backend)
-            backend = factory(BackendContext(config=self.config, state_dir=self.store.path.parent,
-                                             host_id=self.host))
-            if getattr(backend, "records_itself", False):
-                # it writes the dedup record itself: through our store, so that its write
-                # joins the batch transaction of the I/O thread
-                backend.store = self.store
-            self.backends[entity.backend] = backend
-        return self.backends[entity.backend]
-
-    def _attach(self, entity: Entity) -> None:
-        """Declare the entity's inbox and start its manual-ack, exclusive consumer (unless
-        another client consumes the inbox: then it is retried with backoff)."""
-        assert self.channel is not None
-        queue = topology.inbox_name(entity.gid)
-        topology.declare(self.channel, topology.inbox_queue(entity.gid, self.queue_type, self.max_attempts))
-        consumer = self.consumers.get(entity.gid) or _Consumer(entity)
-        self.consumers[entity.gid] = consumer
-        if self.consumed_elsewhere(queue, lambda: self._reattach(entity), f"entity {entity.label}"):
-            return
-        try:
-            backend = self.backend_for(entity)
-        except BridgeError as exc:
-            glog.event(logger, "entity has no usable backend; not consuming", logging.ERROR,
-                       entity=entity.label, error=str(exc))
-            return
-        if not getattr(backend, "inline", False) and consumer.worker is None:
-            consumer.worker = EntityWorker(self, entity, backend)
-            consumer.worker.start()
-        generation = self.generation
-        consumer.tag = self.channel.basic_consume(
-            queue, lambda ch, method, props, body: self._on_message(entity, generation, method, props, body),
-            exclusive=self.exclusive)
+        """The delivery backend of ``entity`` (a BridgeError when its plugin is missing)."""
+        return self.backends.for_entity(entity)
 
     @property
     def exclusive(self) -> bool:
@@ -364,58 +315,27 @@ class Gateway:
         enforces and which hands the inbox over at once when a consumer's node dies."""
         return self.queue_type != "quorum"
 
-    def _reattach(self, entity: Entity) -> None:
-        if entity.gid in self.consumers and self.consumers[entity.gid].tag is None:
-            self._attach(entity)
+    @property
+    def consumers(self) -> dict[str, Consumer]:
+        """Each local entity's inbox consumer, by gid (read by ``bridge status``)."""
+        return self.inboxes.consumers
 
     def consumed_elsewhere(self, queue: str, retry: Callable[[], None], what: str) -> bool:
-        """True when another client consumes ``queue`` (I/O thread). Then ``retry`` runs
-        again later, with backoff up to 30 s, until the queue is free; the first time is
-        logged as a warning, the take-over as info. One consumer per inbox is what keeps two
-        gateways sharing a registry (a cloned VM, a restored snapshot, a home on NFS) from
-        each delivering about half of the messages."""
+        """True when another client consumes ``queue`` (I/O thread); ``retry`` then runs again
+        later with backoff until the queue is free (see :class:`.elsewhere.Elsewhere`)."""
         assert self.connection is not None
-        if self._probe is None or not self._probe.is_open:
-            self._probe = self.connection.channel()
-        consumers = self._probe.queue_declare(queue, passive=True).method.consumer_count
-        entry = self.elsewhere.get(queue)
-        if not consumers:
-            if entry is not None:
-                del self.elsewhere[queue]
-                glog.event(logger, "queue is free again; serving it here", queue=queue, what=what)
-            return False
-        # just reconnected: the consumer may be this gateway's own, on the connection the
-        # broker has not noticed is gone yet; look again every second meanwhile, rather than
-        # backing off as from a stranger (a killed cluster node's consumers are not counted)
-        own_leftover = self._lost_at is not None and time.monotonic() - self._lost_at < self._stale_grace
-        if entry is None:
-            entry = self.elsewhere[queue] = _Elsewhere(what, retry)
-            if own_leftover:
-                glog.event(logger, "queue still has this gateway's previous consumer; waiting for the broker "
-                           "to drop it", queue=queue, what=what)
-            else:
-                glog.event(logger, "queue is consumed by another client; not serving it here until it goes away",
-                           logging.WARNING, queue=queue, what=what,
-                           hint="another gateway with a copy of this host's files? (a cloned VM, a restored "
-                                "snapshot, a shared home directory): stop it")
-        elif not own_leftover:
-            entry.interval = min(entry.interval * 2, 30.0)
-        entry.next_at = time.monotonic() + entry.interval
-        return True
+        return self.elsewhere.check(self.connection, queue, retry, what)
 
     def _retry_elsewhere(self) -> None:
-        if self.channel is None:
-            return
-        now = time.monotonic()
-        for entry in [e for e in self.elsewhere.values() if e.next_at <= now]:
-            entry.retry()
+        if self.channel is not None:
+            self.elsewhere.retry_due()
 
     def attach_entity(self, entity: Entity) -> None:
         """Start serving a newly registered entity (I/O thread)."""
         if entity.gid in self.consumers:
             return
         if self.channel is not None:
-            self._attach(entity)
+            self.inboxes.attach(entity)
         glog.event(logger, "entity registered", entity=entity.label, gid=entity.gid, deliver=entity.deliver)
         for hook in self.on_entity_added:
             hook(entity)
@@ -423,30 +343,14 @@ class Gateway:
     def detach_entity(self, entity: Entity, reason: str = "unregistered") -> int:
         """Stop serving an entity; dead-letter whatever is still in its inbox, then delete
         the inbox. Returns how many messages were dead-lettered (I/O thread)."""
-        consumer = self.consumers.pop(entity.gid, None)
-        self.elsewhere.pop(topology.inbox_name(entity.gid), None)
-        if consumer is not None:
-            if consumer.tag and self.channel is not None:
-                self.channel.basic_cancel(consumer.tag)
-            if consumer.worker is not None:
-                consumer.worker.stop()
-        moved = 0
-        if self.connection is not None:
-            side = self.connection.channel()  # a 404 here must not close the consumer channel
-            try:
-                moved = drain_to_dlq(side, self.publisher, topology.inbox_name(entity.gid),
-                                     "recipient_unregistered", f"entity {entity.label} was unregistered")
-                if side.is_open:
-                    side.queue_delete(topology.inbox_name(entity.gid))
-            finally:
-                if side.is_open:
-                    side.close()
+        self.elsewhere.forget(topology.inbox_name(entity.gid))
+        moved = self.inboxes.detach(entity)
         for hook in self.on_entity_removed:
             hook(entity, reason)
         glog.event(logger, "entity unregistered", entity=entity.label, gid=entity.gid, dead_lettered=moved)
         return moved
 
-    def _on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
+    def on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         try:
             self._handle_message(entity, generation, method, props, body)
         except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError,
@@ -458,7 +362,7 @@ class Gateway:
             self._batch_safe_rollback()
             attempts = self.store.add_attempt(key, detail)
             if attempts >= self.max_attempts:  # never an endless hot requeue loop
-                self._dead_letter(method, props, body, topology.inbox_name(entity.gid), "gateway_error",
+                self._dead_letter(method.delivery_tag, props, body, topology.inbox_name(entity.gid), "gateway_error",
                                   detail, attempts)
                 return
             glog.event(logger, "message handling failed; requeued", logging.ERROR, entity=entity.label,
@@ -477,40 +381,40 @@ class Gateway:
         try:
             envelope = env_mod.parse(body, max_content_bytes=max(self.max_content, 1), keep_raw=True)
         except InvalidEnvelope as exc:
-            self._dead_letter(method, props, body, queue_name, exc.reason, exc.detail)
+            self._dead_letter(method.delivery_tag, props, body, queue_name, exc.reason, exc.detail)
             return
         if envelope.recipient != entity.gid:
-            self._dead_letter(method, props, body, queue_name, "recipient_mismatch",
+            self._dead_letter(method.delivery_tag, props, body, queue_name, "recipient_mismatch",
                               f"body is addressed to {envelope.recipient}, queue belongs to {entity.gid}")
             return
         if props is not None and getattr(props, "user_id", None):
             envelope = Envelope(**{**envelope.__dict__, "user_id": props.user_id})
         mismatch = self._identity_policy.mode != "off" and identity.verify(
-            self.config.values, envelope, getattr(self, "roster", None))
+            self.config.values, envelope, self.roster)
         if mismatch:
-            self._dead_letter(method, props, body, queue_name, "sender_mismatch", mismatch)
+            self._dead_letter(method.delivery_tag, props, body, queue_name, "sender_mismatch", mismatch)
             return
         if self.store.seen(envelope.msg_id):
             glog.event(logger, "duplicate dropped", entity=entity.label, msg=envelope.msg_id)
             self.channel.basic_ack(method.delivery_tag)
             return
         item = Delivery(generation, method.delivery_tag, envelope, props, body, queue_name)
-        consumer = self.consumers.get(entity.gid)
-        if consumer is not None and consumer.worker is not None:
-            self._worker_tags.add(method.delivery_tag)
-            consumer.worker.items.put(item)
+        worker = self.inboxes.worker_of(entity.gid)
+        if worker is not None:
+            self.burst.at_worker.add(method.delivery_tag)
+            worker.items.put(item)
             return
         # inline backend: deliver now, inside the open batch transaction; the commit and the
         # acks follow in _flush_batch (end of this burst of deliveries, or BATCH_MAX)
         backend = self.backend_for(entity)
         try:
             size = self.burst.add(method.delivery_tag, entity, backend, envelope,
-                                  lambda: self._deliver_once(entity, backend, envelope, announce=False))
+                                  lambda: self.backends.deliver(entity, backend, envelope))
         except DeliveryError as exc:
             self._flush_batch()
             attempts = self.store.add_attempt(envelope.msg_id, str(exc))
             if not exc.retryable or attempts >= self.max_attempts:
-                self._dead_letter(method, props, body, queue_name, "delivery_failed", str(exc), attempts)
+                self._dead_letter(method.delivery_tag, props, body, queue_name, "delivery_failed", str(exc), attempts)
             else:
                 self.channel.basic_nack(method.delivery_tag, requeue=True)
             return
@@ -518,156 +422,54 @@ class Gateway:
             self._flush_batch()
 
     def _flush_batch(self) -> None:
-        """Commit the burst's dedup/hold records (and hand its taken messages to their
-        waiters), then ack and announce each message."""
-        batch = list(self.burst.deliveries)
-        try:
-            self.burst.commit()
-        except Exception as exc:  # a full or failing disk: nothing of the burst is acked or handed
-            if not batch:
-                raise
-            self._requeue_uncommitted(batch, exc)
-            return
-        if not batch:
-            return
-        # committed (safe against a crash): wake the waiting `poll --wait` / `send --wait` now,
-        # so the disk sync below runs while they answer; the acks wait for the sync. A power
-        # cut before it only means a redelivery (the broker still has every unacked message)
-        for _, _, envelope in batch:
-            self._notify(envelope)
-        last = batch[-1][0]
-        if not any(tag < last for tag in self._worker_tags):
-            # one ack frame for the whole burst: every unacked delivery up to `last` on this
-            # channel is in the batch (workers' deliveries are tracked and none is older)
-            acks = [(last, True)]
-        else:
-            acks = [(tag, False) for tag, _, _ in batch]
-        self._ack_when_synced(acks)
+        """Commit, hand over, sync and ack the open burst (:meth:`.burst.Burst.flush`); log it."""
+        batch = self.burst.flush(self.channel)
         if len(batch) == 1:
             _, entity, envelope = batch[0]
             self._log_delivered(entity, envelope)
-        else:  # one line per committed burst: a log line per message would cost more than the delivery
+        elif batch:  # one line per committed burst: a log line per message would cost more than the delivery
             glog.event(logger, "delivered", count=len(batch), entities=len({e.gid for _, e, _ in batch}),
                        first=batch[0][2].msg_id, last=batch[-1][2].msg_id)
 
-    def _ack_when_synced(self, acks: list[tuple[int, bool]]) -> None:
-        """Ack once the store has synced what was just committed: acks follow durability,
-        power cuts included. One sync per burst (group commit), here on the I/O thread: the
-        burst's waiters were handed their messages before it and answer while it runs; a
-        sync thread cost more in delayed acks than the sync blocks (docs/benchmarks.md)."""
-        failed = None
-        try:
-            self.store.sync()
-        except Exception as exc:  # a failing disk: the broker gets the burst back
-            failed = exc
-        self._after_sync(self.generation, acks, failed)
-
-    def _after_sync(self, generation: int, acks: list[tuple[int, bool]], failed: BaseException | None) -> None:
-        if generation != self.generation or self.channel is None or not self.channel.is_open:
-            return  # a channel since replaced: its deliveries come again, the dedup drops them
-        # queued on the channel, not flushed one by one: BlockingChannel.basic_ack spins the
-        # I/O loop until its frame is written, while the loop's next poll writes it anyway
-        impl = self.channel._impl
-        for tag, multiple in acks:
-            if failed is None:
-                impl.basic_ack(tag, multiple=multiple)
-            else:
-                impl.basic_nack(tag, multiple=multiple, requeue=True)
-        if failed is not None:
-            glog.event(logger, "store sync failed; burst requeued", logging.ERROR, error=str(failed))
-
-    def _requeue_uncommitted(self, batch: list[tuple[int, Entity, Envelope]], exc: Exception) -> None:
-        """The burst's commit failed: roll it back, hand nothing to waiters, and give every
-        delivery back to the broker now (nack, requeue) so it comes again, instead of leaving
-        it unacked until the channel closes (the burst rolled its transaction back)."""
-        for tag, _, _ in batch:
-            self.channel.basic_nack(tag, requeue=True)
-        glog.event(logger, "store commit failed; burst requeued", logging.ERROR, count=len(batch),
-                   error=f"{type(exc).__name__}: {exc}")
-
     # --- delivering ---------------------------------------------------------------------
 
-    def _deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope,
-                      announce: bool = True) -> None:
-        """Hand one message to the backend and write its dedup record."""
-        records_itself = getattr(backend, "records_itself", False)
-        if getattr(backend, "stage", False):
-            self.store.stage(envelope)  # visible to `bridge reply` while the backend runs
-        try:
-            backend.deliver(entity, envelope)
-        except DeliveryError:
-            raise
-        except BridgeError as exc:
-            raise DeliveryError(str(exc)) from exc
-        except Exception as exc:  # a plugin bug must not kill the gateway
-            raise DeliveryError(f"backend {entity.backend} raised {type(exc).__name__}: {exc}") from exc
-        if not records_itself:
-            self.store.record(envelope, DELIVERED)
-        if announce:
-            self._announce(entity, envelope)
-
-    def _announce(self, entity: Entity, envelope: Envelope) -> None:
+    def deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
+        """Hand one message to the backend, write its dedup record, log it and wake its
+        waiters (a worker thread's call; raises DeliveryError)."""
+        self.backends.deliver(entity, backend, envelope)
         self._log_delivered(entity, envelope)
-        self._notify(envelope)
+        self.waiters.notify(envelope)
 
     def _log_delivered(self, entity: Entity, envelope: Envelope) -> None:
         glog.event(logger, "delivered", entity=entity.label, kind=envelope.kind, msg=envelope.msg_id,
                    sender=envelope.sender_label or envelope.sender[:8])
 
-    def _threadsafe(self, fn: Callable[[], None]) -> None:
-        """Queue ``fn`` for the I/O thread. A failure inside it is logged, never fatal
-        (a lost connection still propagates, so the reconnect loop takes over)."""
-        connection = self.connection
-        if connection is None:
-            return
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Queue ``fn`` for the I/O thread (thread-safe; see :func:`.iocalls.call_soon`)."""
+        iocalls.call_soon(self.connection, fn)
 
-        def guarded() -> None:
-            try:
-                fn()
-            except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError,):
-                raise
-            except Exception as exc:
-                glog.event(logger, "I/O task failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
-
-        try:
-            connection.add_callback_threadsafe(guarded)
-        except Exception:
-            pass  # connection gone: the broker redelivers
-
-    def _ack_threadsafe(self, item: Delivery) -> None:
+    def ack_soon(self, item: Delivery) -> None:
+        """Ack a worker's delivery on the I/O thread, unless its channel has been replaced."""
         def ack() -> None:
             if item.generation == self.generation and self.channel is not None:
-                self._worker_tags.discard(item.tag)
+                self.burst.at_worker.discard(item.tag)
                 self.channel.basic_ack(item.tag)
 
-        self._threadsafe(ack)
+        self.call_soon(ack)
 
-    def _dead_letter_item(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
-        if item.generation != self.generation:
-            return
-        self._worker_tags.discard(item.tag)
-        self._dead_letter(_Tag(item.tag), item.properties, item.body, item.queue, reason, detail, attempts)
+    def dead_letter_soon(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
+        """Dead-letter a worker's delivery on the I/O thread, unless its channel was replaced."""
+        def move() -> None:
+            if item.generation == self.generation:
+                self.burst.at_worker.discard(item.tag)
+                self._dead_letter(item.tag, item.properties, item.body, item.queue, reason, detail, attempts)
 
-    def _dead_letter(self, method: Any, props: Any, body: bytes, queue_name: str, reason: str,
+        self.call_soon(move)
+
+    def _dead_letter(self, tag: int, props: Any, body: bytes, queue_name: str, reason: str,
                      detail: str, attempts: int | None = None) -> None:
-        """Publish to ``bridge.dlx`` with the reason in headers, then ack the original —
-        the message is never dropped silently and never blocks the queue."""
         assert self.publisher is not None and self.channel is not None
-        headers = dict(getattr(props, "headers", None) or {})
-        headers.update({topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail[:1000],
-                        topology.QUEUE_HEADER: queue_name})
-        if attempts is not None:
-            headers[topology.ATTEMPTS_HEADER] = attempts
-        properties = pika.BasicProperties(
-            message_id=getattr(props, "message_id", None), correlation_id=getattr(props, "correlation_id", None),
-            type=getattr(props, "type", None), timestamp=getattr(props, "timestamp", None),
-            app_id=getattr(props, "app_id", None), content_type=getattr(props, "content_type", None),
-            delivery_mode=2, headers=headers)
-        routing_key = queue_name.split(".")[1] if queue_name.startswith("agent.") else queue_name
-        self.publisher.publish_raw(topology.DLX, routing_key, body, properties, mandatory=False,
-                                   what="dead letter")
-        self.channel.basic_ack(method.delivery_tag)
-        glog.event(logger, "dead-lettered", logging.WARNING, queue=queue_name, reason=reason, detail=detail[:200])
+        dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
 
     # --- publishing ---------------------------------------------------------------------
 
@@ -680,9 +482,8 @@ class Gateway:
         """A gid for ``target`` (gid, or label): local entities first, then the roster."""
         from bridgecli.resolve import resolve_target
 
-        roster = getattr(self, "roster", None)
         return self.once_roster_complete(
-            lambda: resolve_target(target, registry=self.registry, roster=roster, force=force))
+            lambda: resolve_target(target, registry=self.registry, roster=self.roster, force=force))
 
     def once_roster_complete(self, lookup: Callable[[], T]) -> T:
         """Run ``lookup`` (something that consults the roster); while it raises
@@ -695,101 +496,33 @@ class Gateway:
             try:
                 return lookup()
             except NotFound:
-                if getattr(self, "roster", None) is None or time.monotonic() >= self.roster_complete_at:
+                if self.roster is None or time.monotonic() >= self.roster_complete_at:
                     raise
                 time.sleep(0.1)
 
-    # --- waiting for held messages ------------------------------------------------------
-
-    def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
-        """The messages handed to ``waiter`` since it last looked (an API thread's call)."""
-        with self.waiters_lock:
-            handed, waiter.handed = waiter.handed, []
-        return handed
-
-    def _notify(self, envelope: Envelope) -> None:
-        with self.waiters_lock:
-            for waiter in self.waiters:
-                if waiter.recipient == envelope.recipient and (
-                        waiter.in_reply_to is None or waiter.in_reply_to == envelope.in_reply_to):
-                    waiter.notified = True
-                    waiter.event.set()
+    # --- waiting for held messages (API threads; see .waiters) ----------------------------
 
     def add_waiter(self, recipient: str, in_reply_to: str | None = None, claims: int = 0,
                    two_phase: bool = False, peer: str | None = None) -> Waiter:
-        waiter = Waiter(recipient, in_reply_to, claims=claims, two_phase=two_phase, peer=peer)
-        with self.waiters_lock:
-            self.waiters.append(waiter)
-        return waiter
-
-    def release_taken(self, msg_ids: list[str]) -> None:
-        """A client went away without confirming ``msg_ids``: hold them again and tell the
-        other waiters (an API thread's call)."""
-        if not msg_ids or not self.store.release(msg_ids):
-            return
-        for msg_id in msg_ids:
-            stored = self.store.get(msg_id)
-            if stored is not None:
-                self._notify(stored.envelope)
-        glog.event(logger, "unconfirmed messages held again", count=len(msg_ids), first=msg_ids[0])
+        return self.waiters.add(recipient, in_reply_to, claims=claims, two_phase=two_phase, peer=peer)
 
     def remove_waiter(self, waiter: Waiter) -> None:
-        """Unregister ``waiter``; messages handed to it that it did not pick up (it timed out
-        or failed as one came) go back on hold, and other waiters are told."""
-        with self.waiters_lock:
-            if waiter in self.waiters:
-                self.waiters.remove(waiter)
-            leftover, waiter.handed = waiter.handed, []
-        if leftover:
-            self.store.release([m.envelope.msg_id for m in leftover])
-            for stored in leftover:
-                self._notify(stored.envelope)
+        self.waiters.remove(waiter)
+
+    def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
+        return self.waiters.take_handed(waiter)
+
+    def release_taken(self, msg_ids: list[str]) -> None:
+        self.waiters.release_taken(msg_ids)
 
     # --- running work on the I/O thread -------------------------------------------------
 
     def on_io(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run ``fn`` on the I/O thread and return its result (from a non-I/O thread)."""
-        if not self.connected.wait(timeout=min(timeout, 5.0)):
-            raise BrokerUnavailable("the gateway is not connected to the broker right now",
-                                    "see the gateway's log; it reconnects by itself")
-        future: Future = Future()
-
-        def call() -> None:
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except BaseException as exc:
-                    future.set_exception(exc)
-
-        connection = self.connection
-        if connection is None:
-            raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment")
-        connection.add_callback_threadsafe(call)
-        try:
-            return future.result(timeout=timeout)
-        except TimeoutError:
-            future.cancel()
-            raise BrokerUnavailable("the gateway's broker connection is stalled", "retry in a moment") from None
-        except amqp_conn.CONNECTION_ERRORS as exc:
-            raise BrokerUnavailable(f"lost the broker connection ({type(exc).__name__})",
-                                    "retry in a moment") from None
+        return iocalls.run_on_io(lambda: self.connection, self.connected, fn, timeout)
 
     def queue_depths(self) -> dict[str, int]:
         """Ready counts of each local inbox and of the DLQ (I/O thread)."""
-        depths: dict[str, int] = {}
         assert self.connection is not None
-        probe = self.connection.channel()
-        try:
-            for gid in self.consumers:
-                name = topology.inbox_name(gid)
-                depths[name] = probe.queue_declare(name, passive=True).method.message_count
-            depths[topology.DLQ] = probe.queue_declare(topology.DLQ, passive=True).method.message_count
-        finally:
-            if probe.is_open:
-                probe.close()
-        return depths
-
-
-@dataclass
-class _Tag:
-    delivery_tag: int
+        return iocalls.message_counts(self.connection, [topology.inbox_name(g) for g in self.consumers]
+                                      + [topology.DLQ])

@@ -14,7 +14,7 @@ import subprocess
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import ConfigError, DeliveryError
-from bridgecli.interfaces import BackendContext, Entity
+from bridgecli.interfaces import BackendContext, BackendTraits, Entity
 
 TIMEOUT = 60.0
 
@@ -22,7 +22,7 @@ TIMEOUT = 60.0
 class ExecBackend:
     inline = False
     #: the command may `bridge reply` to the message it is handling: make it findable first
-    stage = True
+    traits = BackendTraits(stage=True)
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context

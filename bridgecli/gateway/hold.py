@@ -13,17 +13,19 @@ from __future__ import annotations
 from bridgecli.envelope import Envelope
 from bridgecli.errors import ConfigError, DeliveryError
 from bridgecli.hoststate.store import HELD, Store, default_path
-from bridgecli.interfaces import BackendContext, Entity
+from bridgecli.interfaces import BackendContext, BackendTraits, Entity
 
 
 class HoldBackend:
-    """Consume-and-hold (seed invariant 3): the final hop is a pull."""
+    """Consume-and-hold: the final hop is a pull. Records through ``context.store`` (the
+    gateway's, so its write joins the open transaction), else a store of its own."""
 
     inline = True  # one local SQLite commit: safe on the AMQP thread
-    records_itself = True  # deliver() writes the dedup record itself (same transaction)
+    #: deliver() writes the dedup record itself (same transaction); waiters may take at once
+    traits = BackendTraits(inline=True, records_itself=True, pulled=True)
 
     def __init__(self, context: BackendContext, store: Store | None = None) -> None:
-        self.store = store or Store(default_path(), context.config.values["messaging.dedup_window"])
+        self.store = store or context.store or Store(default_path(), context.config.values["messaging.dedup_window"])
 
     def check_address(self, address: str | None) -> None:
         if address:

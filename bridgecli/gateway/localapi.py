@@ -15,16 +15,13 @@ import socketserver
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import operations
 from bridgecli.gateway.client import error_to_wire
-
-if TYPE_CHECKING:
-    from bridgecli.gateway.daemon import Gateway
 
 logger = logging.getLogger("bridgecli.gateway")
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -37,10 +34,18 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     allow_reuse_address = True
 
 
-class LocalApi:
-    """Binds the socket and dispatches requests to :data:`OPS`."""
+class ApiHost(Protocol):
+    """What the socket server needs of the gateway (implemented by ``Gateway``); each
+    operation of :data:`operations.OPS` is called with the host as its first argument."""
 
-    def __init__(self, gateway: "Gateway", path: Path | None = None) -> None:
+    def release_taken(self, msg_ids: list[str]) -> None:
+        """Hold again messages a client was handed and never confirmed."""
+
+
+class LocalApi:
+    """Binds the socket and dispatches requests to :data:`operations.OPS`."""
+
+    def __init__(self, gateway: ApiHost, path: Path | None = None) -> None:
         self.gateway = gateway
         self.path = path or paths.gateway_socket()
         self.server: _Server | None = None

@@ -68,7 +68,7 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
             "store": {"synchronous": store_mode, "sync_before_ack": True, "syncs": gw.store.syncs},
             "elsewhere": sorted(list(gw.elsewhere)), "entities": entities, "dedup_size": gw.store.size(),
             "dlq_depth": depths.get("bridge.dlq"),
-            "extra": {name: fn() for name, fn in getattr(gw, "status_extras", {}).items()}}
+            "extra": {name: fn() for name, fn in gw.status_extras.items()}}
 
 
 def op_register(gw: "Gateway", **wire: Any) -> dict[str, Any]:
@@ -286,7 +286,7 @@ def op_show(gw: "Gateway", msg_id: str) -> dict[str, Any]:
 
 
 def op_roster(gw: "Gateway", host: str | None = None) -> dict[str, Any]:
-    view = getattr(gw, "roster", None)
+    view = gw.roster
     if view is None:
         return {"entries": [], "gateways": [], "interval": None}
     return {"entries": [e.as_dict() for e in view.entries(host)],
@@ -304,7 +304,7 @@ def op_spawn(gw: "Gateway", profile: str, host: str, label: str | None = None,
                                   requester=_requester(gw, sender))
     # the answer can overtake the new entity's first heartbeat: put it in our view now, so
     # `bridge send <new gid>` right after `bridge spawn` is not refused as unannounced
-    if getattr(gw, "roster", None) is not None:
+    if gw.roster is not None:
         gw.roster.add_if_absent(roster_mod.spawned_entry(result, interval=gw.config.values["roster.interval"]))
     return result
 
@@ -314,7 +314,7 @@ def op_stop(gw: "Gateway", target: str, sender: str | None = None) -> dict[str, 
 
     def owner() -> tuple[str, str]:
         gid = gw.resolve_target(target, force=True)
-        entry = gw.roster.get(gid) if getattr(gw, "roster", None) else None
+        entry = gw.roster.get(gid) if gw.roster is not None else None
         local = gw.registry.get(gid)
         host = local.host if local else (entry.host if entry else None)
         if host is None:

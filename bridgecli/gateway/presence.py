@@ -1,4 +1,4 @@
-"""Wires the presence plane (seed §8 step 5) and the control plane (step 4) into a gateway.
+"""Wires the presence plane and the control plane into a gateway.
 
 Presence: consume ``roster.<host>`` (exclusive, auto-delete, bound ``roster.#``) into a
 :class:`~bridgecli.roster.RosterView` — on a connection and thread of its own, in batches
@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
 
 import pika
 
@@ -27,18 +27,41 @@ from bridgecli import roster as roster_mod
 from bridgecli.amqp import topology
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.roster_listener import RosterListener
-from bridgecli.interfaces import Entity, LaunchHandle
-
-if TYPE_CHECKING:
-    from bridgecli.gateway.daemon import Gateway
+from bridgecli.interfaces import DeliveryBackend, Entity, LaunchHandle
 
 logger = logging.getLogger("bridgecli.gateway")
+
+
+class PresenceHost(Protocol):
+    """What presence needs of the gateway (implemented by ``Gateway``)."""
+
+    config: Any
+    host: str
+    registry: Any
+    plugins: Any
+    #: the publish lane: ``ready`` and ``send_soft``
+    lane: Any
+    started: float
+    on_connect_hooks: list[Callable[[], None]]
+    on_entity_added: list[Callable[[Entity], None]]
+    on_entity_removed: list[Callable[[Entity, str], None]]
+    on_stop_hooks: list[Callable[[], None]]
+
+    def add_periodic(self, interval: float, fn: Callable[[], None]) -> None: ...
+
+    def add_status(self, name: str, line: Callable[[], Any]) -> None: ...
+
+    def use_roster(self, view: roster_mod.RosterView) -> None: ...
+
+    def roster_heard(self, within: float) -> None: ...
+
+    def backend_for(self, entity: Entity) -> DeliveryBackend: ...
 
 
 class Presence:
     """Heartbeats out, union view in."""
 
-    def __init__(self, gw: "Gateway") -> None:
+    def __init__(self, gw: PresenceHost) -> None:
         self.gw = gw
         self.interval: float = gw.config.values["roster.interval"]
         self.view = roster_mod.RosterView(gw.config.values["roster.expiry_missed"])
@@ -57,19 +80,18 @@ class Presence:
 
     def install(self) -> None:
         gw = self.gw
-        gw.roster = self.view
-        gw.presence = self
+        gw.use_roster(self.view)
         gw.on_connect_hooks.append(self.on_connect)
         gw.on_entity_added.append(lambda entity: self.heartbeat_one(entity))
         gw.on_entity_removed.append(lambda entity, reason: self.announce_gone(entity.gid, reason))
         gw.on_stop_hooks.append(self.on_stop)
         gw.add_periodic(min(0.25, self.interval / 4), self._tick)
         gw.add_periodic(min(1.0, self.interval / 2), self.expire)
-        gw.status_extras["roster"] = lambda: (f"{len(self.view.entries())} entities on "
-                                              f"{len(self.view.gateways())} gateways; "
-                                              f"heartbeats sent {self.sent}, received {self.received}"
-                                              + ("" if self.listener and self.listener.connected.is_set()
-                                                 else "; roster listener not connected"))
+        gw.add_status("roster", lambda: (f"{len(self.view.entries())} entities on "
+                                         f"{len(self.view.gateways())} gateways; "
+                                         f"heartbeats sent {self.sent}, received {self.received}"
+                                         + ("" if self.listener and self.listener.connected.is_set()
+                                            else "; roster listener not connected")))
         self._status_thread.start()
         self.listener = RosterListener(gw.config, gw.host, self._on_frame, on_connected=self._listening)
 
@@ -115,7 +137,7 @@ class Presence:
     def _listening(self) -> None:
         """The listener (re)connected: a lookup that finds nothing waits one and a half
         intervals from now before calling a target unknown (Gateway.once_roster_complete)."""
-        self.gw.roster_complete_at = max(self.gw.roster_complete_at, time.monotonic() + self.interval * 1.5)
+        self.gw.roster_heard(within=self.interval * 1.5)
 
     def _on_frame(self, method, body: bytes) -> None:
         self.received += 1
@@ -200,8 +222,9 @@ class Presence:
         return launcher
 
 
-def install(gw: "Gateway") -> None:
-    """Add presence and control to ``gw`` (called by ``bridge gateway``)."""
+def install(gw: Any) -> None:
+    """Add presence and control to ``gw`` (a ``Gateway``: both a PresenceHost and a
+    ControlHost; called by ``bridge gateway``)."""
     from bridgecli.gateway.control import Control
 
     Presence(gw).install()

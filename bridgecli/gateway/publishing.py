@@ -136,7 +136,7 @@ class PublishLane:
             if connection.is_open:
                 connection.close()
             raise
-        self._user_id = connection._impl.params.credentials.username
+        self._user_id = amqp_conn.username(self.config)
         self._plain = connection.channel()
         self._connection, self._broken = connection, False
         self._in_flight, self._by_msg_id, self._next_tag = {}, {}, 1

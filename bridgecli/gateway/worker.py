@@ -2,8 +2,8 @@
 
 One thread per entity keeps that entity's messages in order (per-recipient FIFO) while a slow
 delivery (a tmux pane, a herdr agent, an exec command) never stalls the AMQP I/O thread. A
-worker never touches pika: acks and dead letters go back to the I/O thread through
-``Gateway._threadsafe``.
+worker never touches pika: acks and dead letters go back to the I/O thread through its
+:class:`WorkerHost`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import tenacity
 
@@ -20,9 +20,6 @@ from bridgecli.envelope import Envelope
 from bridgecli.errors import DeliveryError
 from bridgecli.gateway import log as glog
 from bridgecli.interfaces import DeliveryBackend, Entity
-
-if TYPE_CHECKING:
-    from bridgecli.gateway.daemon import Gateway
 
 logger = logging.getLogger("bridgecli.gateway")
 
@@ -37,6 +34,31 @@ class Delivery:
     queue: str
 
 
+class AttemptLog(Protocol):
+    def seen(self, msg_id: str) -> bool: ...
+    def add_attempt(self, msg_id: str, error: str) -> int: ...
+
+
+class WorkerHost(Protocol):
+    """What a worker needs of the gateway (implemented by ``Gateway``)."""
+
+    #: bumped on every (re)connect: an item of an older generation is dropped
+    generation: int
+    should_stop: threading.Event
+    connected: threading.Event
+    max_attempts: int
+    store: AttemptLog
+
+    def deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
+        """Deliver, write the dedup record and announce; raises DeliveryError."""
+
+    def ack_soon(self, item: "Delivery") -> None:
+        """Ack ``item`` from the I/O thread (thread-safe)."""
+
+    def dead_letter_soon(self, item: "Delivery", reason: str, detail: str, attempts: int) -> None:
+        """Dead-letter ``item`` from the I/O thread (thread-safe)."""
+
+
 @dataclass
 class _Attempt:
     """What tenacity's wait strategies read from a retry state."""
@@ -47,24 +69,19 @@ class _Attempt:
 class EntityWorker(threading.Thread):
     """Delivers one entity's messages in order through a blocking backend."""
 
-    def __init__(self, gateway: "Gateway", entity: Entity, backend: DeliveryBackend) -> None:
+    def __init__(self, gateway: WorkerHost, entity: Entity, backend: DeliveryBackend) -> None:
         super().__init__(name=f"deliver-{entity.label}", daemon=True)
         self.gateway = gateway
         self.entity = entity
         self.backend = backend
         self.items: "queue.Queue[Delivery | None]" = queue.Queue()
-        self.busy = False
 
     def run(self) -> None:
         while True:
             item = self.items.get()
             if item is None:
                 return
-            self.busy = True
-            try:
-                self.deliver_with_retries(item)
-            finally:
-                self.busy = False
+            self.deliver_with_retries(item)
 
     def stop(self) -> None:
         self.items.put(None)
@@ -77,23 +94,22 @@ class EntityWorker(threading.Thread):
             if item.generation != gw.generation or gw.should_stop.is_set() and not gw.connected.is_set():
                 return  # the broker will redeliver it to the next channel
             if gw.store.seen(item.envelope.msg_id):
-                gw._ack_threadsafe(item)
+                gw.ack_soon(item)
                 return
             try:
-                gw._deliver_once(entity, backend, item.envelope)
+                gw.deliver_once(entity, backend, item.envelope)
             except DeliveryError as exc:
                 attempts = gw.store.add_attempt(item.envelope.msg_id, str(exc))
                 glog.event(logger, "delivery failed", logging.WARNING, entity=entity.label,
                            msg=item.envelope.msg_id, attempt=attempts, error=str(exc))
                 if not exc.retryable or attempts >= gw.max_attempts:
-                    detail = str(exc)
-                    gw._threadsafe(lambda: gw._dead_letter_item(item, "delivery_failed", detail, attempts))
+                    gw.dead_letter_soon(item, "delivery_failed", str(exc), attempts)
                     return
                 delay = wait(_Attempt(attempts))
                 if gw.should_stop.wait(delay):
                     return
                 continue
-            gw._ack_threadsafe(item)
+            gw.ack_soon(item)
             return
 
 

@@ -252,7 +252,7 @@ def test_a_draining_poll_returns_handed_and_held_messages_oldest_first(gateway):
     assert [m["content"] for m in answered["messages"]] == [handed.content, again.content]
     assert [m["msgId"] for m in answered["messages"]] == [handed.msg_id, again.msg_id]
     assert {m["state"] for m in answered["messages"]} == {HELD}  # reported as a drain reports it
-    assert gw.waiters == []
+    assert list(gw.waiters) == []
     assert _state(gw, handed.msg_id) == DRAINED and _state(gw, again.msg_id) == DRAINED
 
 

@@ -1,0 +1,62 @@
+"""The gateway's delivery backends: one instance per backend name, built from its plugin's
+factory, and the one way a message is handed to any of them.
+
+Why here: every path (inline on the I/O thread, a worker thread) delivers through
+:meth:`Backends.deliver`, so staging, the dedup record and error mapping follow the backend's
+declared :class:`~bridgecli.interfaces.BackendTraits` alike everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridgecli.config import Config
+from bridgecli.envelope import Envelope
+from bridgecli.errors import BridgeError, DeliveryError
+from bridgecli.hoststate.store import DELIVERED, Store
+from bridgecli.interfaces import BackendContext, BackendTraits, DeliveryBackend, Entity, traits_of
+
+
+class Backends:
+    """Backends by name (created on first use). Not locked: the I/O thread creates them
+    (attach) before any worker or status thread asks for the same name."""
+
+    def __init__(self, config: Config, host: str, plugins: Any, store: Store) -> None:
+        self.config = config
+        self.host = host
+        self.plugins = plugins
+        self.store = store
+        self._backends: dict[str, tuple[DeliveryBackend, BackendTraits]] = {}
+
+    def _entry(self, entity: Entity) -> tuple[DeliveryBackend, BackendTraits]:
+        entry = self._backends.get(entity.backend)
+        if entry is None:
+            factory = self.plugins.provider("backends", entity.backend)
+            backend = factory(BackendContext(config=self.config, state_dir=self.store.path.parent,
+                                             host_id=self.host, store=self.store))
+            entry = self._backends[entity.backend] = (backend, traits_of(backend))
+        return entry
+
+    def for_entity(self, entity: Entity) -> DeliveryBackend:
+        """The backend of ``entity`` (raises a BridgeError when its plugin is missing)."""
+        return self._entry(entity)[0]
+
+    def traits(self, entity: Entity) -> BackendTraits:
+        return self._entry(entity)[1]
+
+    def deliver(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
+        """Hand one message to ``backend`` and write its dedup record (unless the backend
+        records it itself); any failure comes out as a DeliveryError."""
+        traits = traits_of(backend)
+        if traits.stage:
+            self.store.stage(envelope)  # visible to `bridge reply` while the backend runs
+        try:
+            backend.deliver(entity, envelope)
+        except DeliveryError:
+            raise
+        except BridgeError as exc:
+            raise DeliveryError(str(exc)) from exc
+        except Exception as exc:  # a plugin bug must not kill the gateway
+            raise DeliveryError(f"backend {entity.backend} raised {type(exc).__name__}: {exc}") from exc
+        if not traits.records_itself:
+            self.store.record(envelope, DELIVERED)

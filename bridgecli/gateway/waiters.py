@@ -1,0 +1,113 @@
+"""Local calls blocked on a message (``send --wait``, ``poll --wait``) and their hand-offs.
+
+Why a module of its own: API threads register and leave, the I/O thread hands messages over
+and wakes them; one lock and one list keep that consistent, and none of it touches pika.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
+
+from bridgecli.envelope import Envelope
+from bridgecli.gateway import log as glog
+
+if TYPE_CHECKING:
+    from bridgecli.hoststate.store import Store, StoredMessage
+
+logger = logging.getLogger("bridgecli.gateway")
+
+
+@dataclass(eq=False)
+class Waiter:
+    """A blocked ``send --wait`` / ``poll --wait`` in a local API thread."""
+
+    recipient: str
+    in_reply_to: str | None
+    #: how many messages it takes at hold time (see ``Burst.hand_off``): 1 for a
+    #: ``send --wait``, the limit for a draining ``poll --wait``; 0 = it only wants a wakeup
+    #: (``poll`` with ``peek``, ``count``), and takes from the store itself
+    claims: int = 0
+    event: threading.Event = field(default_factory=threading.Event)
+    #: set (before ``event``) when a message for it was committed; the confirm of a
+    #: ``send --wait`` sets only ``event``, so that wakeup needs no look into the store
+    notified: bool = False
+    #: messages recorded as drained for it, committed, not yet picked up (:meth:`Waiters.take_handed`)
+    handed: list["StoredMessage"] = field(default_factory=list)
+    #: its client confirms what it gets: hand-offs are recorded ``taken``, not ``drained``
+    two_phase: bool = False
+    #: a poll for one peer's messages only (its gid), or None for anyone's
+    peer: str | None = None
+
+
+class Waiters:
+    """The registry of waiters. ``lock`` guards the list and every waiter's ``handed``;
+    ``store`` takes back what a waiter leaves behind."""
+
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+        self.lock = threading.Lock()
+        self._waiting: list[Waiter] = []
+
+    def __iter__(self) -> Iterator[Waiter]:
+        """A snapshot of the registered waiters (safe from any thread)."""
+        with self.lock:
+            return iter(list(self._waiting))
+
+    def __bool__(self) -> bool:
+        return bool(self._waiting)
+
+    def __contains__(self, waiter: object) -> bool:
+        """Whether ``waiter`` is still registered (caller holds :attr:`lock`)."""
+        return waiter in self._waiting
+
+    def add(self, recipient: str, in_reply_to: str | None = None, claims: int = 0,
+            two_phase: bool = False, peer: str | None = None) -> Waiter:
+        waiter = Waiter(recipient, in_reply_to, claims=claims, two_phase=two_phase, peer=peer)
+        with self.lock:
+            self._waiting.append(waiter)
+        return waiter
+
+    def remove(self, waiter: Waiter) -> None:
+        """Unregister ``waiter``; messages handed to it that it did not pick up (it timed out
+        or failed as one came) go back on hold, and other waiters are told."""
+        with self.lock:
+            if waiter in self._waiting:
+                self._waiting.remove(waiter)
+            leftover, waiter.handed = waiter.handed, []
+        if leftover:
+            self.store.release([m.envelope.msg_id for m in leftover])
+            for stored in leftover:
+                self.notify(stored.envelope)
+
+    def take_handed(self, waiter: Waiter) -> list["StoredMessage"]:
+        """The messages handed to ``waiter`` since it last looked (an API thread's call)."""
+        with self.lock:
+            handed, waiter.handed = waiter.handed, []
+        return handed
+
+    def release_taken(self, msg_ids: list[str]) -> None:
+        """A client went away without confirming ``msg_ids``: hold them again and tell the
+        other waiters (an API thread's call)."""
+        if not msg_ids or not self.store.release(msg_ids):
+            return
+        for msg_id in msg_ids:
+            stored = self.store.get(msg_id)
+            if stored is not None:
+                self.notify(stored.envelope)
+        glog.event(logger, "unconfirmed messages held again", count=len(msg_ids), first=msg_ids[0])
+
+    def notify(self, envelope: Envelope) -> None:
+        """Wake every waiter ``envelope`` may be for (it was committed to the store)."""
+        with self.lock:
+            for waiter in self._waiting:
+                if waiter.recipient == envelope.recipient and (
+                        waiter.in_reply_to is None or waiter.in_reply_to == envelope.in_reply_to):
+                    waiter.notified = True
+                    waiter.event.set()
+
+    def registered(self) -> list[Waiter]:
+        """The waiters in registration order (caller holds :attr:`lock`)."""
+        return self._waiting
