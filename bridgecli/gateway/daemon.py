@@ -1,28 +1,10 @@
 """The gateway daemon: the only AMQP client of its host.
 
-Threading model (pika's ``BlockingConnection`` is not thread-safe):
-
-* the **I/O thread** (the one calling :meth:`Gateway.run`) owns the consuming connection. It
-  runs the consumers, acks, dead-letter publishes and the periodic tasks.
-* the **publish lane** (:mod:`bridgecli.gateway.publishing`) owns a second connection and
-  does every confirmed publish of a local sender, so waiting for a confirm never stops
-  consuming. Nothing else touches pika.
-* one **worker thread per entity** whose backend may block (tmux, herdr, exec). Workers
-  deliver one message at a time (per-recipient FIFO) and hand the ack back to the I/O thread
-  with ``add_callback_threadsafe`` — so a slow delivery never stalls heartbeats.
-* **local API threads** (one per client connection) publish through the lane
-  (:meth:`Gateway.publish`) and submit other AMQP work to the I/O thread through
-  :meth:`Gateway.on_io`, waiting for its result.
-
-Collaborators get the gateway through narrow Protocols of their own (``WorkerHost``,
-``ControlHost``, ``PresenceHost``, ``ApiHost``); waiters live in :mod:`.waiters`, backends in
-:mod:`.backends`, queues consumed elsewhere in :mod:`.elsewhere`.
-
-Ack discipline: a delivery is acked only after its backend confirmed it *and* the dedup
-record is written; a message that cannot be decoded or validated is dead-lettered (with the
-reason in a header) and only then acked; after ``messaging.max_attempts`` failed deliveries
-the message is dead-lettered too. Acks from a channel that has since been replaced are
-dropped: the broker redelivers those messages and the dedup store absorbs the repeat.
+The I/O thread (the one calling :meth:`Gateway.run`) owns the consuming connection: consumers,
+acks, dead letters, periodic tasks. The publish lane, the roster listener, one worker per
+blocking entity and the local API threads never touch it; they hand work over through
+:meth:`Gateway.call_soon` / :meth:`Gateway.on_io`. Threads, ack discipline and the host
+protocols collaborators see the gateway through: docs/architecture.md ("Gateway threads").
 """
 
 from __future__ import annotations
@@ -45,8 +27,8 @@ from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import Publisher
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope, InvalidEnvelope
-from bridgecli.errors import BridgeError, BrokerUnavailable, DeliveryError
-from bridgecli.gateway import identity
+from bridgecli.errors import DeliveryError
+from bridgecli.gateway import identity, registration
 from bridgecli.hub.claims import claimer_for
 from bridgecli.gateway import log as glog
 from bridgecli.hoststate.entities import Registry, open_registry
@@ -198,7 +180,7 @@ class Gateway:
         self.generation += 1
         self.burst.at_worker.clear()
         entities = self.registry.all()
-        self._claim_grants(entities)
+        registration.reclaim(self.grants, entities)
         self.inboxes.attach_all(entities)
         for hook in self.on_connect_hooks:
             hook()
@@ -209,17 +191,6 @@ class Gateway:
             self.lane.start()
         glog.event(logger, "connected to broker", server=self.server_info.get("product"),
                    version=self.server_info.get("version"), entities=len(self.consumers))
-
-    def _claim_grants(self, entities: list[Entity]) -> None:
-        """Re-own every entity's gid at the hub before declaring inboxes (idempotent; covers
-        entities registered while the hub was away). A refusal is logged, not fatal: the
-        inboxes the broker already grants keep working."""
-        if self.grants is None or not entities:
-            return
-        try:
-            self.grants.claim(entities)
-        except BridgeError as exc:
-            glog.event(logger, "hub refused or did not answer a grant claim", logging.WARNING, error=str(exc))
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()

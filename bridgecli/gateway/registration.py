@@ -40,6 +40,22 @@ def register(registry: Registry, plugins: Any, config: Config, *, label: str, ro
     return entity
 
 
+def reclaim(grants: Any, entities: list[Entity]) -> None:
+    """Re-own every entity's gid at the hub before its inbox is declared (idempotent; covers
+    entities registered while the hub was away). A refusal is logged, not fatal: the
+    inboxes the broker already grants keep working."""
+    from bridgecli.errors import BridgeError
+    from bridgecli.gateway import log as glog
+
+    if grants is None or not entities:
+        return
+    try:
+        grants.claim(entities)
+    except BridgeError as exc:
+        glog.event(logging.getLogger("bridgecli.gateway"), "hub refused or did not answer a grant claim",
+                   logging.WARNING, error=str(exc))
+
+
 def release(grants: Any, entity: Entity) -> None:
     """Give an unregistered entity's grant back to the hub (best effort: a grant left
     behind only names an inbox that no longer exists)."""
