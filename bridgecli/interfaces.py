@@ -88,9 +88,10 @@ class DeliveryBackend(Protocol):
     """
 
     #: True when ``deliver`` is fast and never blocks (microseconds, no I/O waits); the
-    #: gateway then calls it on its AMQP thread instead of a worker thread.
+    #: gateway then calls it on its AMQP thread instead of a worker thread. A backend may
+    #: also declare ``traits`` (:class:`BackendTraits`, read by :func:`traits_of`); their
+    #: ``inline`` must agree with this one.
     inline: bool
-    #: optional: the full :class:`BackendTraits` (see :func:`traits_of`); ``inline`` must agree
 
     def check_address(self, address: str | None) -> None:
         """Validate ``ADDRESS`` of ``--deliver BACKEND:ADDRESS`` at registration; raise

@@ -47,7 +47,7 @@ class Backends:
     def deliver(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
         """Hand one message to ``backend`` and write its dedup record (unless the backend
         records it itself); any failure comes out as a DeliveryError."""
-        traits = traits_of(backend)
+        traits = self.traits(entity)  # ``backend`` is this entity's: its traits are cached
         if traits.stage:
             self.store.stage(envelope)  # visible to `bridge reply` while the backend runs
         try:
