@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from bridgecli.cli import complete, output
+from bridgecli.cli.lazy import LazyGroup, StaticTable
 from bridgecli.errors import ConfigError
 
 #: name -> ("module:attribute", short help); ``launch``/``attach``/``extension-path`` are the
@@ -41,29 +42,7 @@ BROWSER_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyBrowserGroup(click.Group):
-    """Imports a subcommand's module only when that subcommand runs."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(BROWSER_COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = BROWSER_COMMANDS.get(cmd_name)
-        if entry is None:
-            return None
-        from bridgecli import plugins
-
-        command = plugins.resolve_target(entry[0])
-        if not isinstance(command, click.Command):
-            raise click.ClickException(f"{entry[0]} is not a click command")
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, help_) for name, (_, help_) in sorted(BROWSER_COMMANDS.items())])
-
-
-@click.group(cls=LazyBrowserGroup)
+@click.group(cls=LazyGroup, table=StaticTable(BROWSER_COMMANDS))
 @click.option("--port", type=int, default=None, metavar="PORT",
               help="Loopback port of the broker (env BRIDGE_BROWSER_PORT, config browser.port; "
                    "default 4517).")
