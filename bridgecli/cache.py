@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +41,8 @@ def read(name: str) -> dict[str, Any]:
 
 def write(name: str, data: dict[str, Any]) -> bool:
     """Replace cache ``name`` atomically; False (and nothing changed) when it cannot be written."""
+    import tempfile  # here, not at the top: a TAB only reads
+
     target = path(name)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

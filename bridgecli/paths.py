@@ -10,10 +10,31 @@ environment between calls.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from pathlib import Path
 
 from bridgecli.socketpath import APP, SOCKET_NAME, from_environment
+
+#: kind -> (XDG variable, default under $HOME) of the XDG base-directory spec
+_XDG = {"config": ("XDG_CONFIG_HOME", ".config"), "data": ("XDG_DATA_HOME", ".local/share"),
+        "cache": ("XDG_CACHE_HOME", ".cache"), "state": ("XDG_STATE_HOME", ".local/state")}
+
+
+def _xdg(kind: str) -> str | None:
+    """On Linux, ``$XDG_..._HOME/bridge`` or ``~/DEFAULT/bridge`` exactly as platformdirs
+    computes it (tests/test_paths_xdg.py compares them), without its import cost, which a
+    TAB pays on every keystroke; None (ask platformdirs) elsewhere or when HOME is unusual."""
+    if sys.platform != "linux":
+        return None
+    var, default = _XDG[kind]
+    value = os.environ.get(var, "")
+    if os.path.isabs(value):
+        return os.path.join(value, APP)
+    home = os.environ.get("HOME", "")
+    if not os.path.isabs(home):
+        return None
+    return os.path.join(os.path.expanduser(f"~/{default}"), APP)
 
 
 def _dirs():  # -> platformdirs.PlatformDirs
@@ -26,7 +47,7 @@ def _dirs():  # -> platformdirs.PlatformDirs
 
 def config_dir() -> Path:
     """Directory of ``bridge.toml`` (``$XDG_CONFIG_HOME/bridge``)."""
-    return Path(_dirs().user_config_dir)
+    return Path(_xdg("config") or _dirs().user_config_dir)
 
 
 def config_file() -> Path:
@@ -37,17 +58,17 @@ def config_file() -> Path:
 
 def data_dir() -> Path:
     """Durable host data: the entity registry, the embedded broker's node."""
-    return Path(_dirs().user_data_dir)
+    return Path(_xdg("data") or _dirs().user_data_dir)
 
 
 def state_dir() -> Path:
     """Durable gateway state: dedup store, held messages, logs."""
-    return Path(_dirs().user_state_dir)
+    return Path(_xdg("state") or _dirs().user_state_dir)
 
 
 def cache_dir() -> Path:
     """Disposable data (completion cache); also the root of the browser token file."""
-    return Path(_dirs().user_cache_dir)
+    return Path(_xdg("cache") or _dirs().user_cache_dir)
 
 
 def user_cache_root() -> Path:
