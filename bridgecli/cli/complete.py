@@ -17,11 +17,13 @@ Rules every function here keeps, because a TAB runs on each keystroke of a human
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any, Iterable
 
-import click
-from click.shell_completion import CompletionItem
+TYPE_CHECKING = False  # typing and click cost more than a TAB may: names for checkers only
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Iterable
+
+    import click
 
 #: seconds a TAB may wait for the local gateway before falling back to the cache
 SOCKET_TIMEOUT = 0.3
@@ -31,15 +33,32 @@ _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.@:/+=-]{1,200}$")
 _HEX = re.compile(r"^[0-9a-fA-F-]+$")
 
 
+class CompletionItem:
+    """One candidate, with the attributes click's shell formatters read (``value``, ``type``,
+    ``help``); defined here so a TAB answered without click needs no click import."""
+
+    __slots__ = ("value", "type", "help")
+
+    def __init__(self, value: str, type: str = "plain", help: str | None = None) -> None:
+        self.value = value
+        self.type = type
+        self.help = help
+
+
 # --- sources ---------------------------------------------------------------------------
 
 def roster() -> dict[str, Any]:
     """The union roster: from the local gateway if it answers within SOCKET_TIMEOUT, else
     the copy it last wrote to the cache (``{}`` when neither exists)."""
+    from bridgecli import paths
+
     try:
+        socket_path = paths.gateway_socket()
+        if not socket_path.exists():  # no gateway: skip the socket module's import cost
+            raise FileNotFoundError(socket_path)
         from bridgecli.gateway.client import GatewayClient
 
-        client = GatewayClient.connect(timeout=SOCKET_TIMEOUT)
+        client = GatewayClient.connect(socket_path, timeout=SOCKET_TIMEOUT)
         if client is not None:
             with client:
                 return client.call("roster", timeout=SOCKET_TIMEOUT)
