@@ -1,7 +1,8 @@
 """The ``bridge`` console script: the click-free fast paths first, then the click CLI.
 
 Kept outside :mod:`bridgecli.cli` because importing that package imports click, which is the
-cost the fast paths exist to avoid: ``bridge --version`` (issue 2's start-up goal, ≤ 4× a bare
+cost the fast paths exist to avoid: TAB completion and ``bridge --help``
+(:mod:`bridgecli.cli.fastpath`), ``bridge --version`` (issue 2's start-up goal, ≤ 4× a bare
 interpreter, had too thin a margin with click loaded) and :mod:`bridgecli.fast_send`.
 """
 
@@ -14,9 +15,45 @@ import sys
 VERSION_LINE = "bridge, version {version}\n"
 
 
+def _fast_path(argv: list[str]) -> bool:
+    """Answer a TAB or ``bridge --help`` from the CLI snapshot (bridgecli.cli.fastpath);
+    False when click must answer."""
+    import os
+
+    instruction = os.environ.get("_BRIDGE_COMPLETE")
+    if instruction:
+        from bridgecli.cli import fastpath
+
+        text = fastpath.complete(instruction)
+        if text is None:
+            return False
+        _write(sys.stdout, text)
+        return True
+    if argv == ["--help"] or argv == ["-h"]:
+        from bridgecli.cli import fastpath
+
+        printed = fastpath.root_help()
+        if printed is None:
+            return False
+        _write(sys.stdout, printed[0])
+        _write(sys.stderr, printed[1])
+        return True
+    return False
+
+
+def _write(stream, text: str) -> None:
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:  # `bridge --help | head -1`: as the click path, not a traceback
+        pass
+
+
 def main() -> None:
     """Run ``bridge`` with ``sys.argv``."""
     argv = sys.argv[1:]
+    if _fast_path(argv):
+        sys.exit(0)
     if argv == ["--version"] or argv == ["-V"]:
         from bridgecli import __version__
 
