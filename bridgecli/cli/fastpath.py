@@ -22,14 +22,19 @@ TYPE_CHECKING = False  # typing costs a TAB more than this whole module: names f
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_NAME = "cli-snapshot.json"
+CACHE_PREFIX = "cli-snapshot-"
+KEEP = 8  # snapshots kept side by side (``bridge`` and ``python -m bridgecli`` differ in sys.path)
 FORMAT = 1  # bump when the snapshot's shape changes
 COMPLETE_VAR = "_BRIDGE_COMPLETE"
 MAX_HELP_WIDTH = 100  # CONTEXT_SETTINGS["max_content_width"] of the root group
 
 
-def _cache_file() -> str:
-    return os.path.join(paths.cache_dir(), CACHE_NAME)
+def cache_file() -> str:
+    """Where the snapshot for this :func:`key` is cached (one file per key)."""
+    import zlib
+
+    tag = zlib.crc32(json.dumps(key()).encode())
+    return os.path.join(paths.cache_dir(), f"{CACHE_PREFIX}{tag:08x}.json")
 
 
 def key() -> list[Any]:
@@ -54,7 +59,7 @@ def load() -> dict[str, Any] | None:
     then written to the cache for the next call); None when it cannot be built (a plugin
     command that fails to import: click then answers, and reports it, as it always did)."""
     try:
-        with open(_cache_file(), encoding="utf-8") as handle:
+        with open(cache_file(), encoding="utf-8") as handle:
             data = json.load(handle)
         if _fresh(data):
             return data
@@ -72,16 +77,28 @@ def load() -> dict[str, Any] | None:
 
 def save(data: dict[str, Any]) -> None:
     """Write the snapshot atomically; a cache that cannot be written only costs speed."""
-    target = _cache_file()
+    target = cache_file()
     tmp = f"{target}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, target)
+        _prune(os.path.dirname(target))
     except OSError:
         try:
             os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _prune(directory: str) -> None:
+    """Drop all but the KEEP most recently written snapshots."""
+    found = [e for e in os.scandir(directory) if e.name.startswith(CACHE_PREFIX) and e.name.endswith(".json")]
+    found.sort(key=lambda e: e.stat().st_mtime_ns, reverse=True)
+    for entry in found[KEEP:]:
+        try:
+            os.unlink(entry.path)
         except OSError:
             pass
 

@@ -100,7 +100,9 @@ def test_plugin_commands_complete_and_a_stale_snapshot_is_never_used(bridge_home
         return proc.stdout.split()
 
     assert offered() == []
-    snapshot = json.loads((Path(bridge_home.env["XDG_CACHE_HOME"]) / "bridge" / fastpath.CACHE_NAME).read_text())
+    written = list((Path(bridge_home.env["XDG_CACHE_HOME"]) / "bridge").glob(f"{fastpath.CACHE_PREFIX}*.json"))
+    assert len(written) == 1
+    snapshot = json.loads(written[0].read_text())
     assert "zz-fake" not in snapshot["tree"]["commands"]
     time.sleep(0.01)  # a coarse-mtime file system must see a later time
     (tmp_path / "zz_plugin.py").write_text(textwrap.dedent('''
@@ -126,6 +128,19 @@ def test_plugin_commands_complete_and_a_stale_snapshot_is_never_used(bridge_home
         path.unlink()
     dist.rmdir()
     assert offered() == []
+
+
+def test_snapshots_of_other_interpreters_or_paths_are_kept_apart_and_pruned(bridge_home, monkeypatch):
+    first = fastpath.cache_file()
+    fastpath.load()
+    monkeypatch.setattr("sys.path", [*sys.path, "/nonexistent-for-key"])
+    assert fastpath.cache_file() != first
+    fastpath.load()
+    assert Path(first).exists() and Path(fastpath.cache_file()).exists()
+    for i in range(fastpath.KEEP + 2):
+        monkeypatch.setattr("sys.path", [*sys.path, f"/nonexistent-{i}"])
+        fastpath.save({"key": fastpath.key()})
+    assert len(list(Path(first).parent.glob(f"{fastpath.CACHE_PREFIX}*.json"))) == fastpath.KEEP
 
 
 def test_a_snapshot_whose_files_changed_is_rebuilt(bridge_home):
