@@ -10,8 +10,11 @@ Cases, each the real console script with ``_BRIDGE_COMPLETE=bash_complete``:
   its roster is empty, so this row measures the socket round trip, not the list);
 * ``bridge reply <TAB>`` from a message store holding 2000 messages (read-only SQLite).
 
-Also reports whether pika or a WebSocket library was imported on the completion path (it must
-not be). Run: ``.venv/bin/python bench/completion.py [--runs N]``. Asserts nothing about time.
+Goal: every case <= 3x the bare interpreter. Also reports whether pika, a WebSocket library or
+click was imported on the completion path (pika and WebSocket libraries must not be; click is
+not when the cached CLI snapshot answers). The warm-up runs write that snapshot, as a user's
+first TAB does. Run: ``.venv/bin/python bench/completion.py [--runs N]``. Asserts nothing
+about time.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from cli_startup import median_ms  # the same timing loop as the start-up benchm
 VENV_BIN = Path(sys.executable).parent
 PYTHON = str(VENV_BIN / "python")
 BRIDGE = str(VENV_BIN / "bridge")
-HEAVY = ("pika", "websockets", "websocket", "mcp")
+HEAVY = ("pika", "websockets", "websocket", "mcp", "click")
+GOAL = 3  # every case <= 3x the bare interpreter
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -62,8 +66,11 @@ def offered(env: dict[str, str]) -> int:
 
 
 def heavy_imports(env: dict[str, str]) -> list[str]:
-    probe = ("import sys\nfrom bridgecli.cli import main\n"
-             "try:\n    main([])\nexcept SystemExit:\n    pass\n"
+    # through the console script's own entry point, so its click-free fast path counts
+    # with the console script's sys.path, so the CLI snapshot its timed runs cached is the one used
+    probe = (f"import sys\nsys.path[0] = {str(VENV_BIN)!r}\nsys.argv = ['bridge']\n"
+             "from bridgecli.entry import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
              f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
     proc = subprocess.run([PYTHON, "-c", probe], env=env, capture_output=True, text=True, timeout=30)
     last = proc.stderr.strip().splitlines()[-1:] or [""]
@@ -109,9 +116,11 @@ def measure(label: str, case: dict[str, str], base: float, runs: int) -> dict:
     """One row: median TAB latency, candidates offered, heavy modules imported."""
     ms = median_ms([BRIDGE], case, runs)
     heavy = heavy_imports(case)
-    note = f"{offered(case)} candidates; " + ("imports " + ", ".join(heavy) if heavy else "no pika/websocket import")
+    ratio = round(ms / base, 2)
+    note = (f"goal <={GOAL}x: {'met' if ratio <= GOAL else 'MISSED'}; {offered(case)} candidates; "
+            + ("imports " + ", ".join(heavy) if heavy else "no pika/websocket/click import"))
     return {"benchmark": "completion", "metric": label, "value": round(ms, 1), "unit": "ms",
-            "baseline": f"python -c pass {base:.1f} ms", "ratio": round(ms / base, 2), "note": note}
+            "baseline": f"python -c pass {base:.1f} ms", "ratio": ratio, "note": note}
 
 
 def main(runs: int = 20) -> list[dict]:
