@@ -6,8 +6,8 @@ TAB runs on each keystroke. :mod:`bridgecli.cli.snapshot` records what click wou
 protocol on it. The snapshot is used only while every file and directory it depends on has
 its recorded mtime (and interpreter, ``sys.path``, version and ``BRIDGE_LOAD_PLUGINS`` are
 unchanged); otherwise it is rebuilt. Anything this module does not model (options typed
-before the word being completed, chained groups, custom types) returns ``None`` and click
-answers instead, so the output is always click's.
+before the word being completed, chained groups, custom types, a plugin's own completion
+callback) returns ``None`` and click answers instead, so the output is always click's.
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ if TYPE_CHECKING:
 CACHE_PREFIX = "cli-snapshot-"
 KEEP = 8  # snapshots kept side by side (``bridge`` and ``python -m bridgecli`` differ in sys.path)
 FORMAT = 1  # bump when the snapshot's shape changes
-COMPLETE_VAR = "_BRIDGE_COMPLETE"
 MAX_HELP_WIDTH = 100  # CONTEXT_SETTINGS["max_content_width"] of the root group
 
 
 def cache_file() -> str:
     """Where the snapshot for this :func:`key` is cached (one file per key)."""
-    import zlib
-
-    tag = zlib.crc32(json.dumps(key()).encode())
+    tag = 0x811C9DC5  # 32-bit FNV-1a: stable across processes, and no zlib import on a TAB
+    for byte in json.dumps(key()).encode():
+        tag = ((tag ^ byte) * 0x01000193) & 0xFFFFFFFF
     return os.path.join(paths.cache_dir(), f"{CACHE_PREFIX}{tag:08x}.json")
 
 
@@ -146,6 +145,8 @@ def root_help() -> tuple[str, str] | None:
 
 def split_arg_string(string: str) -> list[str]:
     """click's ``split_arg_string``: shlex, but a missing closing quote keeps the partial word."""
+    if not any(c in string for c in "'\"\\"):  # nothing to unquote: shlex splits on these four
+        return [w for w in string.replace("\t", " ").replace("\r", " ").replace("\n", " ").split(" ") if w]
     import shlex
 
     lex = shlex.shlex(string, posix=True)

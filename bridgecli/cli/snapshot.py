@@ -19,16 +19,20 @@ from typing import Any
 
 import click
 
+from bridgecli.cli import complete
+
 
 def _completion(param: click.Parameter) -> list[Any]:
-    """How a value of ``param`` completes: ``["callback", "module:name"]``, ``["choice",
+    """How a value of ``param`` completes: ``["callback", "module:name"]`` (a function of
+    :mod:`bridgecli.cli.complete`), ``["choice",
     values, case_sensitive]``, ``["path", "file"|"dir"]``, ``["none"]``, or ``["opaque"]``
     (something only click can run: the fast path falls back to click)."""
     custom = getattr(param, "_custom_shell_complete", None)  # click keeps no public accessor
     if custom is not None:
-        module, name = getattr(custom, "__module__", None), getattr(custom, "__qualname__", "")
-        if module and "." not in name and getattr(sys.modules.get(module), name, None) is custom:
-            return ["callback", f"{module}:{name}"]
+        # only ours: they read nothing of click's context but ``params`` (a plugin's may)
+        name = getattr(custom, "__name__", "")
+        if getattr(complete, name, None) is custom:
+            return ["callback", f"{complete.__name__}:{name}"]
         return ["opaque"]
     kind = type(param.type)
     method = kind.shell_complete

@@ -182,6 +182,14 @@ def test_a_broken_plugin_is_still_reported_on_help(bridge_home, tmp_path):
         assert proc.returncode == 0 and "plugin broken failed to load" in proc.stderr
 
 
+@pytest.mark.parametrize("line", ["bridge send co", "bridge  send\tco\n", "bridge send\x0bx\xa0y ", "",
+                                  "bridge send 'co", 'bridge send "a b" c', "bridge send a\\ b", "bridge '"])
+def test_words_are_split_as_click_splits_them(line):
+    from click.shell_completion import split_arg_string
+
+    assert fastpath.split_arg_string(line) == split_arg_string(line)
+
+
 def test_help_width_follows_clicks_rule(monkeypatch):
     import shutil
 
