@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from bridgecli.socketpath import APP, SOCKET_NAME, from_environment
@@ -91,6 +90,8 @@ def runtime_dir() -> Path:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg):
         return Path(xdg) / APP
+    import warnings  # only for this fallback: a TAB should not pay for it
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return Path(_dirs().user_runtime_dir)
