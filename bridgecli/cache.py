@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
 from bridgecli import paths
+
+TYPE_CHECKING = False  # typing and pathlib cost a TAB more than reading the cache does
+if TYPE_CHECKING:
+    from pathlib import Path
+    from collections.abc import Iterable
+    from typing import Any
 
 ROSTER = "roster.json"
 BROWSER = "browser.json"
@@ -33,7 +36,8 @@ def path(name: str) -> Path:
 def read(name: str) -> dict[str, Any]:
     """The cached object, or ``{}`` when it is missing, unreadable or not a JSON object."""
     try:
-        data = json.loads(path(name).read_text(encoding="utf-8"))
+        with open(os.path.join(paths.dir_text("cache"), name), encoding="utf-8") as handle:
+            data = json.loads(handle.read())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

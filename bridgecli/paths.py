@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+
+TYPE_CHECKING = False  # pathlib costs a TAB a third of Python's start-up: see *_text()
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from bridgecli.socketpath import APP, SOCKET_NAME, from_environment
 
@@ -44,30 +47,42 @@ def _dirs():  # -> platformdirs.PlatformDirs
     return platformdirs.PlatformDirs(APP, appauthor=False)
 
 
+def _path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
+
+
+def dir_text(kind: str) -> str:
+    """The directory ``kind`` ("config", "data", "state" or "cache") as text: what
+    ``KIND_dir()`` returns, for callers that must not import pathlib (a TAB)."""
+    return _xdg(kind) or getattr(_dirs(), f"user_{kind}_dir")
+
+
 def config_dir() -> Path:
     """Directory of ``bridge.toml`` (``$XDG_CONFIG_HOME/bridge``)."""
-    return Path(_xdg("config") or _dirs().user_config_dir)
+    return _path(dir_text("config"))
 
 
 def config_file() -> Path:
     """The configuration file; ``BRIDGE_CONFIG`` overrides its location."""
     override = os.environ.get("BRIDGE_CONFIG")
-    return Path(override) if override else config_dir() / "bridge.toml"
+    return _path(override) if override else config_dir() / "bridge.toml"
 
 
 def data_dir() -> Path:
     """Durable host data: the entity registry, the embedded broker's node."""
-    return Path(_xdg("data") or _dirs().user_data_dir)
+    return _path(dir_text("data"))
 
 
 def state_dir() -> Path:
     """Durable gateway state: dedup store, held messages, logs."""
-    return Path(_xdg("state") or _dirs().user_state_dir)
+    return _path(dir_text("state"))
 
 
 def cache_dir() -> Path:
     """Disposable data (completion cache); also the root of the browser token file."""
-    return Path(_xdg("cache") or _dirs().user_cache_dir)
+    return _path(dir_text("cache"))
 
 
 def user_cache_root() -> Path:
@@ -75,11 +90,11 @@ def user_cache_root() -> Path:
     ``opencode-browser/bridge.json`` directly under it, docs/design.md#browser-token)."""
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir())
+    return _path(platformdirs.user_cache_dir())
 
 
-def runtime_dir() -> Path:
-    """Per-boot runtime files: the gateway's local socket and pid file.
+def runtime_text() -> str:
+    """Per-boot runtime files (the gateway's local socket and pid file), as text.
 
     Without ``XDG_RUNTIME_DIR`` platformdirs falls back to ``/tmp/runtime-<uid>`` and warns;
     the fallback is fine for us (we create it 0700), so the warning is silenced. An
@@ -89,12 +104,17 @@ def runtime_dir() -> Path:
     """
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg):
-        return Path(xdg) / APP
+        return os.path.join(xdg, APP)
     import warnings  # only for this fallback: a TAB should not pay for it
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return Path(_dirs().user_runtime_dir)
+        return _dirs().user_runtime_dir
+
+
+def runtime_dir() -> Path:
+    """:func:`runtime_text` as a Path."""
+    return _path(runtime_text())
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -110,5 +130,9 @@ def ensure_private_dir(path: Path) -> Path:
 def gateway_socket() -> Path:
     """The local gateway API socket (mode 0600). ``BRIDGE_GATEWAY_SOCKET`` overrides it;
     launchers set that variable in children so they find their own gateway."""
-    found = from_environment()
-    return Path(found) if found else runtime_dir() / SOCKET_NAME
+    return _path(gateway_socket_text())
+
+
+def gateway_socket_text() -> str:
+    """:func:`gateway_socket` as text (for a TAB, which must not import pathlib)."""
+    return from_environment() or os.path.join(runtime_text(), SOCKET_NAME)

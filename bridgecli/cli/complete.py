@@ -16,11 +16,11 @@ Rules every function here keeps, because a TAB runs on each keystroke of a human
 
 from __future__ import annotations
 
+import os
 import re
 
 TYPE_CHECKING = False  # typing and click cost more than a TAB may: names for checkers only
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any, Iterable
 
     import click
@@ -53,8 +53,8 @@ def roster() -> dict[str, Any]:
     from bridgecli import paths
 
     try:
-        socket_path = paths.gateway_socket()
-        if not socket_path.exists():  # no gateway: skip the socket module's import cost
+        socket_path = paths.gateway_socket_text()
+        if not os.path.exists(socket_path):  # no gateway: skip the socket module's import cost
             raise FileNotFoundError(socket_path)
         from bridgecli.gateway.client import GatewayClient
 
@@ -69,15 +69,17 @@ def roster() -> dict[str, Any]:
     return cache.read(cache.ROSTER)
 
 
-def query(db: Path, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-    """Rows from a SQLite file opened read-only (never created, never locked for writing);
-    ``[]`` when the file is missing or busy."""
-    if not db.exists():
+def query(db: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows from the SQLite file at absolute path ``db`` opened read-only (never created,
+    never locked for writing); ``[]`` when the file is missing or busy."""
+    if not os.path.exists(db):
         return []
     import sqlite3
 
+    # SQLite's URI rules: only these three have a meaning in a path (no urllib on a TAB)
+    uri = "file:" + db.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
     try:
-        connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=SOCKET_TIMEOUT)
+        connection = sqlite3.connect(uri, uri=True, timeout=SOCKET_TIMEOUT)
         try:
             return connection.execute(sql, tuple(params)).fetchall()
         finally:
@@ -90,7 +92,7 @@ def local_entities() -> list[dict[str, str]]:
     """Entities registered on this host (``bridge entities``), from the registry file."""
     from bridgecli import paths
 
-    rows = query(paths.data_dir() / "entities.db", "SELECT gid, label, host, role FROM entities")
+    rows = query(os.path.join(paths.dir_text("data"), "entities.db"), "SELECT gid, label, host, role FROM entities")
     return [{"gid": g, "label": l, "host": h, "role": r, "status": "local"} for g, l, h, r in rows]
 
 
@@ -216,7 +218,6 @@ def _gateways() -> list[dict[str, Any]]:
 
 def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[CompletionItem]:
     import json
-
     from bridgecli import paths
 
     prefix = incomplete.lower()  # ids are stored lower-case
@@ -228,7 +229,7 @@ def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[Completion
     sql += " ORDER BY state = 'held' DESC, received DESC LIMIT ?"
     params.append(MAX_MESSAGES)
     items = []
-    for msg_id, kind, state, body in query(paths.state_dir() / "gateway.db", sql, params):
+    for msg_id, kind, state, body in query(os.path.join(paths.dir_text("state"), "gateway.db"), sql, params):
         if not _safe(msg_id):
             continue
         try:

@@ -33,7 +33,7 @@ def cache_file() -> str:
     tag = 0x811C9DC5  # 32-bit FNV-1a: stable across processes, and no zlib import on a TAB
     for byte in json.dumps(key()).encode():
         tag = ((tag ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return os.path.join(paths.cache_dir(), f"{CACHE_PREFIX}{tag:08x}.json")
+    return os.path.join(paths.dir_text("cache"), f"{CACHE_PREFIX}{tag:08x}.json")
 
 
 def key() -> list[Any]:
@@ -188,10 +188,9 @@ def _complete_value(param: dict[str, Any], params: dict[str, Any], incomplete: s
 
     how = param["complete"]
     if how[0] == "callback":
-        import importlib
-
         module, _, name = how[1].partition(":")
-        results = getattr(importlib.import_module(module), name)(_Context(params), None, incomplete)
+        # __import__, not importlib.import_module: the importlib package imports warnings
+        results = getattr(__import__(module, fromlist=[name]), name)(_Context(params), None, incomplete)
         if results and isinstance(results[0], str):
             results = [CompletionItem(c) for c in results]
         return list(results)
