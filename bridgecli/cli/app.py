@@ -3,9 +3,9 @@
 Built-in commands are listed in :data:`BUILTIN_COMMANDS` with their short help, so
 ``bridge --help``, ``bridge --version`` and TAB completion import neither the command
 modules nor pika. Plugin commands come from the ``register_commands`` hook and load the same
-way. This package (and its click-free twin for send, `bridgecli.fast_send`) is the only place that
-prints to the terminal or exits; library code
-raises :class:`bridgecli.errors.BridgeError`.
+way. The :mod:`bridgecli.cli` package (with the click-free :mod:`bridgecli.fast_send`) is the
+only place that prints to the terminal or exits; library code raises
+:class:`bridgecli.errors.BridgeError`.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 CACHE_PREFIX = "cli-snapshot-"
 KEEP = 8  # snapshots kept side by side (``bridge`` and ``python -m bridgecli`` differ in sys.path)
-FORMAT = 1  # bump when the snapshot's shape changes
+FORMAT = 2  # bump when the snapshot's shape changes
 MAX_HELP_WIDTH = 100  # CONTEXT_SETTINGS["max_content_width"] of the root group
 
 
@@ -184,13 +184,16 @@ class _Context:
 
 
 def _complete_value(param: dict[str, Any], params: dict[str, Any], incomplete: str) -> list[Any] | None:
+    from bridgecli.cli import complete
     from bridgecli.cli.complete import CompletionItem
 
     how = param["complete"]
     if how[0] == "callback":
-        module, _, name = how[1].partition(":")
-        # __import__, not importlib.import_module: the importlib package imports warnings
-        results = getattr(__import__(module, fromlist=[name]), name)(_Context(params), None, incomplete)
+        # only a function of complete.py is ever called: the cache file names it, no module
+        callback = getattr(complete, how[1], None)
+        if not callable(callback) or how[1].startswith("_"):
+            return None
+        results = callback(_Context(params), None, incomplete)
         if results and isinstance(results[0], str):
             results = [CompletionItem(c) for c in results]
         return list(results)

@@ -23,7 +23,7 @@ from bridgecli.cli import complete
 
 
 def _completion(param: click.Parameter) -> list[Any]:
-    """How a value of ``param`` completes: ``["callback", "module:name"]`` (a function of
+    """How a value of ``param`` completes: ``["callback", name]`` (a function of
     :mod:`bridgecli.cli.complete`), ``["choice",
     values, case_sensitive]``, ``["path", "file"|"dir"]``, ``["none"]``, or ``["opaque"]``
     (something only click can run: the fast path falls back to click)."""
@@ -32,7 +32,7 @@ def _completion(param: click.Parameter) -> list[Any]:
         # only ours: they read nothing of click's context but ``params`` (a plugin's may)
         name = getattr(custom, "__name__", "")
         if getattr(complete, name, None) is custom:
-            return ["callback", f"{complete.__name__}:{name}"]
+            return ["callback", name]
         return ["opaque"]
     kind = type(param.type)
     method = kind.shell_complete

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from click.shell_completion import get_completion_class
 
-from bridgecli import plugins
 from bridgecli.cli import fastpath
 from tests.cli.test_complete import A, B, C, write_roster
 from tests.support.env import run_bridge
@@ -55,7 +54,7 @@ def _lines(tree: dict) -> list[str]:
 
 
 @pytest.fixture
-def host(bridge_home, monkeypatch):
+def host(bridge_home):
     """A host with roster, local entity, message store and browser cache to complete from."""
     from bridgecli import cache
     from bridgecli.envelope import Envelope
@@ -68,7 +67,6 @@ def host(bridge_home, monkeypatch):
     s.record(Envelope(kind="ASK", sender=A, recipient=C, content="which\tbranch:\nnow?", sender_label="c"), HELD)
     s.close()
     cache.update_browser(groups=["g1", "g2"], targets=[{"id": "t1", "label": "chrome"}])
-    monkeypatch.setenv("_BRIDGE_COMPLETE", "x")
     return bridge_home
 
 
@@ -196,4 +194,3 @@ def test_help_width_follows_clicks_rule(monkeypatch):
     for columns in ("10", "60", "99", "100", "300"):
         monkeypatch.setenv("COLUMNS", columns)
         assert fastpath.help_width() == max(min(shutil.get_terminal_size().columns, 100) - 2, 50)
-    plugins.reset()
