@@ -1,13 +1,10 @@
 """Answer a TAB and ``bridge --help`` without importing click, from a cached CLI snapshot.
 
-Importing click and every command module costs several times Python's own start-up, and a
-TAB runs on each keystroke. :mod:`bridgecli.cli.snapshot` records what click would need
-(built from click itself, plugins included); this module replays click's completion
-protocol on it. The snapshot is used only while every file and directory it depends on has
-its recorded mtime (and interpreter, ``sys.path``, version and ``BRIDGE_LOAD_PLUGINS`` are
-unchanged); otherwise it is rebuilt. Anything this module does not model (options typed
-before the word being completed, chained groups, custom types, a plugin's own completion
-callback) returns ``None`` and click answers instead, so the output is always click's.
+Importing click costs several times Python's own start-up, and a TAB runs on each keystroke
+(docs/decisions/click-free-tab-and-help.md). This module replays click's completion protocol
+on the snapshot :mod:`bridgecli.cli.snapshot` records; a snapshot whose recorded mtimes or
+key no longer match is rebuilt. Anything not modelled returns ``None`` and click answers
+instead, so the output is always click's.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def host(bridge_home):
     """A host with roster, local entity, message store and browser cache to complete from."""
     from bridgecli import cache
     from bridgecli.envelope import Envelope
-    from bridgecli.gateway.store import HELD, Store, default_path
+    from bridgecli.hoststate.store import HELD, Store, default_path
 
     proc = run_bridge("register", "--label", "reviewer", "--deliver", "hold", env=bridge_home.env)
     assert proc.returncode == 0, proc.stderr
