@@ -2,8 +2,9 @@
 
 Kept outside :mod:`bridgecli.cli` because importing that package imports click, which is the
 cost the fast paths exist to avoid: TAB completion and ``bridge --help``
-(:mod:`bridgecli.cli.fastpath`), ``bridge --version`` (issue 2's start-up goal, ≤ 4× a bare
-interpreter, had too thin a margin with click loaded) and :mod:`bridgecli.fast_send`.
+(:mod:`bridgecli.cli.fastpath`), ``bridge --version`` (its start-up goal,
+docs/design.md#goal-startup, had too thin a margin with click loaded) and
+:mod:`bridgecli.fast_send`.
 """
 
 from __future__ import annotations

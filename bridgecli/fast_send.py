@@ -1,20 +1,12 @@
 """``bridge send|ask|reply|answer`` through a running gateway, without click: the fast path.
 
-Why it exists: these are the commands agents and scripts call in loops, and through a gateway
-the work is one line of JSON over a Unix socket. Importing click (plus the ``typing``,
-``inspect`` and ``pathlib`` it pulls in) costs more than the whole rest of the call, so
-``bridge`` tries this module first (:mod:`bridgecli.entry`) and it imports only ``getopt``,
-``json`` and ``socket``. ``bench/messaging.py`` (b) measures the result.
+Agents and scripts call these in loops, and through a gateway the work is one JSON line over a
+Unix socket, cheaper than importing click; so :mod:`bridgecli.entry` tries this module first,
+and it imports only ``getopt``, ``json`` and ``socket`` (goal: docs/design.md#goal-b).
 
 It *declines* (returns None) whenever it is not sure to behave exactly like the click command,
-and click then handles the call with its own messages: ``-h``, any option it does not know, an
-argument click would reject, no gateway on the socket (click then publishes directly), or a
-socket location only platformdirs can work out. What it shares with the click commands rather
-than copies: the option table (:mod:`bridgecli.send_options`), the request model
-(:mod:`bridgecli.requests`), the session through the gateway and the printing
-(:func:`deliver`), the socket path (:mod:`bridgecli.socketpath`) and the error-to-exit mapping
-(:mod:`bridgecli.failures`). ``tests/test_fast_send.py`` checks, over generated command lines,
-that whatever this parser accepts click parses to the same values.
+which then runs: ``-h``, an unknown option, an argument click would reject, no gateway, or a
+socket only platformdirs can locate. ``tests/test_fast_send.py`` keeps both parsers equal.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ STATUSES = ("idle", "working", "blocked", "done", "unknown", "running", "gone")
 
 @dataclass(frozen=True)
 class Entity:
-    """A message-addressable entity hosted on this machine (seed §2).
+    """A message-addressable entity hosted on this machine (docs/design.md#names).
 
     ``deliver`` is ``BACKEND[:ADDRESS]`` as given to ``bridge register --deliver``.
     """
@@ -80,7 +80,8 @@ class BackendTraits:
 
 @runtime_checkable
 class DeliveryBackend(Protocol):
-    """Hands a message to an entity on this host (the seed's local inject / MCP hold).
+    """Hands a message to an entity on this host: typed into its pane, run, or held
+    (docs/design.md#invariant-3).
 
     The gateway acks the broker only after :meth:`deliver` returns, so ``deliver`` must
     return only once the entity *has* the message (a confirmed injection, a durable hold,
@@ -161,7 +162,8 @@ class LaunchHandle:
 
 @runtime_checkable
 class Launcher(Protocol):
-    """Starts agents on this host for ``bridge spawn`` (seed §7.2, CB-306 readiness gate)."""
+    """Starts agents on this host for ``bridge spawn``, behind a readiness gate
+    (docs/design.md#invariant-9)."""
 
     def start(self, spec: LaunchSpec) -> LaunchHandle:
         """Start the process; raise :class:`bridgecli.errors.BridgeError` (with the tail of
@@ -194,8 +196,9 @@ class ExecutorOptions:
 
 @runtime_checkable
 class BrowserTarget(Protocol):
-    """A kind of browser executor (seed "executors"): something that connects to the browser
-    broker as role ``extension`` and carries out ``command`` frames in a real browser."""
+    """A kind of browser executor (docs/design.md#rules-of-the-browser-bridge): something that
+    connects to the browser broker as role ``extension`` and carries out ``command`` frames in a
+    real browser."""
 
     kind: str
 

@@ -1,17 +1,10 @@
 """Dynamic shell completion: what a TAB offers for targets, message ids, hosts, profiles and
 browser groups (attached to click parameters as ``shell_complete=``).
 
-Rules every function here keeps, because a TAB runs on each keystroke of a human:
-
-* **No broker, ever.** Nothing here imports pika or opens an AMQP or WebSocket connection.
-  Sources are the local gateway's Unix socket (with a short timeout), files on this host
-  opened read-only (the entity registry, the gateway's message store, ``bridge.toml``) and
-  the caches of :mod:`bridgecli.cache`.
-* **Never fail.** Any error yields fewer (or no) candidates, never a traceback in the
-  middle of a command line.
-* **Untrusted text stays inert.** Roster labels and message contents come from other hosts:
-  values with characters a shell would split on are dropped, and descriptions lose control
-  characters before zsh or fish print them.
+A TAB runs on every keystroke, so: **no broker, ever** (sources are the gateway's socket with a
+short timeout, read-only local files and :mod:`bridgecli.cache`); **never fail** (an error
+yields fewer candidates, never a traceback); **untrusted text stays inert** (values a shell
+would split are dropped, descriptions lose control characters before zsh or fish print them).
 """
 
 from __future__ import annotations

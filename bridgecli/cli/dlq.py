@@ -1,4 +1,4 @@
-"""``bridge dlq``: the dead-letter queue ``bridge.dlq`` (seed §3: poison messages)."""
+"""``bridge dlq``: the dead-letter queue ``bridge.dlq`` (docs/design.md#invariant-6)."""
 
 from __future__ import annotations
 

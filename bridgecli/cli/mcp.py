@@ -1,15 +1,11 @@
 """``bridge mcp``: the stdio MCP server for a main or orchestrator session.
 
-The MCP SDK is imported only when this command runs (never for ``bridge --help``), and
-only after the gateway answered: a client that starts ``bridge mcp`` without a gateway gets
-one line on stderr and exit code 5, with nothing written to stdout (which is the protocol's).
-
-Two tool sets, each with its switch: messaging (needs the local gateway at start) and the
-browser tools (this server joins the browser-broker election like ``bridge browser serve``;
-see :mod:`bridgecli.mcp.browser_tools`). A browser-only user runs ``--no-messaging`` and
-needs no gateway at all; we chose an explicit switch over "start anyway and fail every
-messaging call", because a main session silently running without its inbox is worse than a
-clear exit.
+The MCP SDK is imported only when this command runs, and only after the gateway answered: a
+client that starts ``bridge mcp`` without a gateway gets one line on stderr and exit code 5,
+nothing on stdout (the protocol's). Two tool sets, each with its switch: messaging (needs the
+gateway) and browser (:mod:`bridgecli.mcp.browser_tools`). A browser-only user runs
+``--no-messaging``, an explicit switch rather than "start anyway and fail every call": a main
+session silently running without its inbox is worse than a clear exit.
 """
 
 from __future__ import annotations
@@ -40,17 +36,15 @@ from bridgecli.errors import ConfigError, GatewayUnavailable, MissingDependency
 def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool | None) -> None:
     """Run the stdio MCP server for a main or orchestrator session.
 
-    Speaks MCP on stdin/stdout for an MCP client (Claude Code, OpenCode, Codex …). Registers
-    (or re-attaches to) an entity with --deliver hold on the local gateway; messages for it
-    are held until the client calls bridge_poll, and the client is notified when they arrive.
-    Tools: bridge_send, bridge_ask, bridge_reply, bridge_answer, bridge_poll, bridge_roster,
-    bridge_spawn, bridge_stop. Needs a running `bridge gateway` and the extra bridgecli[mcp].
+    Speaks MCP on stdin/stdout (Claude Code, OpenCode, Codex …). Registers (or re-attaches
+    to) a --deliver hold entity on the local gateway; its messages are held until the client
+    calls bridge_poll, and the client is notified when they arrive. Messaging tools:
+    bridge_send/ask/reply/answer/poll/roster/spawn/stop; they need a running `bridge gateway`
+    and the extra bridgecli[mcp].
 
-    Browser tools (browser_targets, browser_open, browser_tabs, browser_navigate,
-    browser_click, browser_type, browser_text, browser_snapshot, browser_screenshot,
-    browser_release): the server hosts the browser broker on 127.0.0.1:browser.port when it
-    wins the bind, joins it as a guest otherwise, and takes over if the host exits — like
-    `bridge browser serve`. They need the extra bridgecli[browser].
+    Browser tools (browser_targets, browser_open, browser_tabs, browser_navigate, ...): the
+    server hosts or joins the browser broker like `bridge browser serve`, and takes over if
+    the host exits; they need the extra bridgecli[browser]. See docs/mcp.md.
     """
     cfg = app.config
     use_browser = cfg.get("mcp.browser") if browser is None else browser

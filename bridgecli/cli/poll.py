@@ -43,7 +43,7 @@ def poll(app, gid: str | None, wait: float, limit: int, peer: str | None, as_jso
     """Drain messages held for an entity.
 
     Prints (and removes from the hold) the messages waiting for a hold-backend entity —
-    replies that arrived after a send's --wait gave up (seed U3) included.
+    replies that arrived after a send's --wait gave up included.
     """
     from bridgecli.requests import PollRequest
     from bridgecli.session import open_session

@@ -78,7 +78,7 @@ def send(app, **values) -> None:
 def ask(app, **values) -> None:
     """Ask an entity a question (ASK); --wait for the ANSWER.
 
-    The mid-turn ask (seed U2): a worker pauses its turn, asks, and resumes on the answer.
+    The mid-turn ask: a worker pauses its turn, asks, and resumes on the answer.
     QUESTION '-' reads stdin.
     """
     _deliver(app, "ask", values)

@@ -1,4 +1,4 @@
-"""``bridge spawn`` and ``bridge stop``: the control plane (seed U4)."""
+"""``bridge spawn`` and ``bridge stop``: the control plane (docs/design.md#invariant-9, use case U4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``bridge tap``: the seed's audit/monitor consumer on ``bridge.msg``."""
+"""``bridge tap``: an audit/monitor copy of ``bridge.msg``'s traffic; never takes from an inbox."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""The per-host gateway: the only AMQP consumer on a host (seed §2, §8)."""
+"""The per-host gateway: the only AMQP client on a host (docs/design.md#invariant-1)."""

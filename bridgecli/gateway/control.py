@@ -1,13 +1,11 @@
-"""The control plane, gateway side: serve ``control.<host>``.
+"""The control plane, gateway side (docs/design.md#invariant-9): serve ``control.<host>``.
 
-A SpawnRequest names a *profile*; this gateway looks it up in its **own** configuration
-(``[profiles.NAME]``) and runs that profile's launcher locally — no command line ever
-travels on the wire. Then it waits for the launcher's readiness gate, registers the new
-entity, announces it on the roster and answers the requester with the handle.
-
-Control messages are acked on receipt and never redelivered: running a spawn twice is worse
-than reporting a failure. Requests carry an AMQP expiration, so one that waited in the queue
-while this gateway was down is dropped by the broker instead of spawning late.
+A spawn request names a *profile*, looked up in this host's **own** ``[profiles.NAME]`` and
+run by its launcher here — no command line travels. After the readiness gate the entity is
+registered, announced on the roster and returned to the requester. Requests are acked on
+receipt and never redelivered (running a spawn twice is worse than reporting a failure), and
+carry an AMQP expiration, so one that waited while this gateway was down is dropped instead of
+spawning late.
 """
 
 from __future__ import annotations
@@ -121,7 +119,7 @@ class Control:
     def _answer(self, reply_to: str | None, correlation: str | None, response: dict[str, Any]) -> None:
         """Answer through ``bridge.control`` with the requester's reply queue as key (it binds
         it there), not through the default exchange: a host's broker user may then publish
-        to the bridge exchanges only (docs/deploy.md §2). A ``reply_to`` that is not a reply
+        to the bridge exchanges only (docs/deploy.md#2-permissions). A ``reply_to`` that is not a reply
         queue's name — another host's key, say — gets no answer."""
         if not reply_to:
             return

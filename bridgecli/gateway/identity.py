@@ -1,19 +1,13 @@
 """Sender identity: does a message's claimed origin match the broker-authenticated user?
 
-The envelope's ``fromHost`` (and ``from`` gid) are written by the sender and prove nothing.
-The AMQP ``user_id`` property does: RabbitMQ refuses a publish whose ``user_id`` differs from
-the connection's user, so on receipt ``user_id`` names who really published. This module is
-the pure decision; the gateway dead-letters a mismatch with reason ``sender_mismatch``.
-
-Mapping convention (``docs/deploy.md``): one RabbitMQ user per host, named by the template
-``security.host_user`` (default ``{host}``: the user *is* the host id, e.g. ``hosta``). A
-message claiming ``fromHost = X`` must arrive with ``user_id = template(X)``. Users listed in
-``security.trusted_users`` (ops tooling that re-publishes, e.g. a DLQ retry) may claim any
-host. With the roster at hand the sender gid's announced host must agree with ``fromHost``
-too, so a host cannot speak for another host's entity under its own name.
-
-``security.sender_check = off`` (the default) skips all of this: a single-machine setup
-where every gateway logs in as ``guest`` would otherwise dead-letter everything.
+``fromHost`` and ``from`` are claims; the AMQP ``user_id`` is verified by RabbitMQ, so it names
+who really published (docs/design.md#invariant-10). This module is the pure decision; the
+gateway dead-letters a mismatch as ``sender_mismatch``. Convention
+(docs/deploy.md#3-sender-identity): ``fromHost = X`` must arrive with ``user_id =
+security.host_user`` applied to X (default: the host id); ``security.trusted_users`` may claim
+any host; with the roster at hand, the sender gid's announced host must agree too.
+``security.sender_check = off`` (the default) skips it all, since single-machine setups log in
+as ``guest``.
 """
 
 from __future__ import annotations

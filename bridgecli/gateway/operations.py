@@ -164,13 +164,12 @@ def op_send(gw: "Gateway", **wire: Any) -> dict[str, Any]:
 
 def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: float,
                  confirm: Future, look_first: bool = True, mark: str = DRAINED) -> dict[str, Any]:
-    """Wait for the reply and for the message's confirm *together*: a reply proves the message
-    was delivered, so once it is here the confirm no longer matters (for a persistent message
-    the broker may confirm only after its next disk sync, well after the reply came back).
-    A confirm that fails — unroutable, nacked, connection lost — ends the wait with its error;
-    at the timeout an unconfirmed message is waited for first, so that "the reply will be
-    held" is never said of a message the broker did not take. ``look_first=False`` for an id
-    minted just now, which nothing can have answered yet."""
+    """Wait for the reply and the message's confirm *together*: a reply proves delivery, so
+    once it is here the confirm no longer matters (a persistent message may be confirmed only
+    after the broker's next disk sync). A failed confirm ends the wait with its error; at the
+    timeout an unconfirmed message is waited for first, so "the reply will be held" is never
+    said of a message the broker did not take. ``look_first=False`` for an id minted just now.
+    """
     from bridgecli.gateway.publishing import await_confirm  # pika: not for the CLI's imports of this module
 
     started = time.monotonic()

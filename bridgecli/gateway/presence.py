@@ -1,13 +1,11 @@
-"""Wires the presence plane and the control plane into a gateway.
+"""Wires the presence plane and the control plane into a gateway (docs/design.md#invariant-8).
 
-Presence: consume ``roster.<host>`` (exclusive, auto-delete, bound ``roster.#``) into a
-:class:`~bridgecli.roster.RosterView` — on a connection and thread of its own, in batches
-(:mod:`bridgecli.gateway.roster_listener`) — heartbeat every local entity and the gateway
-itself every ``roster.interval`` seconds through the publish lane, announce ``gone`` on
-unregister and clean stop.
-Statuses come from each entity's delivery backend — or, for a spawned entity whose process
-is no longer running, from its launcher (``gone``); they are computed on a side thread
-(a tmux or herdr query may take milliseconds) and the heartbeat sends the latest.
+Presence: a :class:`~bridgecli.roster.RosterView` fed by
+:mod:`bridgecli.gateway.roster_listener`; heartbeats for every local entity and the gateway
+itself every ``roster.interval`` seconds through the publish lane; ``gone`` on unregister and
+clean stop. Statuses come from each entity's backend, or ``gone`` from the launcher of a
+spawned entity whose process ended; they are computed on a side thread (a tmux or herdr query
+may take milliseconds) and each heartbeat sends the latest.
 
 Control: see :mod:`bridgecli.gateway.control`.
 """

@@ -1,25 +1,13 @@
 """The gateway's publish lane: a second AMQP connection, owned by a thread of its own, that
 carries every confirmed publish of a local sender (``bridge send`` and friends, MCP tools).
 
-Why a second connection: pika's ``BlockingChannel.basic_publish`` in confirm mode blocks its
-thread until the broker confirms, and for a persistent message into a durable inbox the
-broker confirms only once the *consumer* acked it (or the message reached disk). On the I/O
-thread that wait (2–5 ms: the other gateway's whole delivery) stopped all consuming — no
-deliveries, no acks — so a reply arriving meanwhile, or the next request, queued behind it.
-RabbitMQ also advises separate connections for publishing and consuming: when it applies flow
-control to a fast publisher, a shared connection would hold back the consumer's acks too.
-
-Confirms are *pipelined*: the lane publishes on a plain (asynchronous) pika channel in confirm
-mode and resolves each caller's future when its ``basic.ack`` arrives (``multiple`` acks
-resolve a run at once), so concurrent senders and a bulk ``bridge send - --lines`` do not wait
-one confirm per message. Mandatory still holds: a ``basic.return`` marks its message, and the
-ack that follows it resolves that message as :class:`~bridgecli.errors.Rejected`.
-
-The lane reconnects by itself (same capped, jittered backoff as the gateway); publishes in
-flight when its connection dies fail with :class:`~bridgecli.errors.BrokerUnavailable` (resend
-with ``--id`` to be sure: the receiving gateway drops a repeat). Dead letters and control-plane
-answers still go out on the consuming connection's own publisher, next to the ack they belong
-with.
+Confirms are pipelined on an asynchronous confirm-mode channel: each caller's future resolves
+on its own ``basic.ack`` (a ``basic.return`` before it makes it
+:class:`~bridgecli.errors.Rejected`). The lane reconnects by itself; publishes in flight when
+its connection dies fail with :class:`~bridgecli.errors.BrokerUnavailable` (resend with
+``--id``: the receiver drops repeats). Dead letters and control answers stay on the consuming
+connection, next to their ack. Why a connection of its own:
+docs/decisions/publish-lane-on-its-own-connection.md.
 """
 
 from __future__ import annotations
@@ -308,18 +296,12 @@ class PublishLane:
     def _renew_channel_after_nack(self) -> None:
         """Publish on a fresh confirm channel after the broker nacked a message (lane thread).
 
-        Why: a RabbitMQ channel keeps its own client state for each quorum queue it published
-        to, including where it believes the queue's leader is. When a cluster node dies and the
-        lane reconnects to a survivor while the queue is still electing its new leader, that
-        channel can keep *every* later publish to the queue nacked — for as long as it lives —
-        while a fresh channel is confirmed at once (seen in the cluster failover test: 40 s of
-        nacks through the gateway, fresh connections confirmed throughout). A nack is rare
-        otherwise (a full queue that rejects publishes, no quorum), and a new channel costs one
-        round trip, so every nack gets one.
-
-        New publishes wait (deferred) until the old channel's confirms are all in, so no
-        message of another sender is failed for it; if they do not come within
-        :data:`RENEW_DRAIN_TIMEOUT` the rest fail as "may or may not have been delivered"."""
+        New publishes wait until the old channel's confirms are all in, so no other sender's
+        message fails for it; those not in within :data:`RENEW_DRAIN_TIMEOUT` fail as "may or
+        may not have been delivered". Why every nack gets a new channel (a stale channel kept
+        nacking a quorum inbox after failover):
+        docs/decisions/publish-lane-on-its-own-connection.md.
+        """
         assert self._renew_since is not None and self._connection is not None
         if self._in_flight and time.monotonic() - self._renew_since < RENEW_DRAIN_TIMEOUT:
             return

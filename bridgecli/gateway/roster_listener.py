@@ -1,17 +1,10 @@
 """The gateway's roster listener: ``roster.<host>`` consumed on a connection and thread of its
-own, read in batches.
-
-Why not the consuming connection: every gateway receives every heartbeat of the fleet —
-G(E+1)/T frames/s, 410/s at 50 gateways × 40 entities — and pika decodes each in Python. On
-the I/O thread the frames arrived a few at a time, each wake-up of the I/O loop paying its
-own poll and dispatch, and that made roster work most of a gateway's CPU
-(bench/roster_scale.py). Presence is soft state that expires after three intervals, so this
-thread reads its socket every :data:`BATCH_SECONDS`: the frames that came meanwhile are
-decoded in one pass, and deliveries on the consuming connection never wait behind them.
+own, read in batches every :data:`BATCH_SECONDS`, so deliveries never wait behind the fleet's
+heartbeats (docs/decisions/roster-listener-off-the-io-thread.md).
 
 The queue is exclusive to this connection; when the connection drops, the listener
-reconnects with the gateway's backoff policy and declares the queue again (the heartbeats
-missed meanwhile are repeated within one interval).
+reconnects with the gateway's backoff policy and declares the queue again (heartbeats missed
+meanwhile come again within one interval: presence is soft state, docs/design.md#invariant-8).
 """
 
 from __future__ import annotations

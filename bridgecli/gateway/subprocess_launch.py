@@ -1,14 +1,11 @@
 """The built-in ``subprocess`` launcher: headless agents as child processes of the gateway.
 
-Profile keys: ``command`` (string → run by ``/bin/sh -c``; list → exec'd as is), ``cwd``,
-``env``, ``deliver`` (how messages reach the new entity; default ``hold``, so a headless
-agent pulls with ``bridge poll``), ``ready_line`` (optional regex: ready once a stdout line
-matches; otherwise ready = still alive after ``ready_grace`` seconds, default 0.5), and
-``ready_timeout`` like every profile (the readiness gate when spawn gets no ``--wait-ready``).
-
-The child gets ``BRIDGE_GID``, ``BRIDGE_HOST_ID`` and ``BRIDGE_GATEWAY_SOCKET`` (from the
-spec) on top of the gateway's own environment, runs in its own session (so stop can kill
-its whole process group) and logs to files under the gateway's state dir.
+Profile keys: ``command`` (string → ``/bin/sh -c``; list → exec'd), ``cwd``, ``env``,
+``deliver`` (default ``hold``: a headless agent pulls with ``bridge poll``), ``ready_line``
+(regex: ready once a stdout line matches; else ready = alive after ``ready_grace`` s, default
+0.5) and ``ready_timeout``. The child gets ``BRIDGE_GID``, ``BRIDGE_HOST_ID`` and
+``BRIDGE_GATEWAY_SOCKET`` on top of the gateway's environment, runs in its own session (so
+stop can kill its process group) and logs under the gateway's state dir.
 """
 
 from __future__ import annotations
