@@ -45,7 +45,7 @@ class _Request:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.to_wire() == other.to_wire()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self.to_wire() == other.to_wire()
 
     def __hash__(self) -> int:
         return hash(repr(self))
@@ -75,6 +75,18 @@ class SendRequest(_Request):
     OP = "send"
     FIELDS = {"command": "send", "contents": (), "sender": None, "target": None, "msg_id": None, "delay": None,
               "force": False, "turn": None, "wait": None, "new_id": None, "bulk": False, "confirm": False}
+    command: str
+    contents: tuple[str, ...]
+    sender: str | None
+    target: str | None
+    msg_id: str | None
+    delay: float | None
+    force: bool
+    turn: str | None
+    wait: float | None
+    new_id: str | None
+    bulk: bool
+    confirm: bool
 
     def __init__(self, **values: Any) -> None:
         values["contents"] = tuple(values.get("contents") or ())
@@ -126,6 +138,12 @@ class RegisterRequest(_Request):
     __slots__ = ("label", "role", "deliver", "gid", "launcher", "launch_data")
     OP = "register"
     FIELDS = {"label": "", "role": "agent", "deliver": "", "gid": None, "launcher": None, "launch_data": None}
+    label: str
+    role: str
+    deliver: str
+    gid: str | None
+    launcher: str | None
+    launch_data: dict[str, Any] | None
 
 
 class UnregisterRequest(_Request):
@@ -134,6 +152,7 @@ class UnregisterRequest(_Request):
     __slots__ = ("target",)
     OP = "unregister"
     FIELDS = {"target": ""}
+    target: str
 
 
 class PollRequest(_Request):
@@ -144,6 +163,12 @@ class PollRequest(_Request):
     __slots__ = ("gid", "wait", "limit", "peek", "confirm", "peer")
     OP = "poll"
     FIELDS = {"gid": None, "wait": 0.0, "limit": 100, "peek": False, "confirm": False, "peer": None}
+    gid: str | None
+    wait: float
+    limit: int
+    peek: bool
+    confirm: bool
+    peer: str | None
 
     def _validate(self) -> None:
         if int(self.limit) < 1:
@@ -156,6 +181,7 @@ class ShowRequest(_Request):
     __slots__ = ("msg_id",)
     OP = "show"
     FIELDS = {"msg_id": ""}
+    msg_id: str
 
 
 class SpawnRequest(_Request):
@@ -165,6 +191,11 @@ class SpawnRequest(_Request):
     __slots__ = ("profile", "host", "label", "wait_ready", "sender")
     OP = "spawn"
     FIELDS = {"profile": "", "host": "", "label": None, "wait_ready": None, "sender": None}
+    profile: str
+    host: str
+    label: str | None
+    wait_ready: float | None
+    sender: str | None
 
 
 class StopRequest(_Request):
@@ -173,6 +204,8 @@ class StopRequest(_Request):
     __slots__ = ("target", "sender")
     OP = "stop"
     FIELDS = {"target": "", "sender": None}
+    target: str
+    sender: str | None
 
 
 class RosterRequest(_Request):
@@ -181,3 +214,4 @@ class RosterRequest(_Request):
     __slots__ = ("host",)
     OP = "roster"
     FIELDS = {"host": None}
+    host: str | None
