@@ -63,11 +63,12 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     values: dict[str, Any] = {name: (None if takes else False) for name, takes in options.values()}
     first, second = ARGUMENTS[command]
     values[first], values[second] = positionals
-    for opt, value in pairs:
+    for opt, text in pairs:
         name, takes = options[opt]
+        value: str | float = text
         if name in _DURATIONS:
             try:
-                value = parse_duration(value)
+                value = parse_duration(text)
             except ValueError:
                 return None  # click reports the bad duration
         values[name] = value if takes else True

@@ -68,7 +68,7 @@ def compose(kind: str, sender: Identity, recipient: str, content: str, *, host: 
     # full validation (envelope.from_wire) would accept it; not repeated on this hot path
     return Envelope(kind=kind, sender=sender.gid, recipient=recipient, content=content,
                     in_reply_to=in_reply_to, turn=turn, sender_label=sender.label, sender_host=host,
-                    **({"msg_id": msg_id.lower()} if msg_id else {}))
+                    msg_id=msg_id.lower() if msg_id else env_mod.new_id())
 
 
 def original_message(store: Store, msg_id: str) -> Envelope:
