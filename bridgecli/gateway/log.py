@@ -60,7 +60,9 @@ class _LineHandler(logging.StreamHandler):
     def write_event(self, level: int, message: str, fields: dict[str, Any]) -> None:
         try:
             text = self.line(time.time(), _LEVEL_NAMES[level], message, fields) + self.terminator
-            with self.lock:
+            lock = self.lock
+            assert lock is not None  # Handler.__init__ creates it; typeshed allows None
+            with lock:
                 stream = self.stream
                 stream.write(text)
                 stream.flush()

@@ -187,7 +187,7 @@ class PublishLane:
         connection = self._connection
         if connection is None:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment")
-        batch = [(envelope, Future()) for envelope in envelopes]
+        batch: list[tuple[Envelope, Future]] = [(envelope, Future()) for envelope in envelopes]
         with self._queued_lock:
             self._queued.update(future for _, future in batch)
         try:

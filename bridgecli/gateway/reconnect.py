@@ -26,12 +26,15 @@ def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what
                    attempt=state.attempt_number, wait=f"{state.next_action.sleep:.1f}s" if state.next_action else "",
                    error=str(exc))
 
+    def sleep(seconds: float) -> None:
+        stop.wait(seconds)
+
     retrying = tenacity.Retrying(
         wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
         retry=tenacity.retry_if_exception_type(
             amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)),
         stop=tenacity.stop_when_event_set(stop),
-        sleep=lambda seconds: stop.wait(seconds),
+        sleep=sleep,
         before_sleep=log_retry,
     )
     retrying(connect)

@@ -47,7 +47,10 @@ class WorkerHost(Protocol):
     should_stop: threading.Event
     connected: threading.Event
     max_attempts: int
-    store: AttemptLog
+
+    @property
+    def store(self) -> AttemptLog:
+        """Read-only here, so a gateway holding a richer store still fits."""
 
     def deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
         """Deliver, write the dedup record and announce; raises DeliveryError."""
@@ -105,7 +108,8 @@ class EntityWorker(threading.Thread):
                 if not exc.retryable or attempts >= gw.max_attempts:
                     gw.dead_letter_soon(item, "delivery_failed", str(exc), attempts)
                     return
-                delay = wait(_Attempt(attempts))
+                # tenacity annotates the full RetryCallState; its waits read only attempt_number
+                delay = wait(_Attempt(attempts))  # type: ignore[arg-type]
                 if gw.should_stop.wait(delay):
                     return
                 continue
