@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bridgecli import __version__
 from bridgecli.cli.lazy import Entry, LazyGroup
 from bridgecli.errors import BridgeError, ExitCode
+
+if TYPE_CHECKING:
+    from bridgecli.config import Config
 
 #: name -> ("module:attribute", short help). A test checks each short help against the
 #: command's own help text, so the two cannot drift apart.
@@ -52,7 +55,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "unregister": ("bridgecli.cli.register:unregister", "Remove an entity from this host."),
 }
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class AppContext:
@@ -61,10 +64,10 @@ class AppContext:
     def __init__(self, overrides: dict[str, Any], traceback: bool) -> None:
         self.overrides = overrides
         self.traceback = traceback
-        self._config = None
+        self._config: Config | None = None
 
     @property
-    def config(self):  # -> bridgecli.config.Config
+    def config(self) -> Config:
         if self._config is None:
             from bridgecli import config
 

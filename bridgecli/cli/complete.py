@@ -14,7 +14,7 @@ import re
 
 TYPE_CHECKING = False  # typing and click cost more than a TAB may: names for checkers only
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from typing import Any, Iterable, TypeGuard
 
     import click
 
@@ -91,7 +91,7 @@ def local_entities() -> list[dict[str, str]]:
 
 # --- helpers ---------------------------------------------------------------------------
 
-def _safe(value: Any) -> bool:
+def _safe(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and bool(_SAFE_VALUE.match(value))
 
 

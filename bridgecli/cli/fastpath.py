@@ -113,10 +113,12 @@ def help_width() -> int:
     except (KeyError, ValueError):
         lines = 0
     if columns <= 0 or lines <= 0:
-        try:
-            size = os.get_terminal_size(sys.__stdout__.fileno())
-        except (AttributeError, ValueError, OSError):
-            size = os.terminal_size((80, 24))
+        size = os.terminal_size((80, 24))
+        if sys.__stdout__ is not None:
+            try:
+                size = os.get_terminal_size(sys.__stdout__.fileno())
+            except (AttributeError, ValueError, OSError):
+                pass
         if columns <= 0:
             columns = size.columns or 80
     return max(min(columns, MAX_HELP_WIDTH) - 2, 50)

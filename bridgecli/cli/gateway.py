@@ -31,7 +31,7 @@ def gateway(app, log_format: str | None) -> None:
     try:
         from bridgecli.gateway.presence import install as install_presence
     except ImportError:
-        install_presence = None
-    if install_presence is not None:
+        pass
+    else:
         install_presence(gw)
     gw.run()

@@ -34,7 +34,7 @@ class StaticTable:
     """A fixed table of bridge's own commands: ``name -> ("module:attribute", short help)``."""
 
     def __init__(self, commands: dict[str, tuple[str, str]]) -> None:
-        self._entries = {name: (target, help_, None) for name, (target, help_) in commands.items()}
+        self._entries: dict[str, Entry] = {name: (target, help_, None) for name, (target, help_) in commands.items()}
 
     def entries(self) -> dict[str, Entry]:
         return self._entries

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from bridgecli.durations import parse
@@ -12,7 +14,7 @@ class Duration(click.ParamType):
 
     name = "duration"
 
-    def convert(self, value, param, ctx):  # type: ignore[override]
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, (int, float)):
             return float(value)
         try:

@@ -21,21 +21,22 @@ def plugins(as_json: bool) -> None:
     from bridgecli import plugins as plugin_mod
 
     loaded = plugin_mod.get()
+    infos = sorted(loaded.infos.values(), key=lambda i: (not i.builtin, i.name))
     rows = [
         {"name": i.name, "version": i.version, "builtin": i.builtin, "hooks": i.hooks,
          "provides": i.provides}
-        for i in sorted(loaded.infos.values(), key=lambda i: (not i.builtin, i.name))
+        for i in infos
     ]
     if as_json:
         output.data({"plugins": rows, "failures": loaded.failures})
         if loaded.failures:
             raise SystemExit(int(ExitCode.PLUGIN))
         return
-    for row in rows:
-        kind = "built-in" if row["builtin"] else "plugin"
-        output.line(f"{row['name']} {row['version'] or '?'} ({kind})")
-        output.line(f"  hooks: {', '.join(row['hooks']) or '-'}")
-        for what, names in sorted(row["provides"].items()):
+    for info in infos:
+        kind = "built-in" if info.builtin else "plugin"
+        output.line(f"{info.name} {info.version or '?'} ({kind})")
+        output.line(f"  hooks: {', '.join(info.hooks) or '-'}")
+        for what, names in sorted(info.provides.items()):
             output.line(f"  {what.replace('_', ' ')}: {', '.join(sorted(names))}")
     for name, problem in loaded.failures.items():
         output.line(f"{name} FAILED: {problem}")

@@ -9,6 +9,8 @@ these click commands handle what it declines, from the same option table
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from bridgecli import fast_send, send_options
@@ -19,7 +21,7 @@ from bridgecli.send_options import ARGUMENTS, COMMANDS
 
 def _click_option(option: send_options.Option):
     """The click decorator for one entry of the shared option table."""
-    extra = {}
+    extra: dict[str, Any] = {}
     if option.envvar:
         extra = {"envvar": option.envvar, "show_envvar": True}
     if option.dest == "sender":

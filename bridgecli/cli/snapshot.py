@@ -55,7 +55,7 @@ def _param(param: click.Parameter) -> dict[str, Any]:
             "secondary_opts": list(param.secondary_opts), "nargs": param.nargs,
             "help": param.help if is_option else None,
             "hidden": bool(getattr(param, "hidden", False)), "multiple": bool(param.multiple),
-            "flag": bool(is_option and (param.is_flag or param.count)),
+            "flag": bool(isinstance(param, click.Option) and (param.is_flag or param.count)),
             "complete": _completion(param)}
 
 
