@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import sys
 
+from bridgecli.socketpath import APP, SOCKET_NAME, from_environment
+
 TYPE_CHECKING = False  # pathlib costs a TAB a third of Python's start-up: see *_text()
 if TYPE_CHECKING:
     from pathlib import Path
-
-from bridgecli.socketpath import APP, SOCKET_NAME, from_environment
 
 #: kind -> (XDG variable, default under $HOME) of the XDG base-directory spec
 _XDG = {"config": ("XDG_CONFIG_HOME", ".config"), "data": ("XDG_DATA_HOME", ".local/share"),

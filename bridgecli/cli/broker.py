@@ -113,7 +113,7 @@ def logs(lines: int, as_json: bool) -> None:
     except FileNotFoundError:
         from bridgecli.errors import NotFound
 
-        raise NotFound(f"no broker log at {path}", "start the broker with `bridge broker start`")
+        raise NotFound(f"no broker log at {path}", "start the broker with `bridge broker start`") from None
     if as_json:
         output.data({"path": str(path), "lines": text})
         return

@@ -86,7 +86,7 @@ def local_entities() -> list[dict[str, str]]:
     from bridgecli import paths
 
     rows = query(os.path.join(paths.dir_text("data"), "entities.db"), "SELECT gid, label, host, role FROM entities")
-    return [{"gid": g, "label": l, "host": h, "role": r, "status": "local"} for g, l, h, r in rows]
+    return [{"gid": g, "label": label, "host": h, "role": r, "status": "local"} for g, label, h, r in rows]
 
 
 # --- helpers ---------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    fmt = "  ".join("{:<%d}" % w for w in widths)
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     click.echo(fmt.format(*headers).rstrip())
     for row in rows:
         click.echo(fmt.format(*row).rstrip())

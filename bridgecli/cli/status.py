@@ -33,7 +33,8 @@ def status(as_json: bool) -> None:
                 f"up {result['uptime']:.0f}s)")
     output.line(f"broker     {state} {', '.join(broker['uris'])} "
                 f"{server.get('product', '')} {server.get('version', '')}")
-    output.line(f"dedup      {result['dedup_size']} ids    dlq {result['dlq_depth'] if result['dlq_depth'] is not None else '?'}")
+    dlq = result["dlq_depth"] if result["dlq_depth"] is not None else "?"
+    output.line(f"dedup      {result['dedup_size']} ids    dlq {dlq}")
     for name, value in (result.get("extra") or {}).items():
         output.line(f"{name:<10} {value}")
     for queue in result.get("elsewhere") or []:

@@ -29,7 +29,7 @@ def tap(app, count: int | None, as_json: bool) -> None:
     output.note(f"tapping bridge.msg (queue {name}); Ctrl-C to stop")
     seen = 0
     try:
-        for method, props, body in channel.consume(name, auto_ack=True):
+        for method, _props, body in channel.consume(name, auto_ack=True):
             row = tapping.row(method.routing_key, body)
             if as_json:
                 output.line(json.dumps(row, ensure_ascii=False))

@@ -134,7 +134,8 @@ class Control:
 
     # --- spawn / stop -----------------------------------------------------------------
 
-    def spawn(self, request: dict[str, Any], accepted: Callable[[float], None] = lambda seconds: None) -> dict[str, Any]:
+    def spawn(self, request: dict[str, Any],
+              accepted: Callable[[float], None] = lambda seconds: None) -> dict[str, Any]:
         """Run a profile; ``accepted(seconds)`` is called with the readiness gate that applies
         (the request's ``waitReady``, else the profile's ``ready_timeout``, else 30 s) once the
         request passed every check and just before the launcher starts."""

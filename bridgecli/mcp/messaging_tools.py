@@ -31,7 +31,8 @@ _WAIT = {"type": "number", "minimum": 0, "maximum": MAX_WAIT,
          "description": "Seconds to block for the reply (0 or absent: return at once; the reply is then held for "
                         "bridge_poll)."}
 _MSG_ID = {"type": "string", "minLength": 6,
-           "description": "The msgId of the message you are answering (as shown by bridge_poll; a unique prefix works)."}
+           "description": "The msgId of the message you are answering (as shown by bridge_poll; a unique prefix "
+                          "works)."}
 _CONTENT = {"type": "string", "description": "The message text."}
 
 
@@ -173,9 +174,11 @@ def _tools(link: GatewayLink) -> list[Tool]:
              _schema({"profile": {"type": "string", "minLength": 1,
                                   "description": "Spawn profile name ([profiles.NAME] in bridge.toml on that host)."},
                       "host": {"type": "string", "minLength": 1, "description": "Host id to start it on."},
-                      "label": {"type": "string", "description": "Label for the new agent (default: from the profile)."},
+                      "label": {"type": "string",
+                                "description": "Label for the new agent (default: from the profile)."},
                       "wait_ready": {"type": "number", "minimum": 0, "maximum": MAX_WAIT,
-                                     "description": "Seconds to wait until the agent is ready (default: do not wait)."}},
+                                     "description":
+                                         "Seconds to wait until the agent is ready (default: do not wait)."}},
                      ["profile", "host"]),
              bridge_spawn, title="Spawn an agent"),
         Tool("bridge_stop",

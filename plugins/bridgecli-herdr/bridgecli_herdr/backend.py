@@ -181,7 +181,8 @@ class HerdrBackend:
                 raise DeliveryError(
                     f"herdr accepted message {frame.msg_id} for pane {pane_id} but neither its header "
                     f"{frame.marker} nor an agent state change showed within {self.settings.confirm_timeout:g}s",
-                    "the prompt may be stranded in the composer (herdr can swallow the Enter); check the pane", retryable=True)
+                    "the prompt may be stranded in the composer (herdr can swallow the Enter); check the pane",
+                    retryable=True)
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
 
