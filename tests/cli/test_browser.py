@@ -14,7 +14,7 @@ import pytest
 from bridgecli.browser.connect import BrowserBridge
 from tests.browser.conftest import free_port
 from tests.browser.fake_executor import FakeExecutor
-from tests.support.env import BRIDGE_BIN, bridge_home, run_bridge  # noqa: F401
+from tests.support.env import BRIDGE_BIN, run_bridge
 
 
 def serve(env: dict[str, str]) -> subprocess.Popen:
@@ -101,7 +101,8 @@ def test_errors_are_one_line_with_exit_codes(served):
     assert bad_json.returncode == 2
     ambiguous_free = bridge(env, "open", "g", "http://x", "--target", "nobody")
     assert ambiguous_free.returncode == 14 and "no connected browser" in ambiguous_free.stderr
-    # a live agent owns a group: one-shot commands are refused with the documented words (docs/design.md#browser-ownership)
+    # a live agent owns a group: one-shot commands are refused with the documented words
+    # (docs/design.md#browser-ownership)
     owner = BrowserBridge(int(env["BRIDGE_BROWSER_PORT"]), token, label="owner").start()
     try:
         owner.send("open", "owned", {"url": "http://o"})

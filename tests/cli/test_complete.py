@@ -38,7 +38,8 @@ def tab(env: dict[str, str], line: str) -> dict[str, str]:
 
 def write_roster(entries: list[tuple[str, str, str]], gateways: tuple[str, ...] = ("hb", "hc")) -> None:
     cache.write(cache.ROSTER, {
-        "entries": [{"gid": g, "label": l, "host": h, "role": "agent", "status": "idle"} for g, l, h in entries],
+        "entries": [{"gid": g, "label": label, "host": h, "role": "agent", "status": "idle"}
+                    for g, label, h in entries],
         "gateways": [{"host": h, "version": "9.9", "entities": 1} for h in gateways]})
 
 

@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from tests.support.env import bridge_home, run_bridge  # noqa: F401
+from tests.support.env import run_bridge
 
 
 def token_path(env) -> Path:

@@ -37,11 +37,13 @@ def test_a_change_through_the_same_registry_is_seen_by_every_thread(tmp_path):
     gid = "22222222-2222-4222-8222-222222222222"
     seen: list[object] = []
     worker = threading.Thread(target=lambda: seen.append(registry.get(gid)))
-    worker.start(); worker.join()
+    worker.start()
+    worker.join()
     assert seen == [None]
     registry.add(label="late", role="agent", deliver="hold", host="h", gid=gid)
     worker = threading.Thread(target=lambda: seen.append(registry.get(gid)))
-    worker.start(); worker.join()
+    worker.start()
+    worker.join()
     assert seen[-1] is not None and seen[-1].label == "late"
     registry.remove(gid)
     assert registry.get(gid) is None
