@@ -74,9 +74,9 @@ def on_message(channel, method, props, body):
     client, answer = reply_waiters.pop(env.in_reply_to, None), "reply"
     if client is None and poll_waiter:
         client, answer = poll_waiter.pop(), "poll"
-    store.begin_batch()
-    taken = store.record(env, DRAINED if client is not None else HELD)
-    store.commit_batch()
+    tx = store.begin()
+    taken = store.record(env, DRAINED if client is not None else HELD, tx=tx)
+    tx.commit()
     if client is not None and taken:
         recent[env.msg_id] = env
         if answer == "reply":

@@ -70,7 +70,7 @@ class BackendTraits:
     #: while ``deliver`` runs)
     stage: bool = False
     #: ``deliver`` writes the message's dedup record itself, through ``BackendContext.store``
-    #: (so an inline write joins the gateway's open transaction); the backend then also
+    #: and in the transaction the gateway passes it (``tx``); the backend then also
     #: implements :class:`RecordingBackend`
     records_itself: bool = False
     #: the entity pulls its messages (a hold): one a local ``send --wait`` / ``poll --wait``
@@ -115,9 +115,13 @@ class DeclaresTraits(Protocol):
 @runtime_checkable
 class RecordingBackend(Protocol):
     """A backend with ``records_itself`` or ``pulled``: writes a message as ``state`` (``held``,
-    ``drained``, ``taken``) with its dedup record; False for a duplicate."""
+    ``drained``, ``taken``) with its dedup record; False for a duplicate. ``tx`` is the store
+    transaction the write joins (the gateway's open burst), None for one of its own."""
 
-    def record(self, envelope: "Envelope", state: str, received: float | None = None) -> bool: ...
+    def deliver(self, entity: Entity, envelope: "Envelope", tx: Any = None) -> None: ...
+
+    def record(self, envelope: "Envelope", state: str, received: float | None = None,
+               tx: Any = None) -> bool: ...
 
 
 def traits_of(backend: DeliveryBackend) -> BackendTraits:

@@ -8,13 +8,13 @@ declared :class:`~bridgecli.interfaces.BackendTraits` alike everywhere.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, DeliveryError
-from bridgecli.hoststate.store import DELIVERED, Store
-from bridgecli.interfaces import BackendContext, BackendTraits, DeliveryBackend, Entity, traits_of
+from bridgecli.hoststate.store import DELIVERED, Store, Transaction
+from bridgecli.interfaces import BackendContext, BackendTraits, DeliveryBackend, Entity, RecordingBackend, traits_of
 
 
 class Backends:
@@ -44,14 +44,18 @@ class Backends:
     def traits(self, entity: Entity) -> BackendTraits:
         return self._entry(entity)[1]
 
-    def deliver(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
+    def deliver(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope,
+                tx: Transaction | None = None) -> None:
         """Hand one message to ``backend`` and write its dedup record (unless the backend
-        records it itself); any failure comes out as a DeliveryError."""
+        records it itself), in ``tx`` when given; any failure comes out as a DeliveryError."""
         traits = self.traits(entity)  # ``backend`` is this entity's: its traits are cached
         if traits.stage:
-            self.store.stage(envelope)  # visible to `bridge reply` while the backend runs
+            self.store.stage(envelope, tx=tx)  # visible to `bridge reply` while the backend runs
         try:
-            backend.deliver(entity, envelope)
+            if traits.records_itself:
+                cast(RecordingBackend, backend).deliver(entity, envelope, tx=tx)  # records in tx
+            else:
+                backend.deliver(entity, envelope)
         except DeliveryError:
             raise
         except BridgeError as exc:
@@ -59,4 +63,4 @@ class Backends:
         except Exception as exc:  # a plugin bug must not kill the gateway
             raise DeliveryError(f"backend {entity.backend} raised {type(exc).__name__}: {exc}") from exc
         if not traits.records_itself:
-            self.store.record(envelope, DELIVERED)
+            self.store.record(envelope, DELIVERED, tx=tx)

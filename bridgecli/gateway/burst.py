@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import log as glog
-from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage
+from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage, Transaction
 from bridgecli.gateway.waiters import Waiter, Waiters
 from bridgecli.interfaces import RecordingBackend, traits_of
 
@@ -36,6 +36,8 @@ class Burst:
         self.store = store
         self.waiters = waiters
         self.stopping = stopping
+        #: the open store transaction (None between bursts): every write of the burst joins it
+        self.tx: Transaction | None = None
         #: written in the open transaction, acked once it is committed
         self.deliveries: list[Delivery] = []
         #: messages of the open transaction recorded as taken by a waiter, given at the commit
@@ -48,13 +50,14 @@ class Burst:
         return len(self.deliveries)
 
     def add(self, tag: int, entity: "Entity", backend: "DeliveryBackend", envelope: Envelope,
-            deliver: Callable[[], None]) -> int:
+            deliver: Callable[[Transaction], None]) -> int:
         """Take ``envelope`` into the open transaction: handed to a waiter for it, else
-        ``deliver()`` (the backend's write). Whatever ``deliver`` raises leaves it out of the
-        burst. Returns how many deliveries the burst now has."""
-        self.store.begin_batch()
+        ``deliver(tx)`` (the backend's write, in that transaction). Whatever ``deliver`` raises
+        leaves it out of the burst. Returns how many deliveries the burst now has."""
+        if self.tx is None:
+            self.tx = self.store.begin()
         if not self.hand_off(backend, envelope):
-            deliver()
+            deliver(self.tx)
         self.deliveries.append((tag, entity, envelope))
         return len(self.deliveries)
 
@@ -84,7 +87,7 @@ class Burst:
         if waiter is None:
             return False
         received = time.time()
-        if backend.record(envelope, TAKEN if waiter.two_phase else DRAINED, received=received):
+        if backend.record(envelope, TAKEN if waiter.two_phase else DRAINED, received=received, tx=self.tx):
             # "held" as a drain reports it: it was held for the waiter and taken at once
             self.handoffs.append((waiter, StoredMessage(envelope=envelope, state=HELD, received=received)))
         return True  # taken, or a duplicate recorded before (dropped, as the backend would)
@@ -93,12 +96,13 @@ class Burst:
         """Commit the open transaction, *then* give each taken message to its waiter; returns
         the deliveries to ack, and the next burst starts empty. A failed commit is rolled back
         and raised, and hands nothing over."""
-        deliveries, handoffs = self.deliveries, self.handoffs
-        self.deliveries, self.handoffs = [], []
+        deliveries, handoffs, tx = self.deliveries, self.handoffs, self.tx
+        self.deliveries, self.handoffs, self.tx = [], [], None
         try:
-            self.store.commit_batch()
+            if tx is not None:
+                tx.commit()
         except Exception:
-            self._end_failed_commit()
+            self._end_failed_commit(tx)
             raise
         self._give(handoffs)
         return deliveries
@@ -159,14 +163,17 @@ class Burst:
     def rollback(self) -> None:
         """Undo the open burst: none of it is acked (the broker redelivers it), and none of its
         hand-offs happened."""
-        self.deliveries, self.handoffs = [], []
-        self.store.rollback_batch()
+        tx, self.deliveries, self.handoffs, self.tx = self.tx, [], [], None
+        if tx is not None:
+            tx.rollback()
 
-    def _end_failed_commit(self) -> None:
-        """Make sure a failed commit leaves no transaction open (``Store.commit_batch`` rolls
+    @staticmethod
+    def _end_failed_commit(tx: Transaction | None) -> None:
+        """Make sure a failed commit leaves no transaction open (``Transaction.commit`` rolls
         back itself; an error raised before its COMMIT would not have)."""
         try:
-            self.store.rollback_batch()
+            if tx is not None:
+                tx.rollback()
         except Exception:
             pass  # a failed COMMIT may already have ended the transaction
 

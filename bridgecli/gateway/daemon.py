@@ -380,7 +380,7 @@ class Gateway:
         backend = self.backend_for(entity)
         try:
             size = self.burst.add(method.delivery_tag, entity, backend, envelope,
-                                  lambda: self.backends.deliver(entity, backend, envelope))
+                                  lambda tx: self.backends.deliver(entity, backend, envelope, tx))
         except DeliveryError as exc:
             self._flush_batch()
             attempts = self.store.add_attempt(envelope.msg_id, str(exc))

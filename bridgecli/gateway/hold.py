@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import ConfigError, DeliveryError
-from bridgecli.hoststate.store import HELD, Store, default_path
+from bridgecli.hoststate.store import HELD, Store, Transaction, default_path
 from bridgecli.interfaces import BackendContext, BackendTraits, Entity
 
 
 class HoldBackend:
     """Consume-and-hold: the final hop is a pull. Records through ``context.store`` (the
-    gateway's, so its write joins the open transaction), else a store of its own."""
+    gateway's, its write joining the transaction the gateway passes), else a store of its own."""
 
     inline = True  # one local SQLite commit: safe on the AMQP thread
     #: deliver() writes the dedup record itself (same transaction); waiters may take at once
@@ -31,14 +31,15 @@ class HoldBackend:
         if address:
             raise ConfigError(f"the hold backend takes no address (got {address!r})", "use --deliver hold")
 
-    def deliver(self, entity: Entity, envelope: Envelope) -> None:
-        self.record(envelope, HELD)
+    def deliver(self, entity: Entity, envelope: Envelope, tx: Transaction | None = None) -> None:
+        self.record(envelope, HELD, tx=tx)
 
-    def record(self, envelope: Envelope, state: str, received: float | None = None) -> bool:
+    def record(self, envelope: Envelope, state: str, received: float | None = None,
+               tx: Transaction | None = None) -> bool:
         """Write the message (and its dedup record) as ``state``: ``held``, or ``drained`` when
         the gateway hands it to a waiting local call at once. False for a duplicate."""
         try:
-            return self.store.record(envelope, state, received=received)
+            return self.store.record(envelope, state, received=received, tx=tx)
         except Exception as exc:  # sqlite full/locked: retryable
             raise DeliveryError(f"cannot hold message {envelope.msg_id}: {exc}",
                                 "check free space in the state dir") from exc

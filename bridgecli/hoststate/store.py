@@ -165,7 +165,7 @@ class Store:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
 
     class _Joined:
-        """Inside :meth:`begin_batch`: statements join the open transaction."""
+        """Statements of a write given a :class:`Transaction`: they join it."""
 
         def __init__(self, db: sqlite3.Connection) -> None:
             self.db = db
@@ -176,12 +176,10 @@ class Store:
         def __exit__(self, exc_type, exc, tb) -> None:
             pass
 
-    def _tx(self) -> "_Tx | _Joined":
-        if getattr(self._local, "batch", False):
-            return Store._Joined(self._db())
-        return Store._Tx(self._db())
+    def _tx(self, tx: "Transaction | None" = None) -> "_Tx | _Joined":
+        return Store._Tx(self._db()) if tx is None else Store._Joined(tx.db)
 
-    # --- batching (the gateway's I/O thread) ------------------------------------------
+    # --- bursts (the gateway's I/O thread) -------------------------------------------
 
     def sync(self) -> None:
         """Make every commit so far durable against a power cut (``fdatasync`` of the WAL,
@@ -219,29 +217,12 @@ class Store:
         level = self._db().execute("PRAGMA synchronous").fetchone()[0]
         return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
 
-    def begin_batch(self) -> None:
-        """Open one transaction that the following writes of this thread join, so a burst
-        of deliveries costs one commit instead of one each."""
-        if not getattr(self._local, "batch", False):
-            self._db().execute("BEGIN IMMEDIATE")
-            self._local.batch = True
-
-    def commit_batch(self) -> None:
-        """Commit the open batch; if that fails, it is rolled back (and the error raised)."""
-        if getattr(self._local, "batch", False):
-            self._local.batch = False
-            db = self._db()
-            try:
-                db.execute("COMMIT")
-            except Exception:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-
-    def rollback_batch(self) -> None:
-        if getattr(self._local, "batch", False):
-            self._local.batch = False
-            self._db().execute("ROLLBACK")
+    def begin(self) -> "Transaction":
+        """Open one write transaction on this thread's connection; the writes given it join
+        it, so a burst of deliveries costs one commit instead of one each."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        return Transaction(db)
 
     # --- receiving ----------------------------------------------------------------------
 
@@ -251,24 +232,26 @@ class Store:
                                  (msg_id,)).fetchone()
         return row is not None
 
-    def stage(self, envelope: Envelope) -> None:
+    def stage(self, envelope: Envelope, tx: "Transaction | None" = None) -> None:
         """Make a message visible to ``reply``/``show`` while its backend works on it."""
-        with self._tx() as db:
+        with self._tx(tx) as db:
             db.execute(
                 "INSERT OR IGNORE INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
                 " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)",
                 (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind, envelope.in_reply_to,
                  _body(envelope), envelope.user_id, DELIVERING, time.time()))
 
-    def record(self, envelope: Envelope, state: str, received: float | None = None) -> bool:
+    def record(self, envelope: Envelope, state: str, received: float | None = None,
+               tx: "Transaction | None" = None) -> bool:
         """Record a received message as ``held``, ``delivered`` or — handed to a waiting
         ``poll``/``send --wait`` in the same step — ``drained`` (``taken`` when that client
         confirms). Returns False (and changes
-        nothing) when it was already recorded — the dedup check and the write are one step."""
+        nothing) when it was already recorded — the dedup check and the write are one step.
+        With ``tx`` the write joins that transaction."""
         received = time.time() if received is None else received
-        if not getattr(self._local, "batch", False):
+        if tx is None:
             self.make_durable()  # an ack follows this write
-        with self._tx() as db:
+        with self._tx(tx) as db:
             cur = db.execute(
                 "INSERT INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
                 " user_id, state, received, drained) VALUES (?,?,?,?,?,?,?,?,?,?)"
@@ -284,12 +267,12 @@ class Store:
         if inserted:
             self._inserts += 1
             if self._inserts % 1000 == 0:
-                self.prune()
+                self.prune(tx)
         return inserted
 
-    def prune(self) -> int:
+    def prune(self, tx: "Transaction | None" = None) -> int:
         """Forget the oldest non-held ids beyond the dedup window (and stale attempt counts)."""
-        with self._tx() as db:
+        with self._tx(tx) as db:
             db.execute("DELETE FROM attempts WHERE msg_id IN (SELECT msg_id FROM messages"
                        " WHERE state IN ('held', 'delivered', 'drained'))")
             cur = db.execute(
@@ -334,7 +317,7 @@ class Store:
         # look before taking the write lock: an empty hold (every `poll --wait` wakeup that
         # finds nothing, every first check) then costs one read instead of BEGIN IMMEDIATE
         # + COMMIT; what is found is read again inside the transaction
-        if not getattr(self._local, "batch", False) and self._db().execute(query, args).fetchone() is None:
+        if self._db().execute(query, args).fetchone() is None:
             return []
         with self._tx() as db:
             rows = db.execute(query, args).fetchall()
@@ -436,6 +419,33 @@ class Store:
         if db is not None:
             db.close()
             self._local.db = None
+
+
+class Transaction:
+    """An open write transaction of :meth:`Store.begin`: pass it to the store's writes to join
+    them, then :meth:`commit` or :meth:`rollback` it once (later calls do nothing). Why an
+    object: whoever holds it decides where a write goes; no thread-wide mode does."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.open = True
+
+    def commit(self) -> None:
+        """Commit; if that fails, the transaction is rolled back (and the error raised)."""
+        if not self.open:
+            return
+        self.open = False
+        try:
+            self.db.execute("COMMIT")
+        except Exception:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+
+    def rollback(self) -> None:
+        if self.open:
+            self.open = False
+            self.db.execute("ROLLBACK")
 
 
 def default_path() -> Path:

@@ -30,9 +30,24 @@ from bridgecli.gateway.daemon import Gateway
 from bridgecli.hoststate.entities import Registry
 from bridgecli.gateway.hold import HoldBackend
 from bridgecli.gateway.operations import op_poll
-from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store
+from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, Transaction
 from bridgecli.interfaces import BackendContext, Entity
 from tests.support.env import BRIDGE_BIN
+
+
+class CommitMayFail(Transaction):
+    """The real transaction, except that its commit fails as on a failing disk when its store
+    was told to (:meth:`DiskFailsAtCommit.fail_next_commit`)."""
+
+    def __init__(self, tx: Transaction, store: "DiskFailsAtCommit") -> None:
+        super().__init__(tx.db)
+        self.store = store
+
+    def commit(self) -> None:
+        if self.store.take_failure():
+            self.rollback()
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        super().commit()
 
 
 class DiskFailsAtCommit(Store):
@@ -44,12 +59,12 @@ class DiskFailsAtCommit(Store):
     def fail_next_commit(self) -> None:
         self.failing = True
 
-    def commit_batch(self) -> None:
-        if self.failing:
-            self.failing = False
-            self.rollback_batch()
-            raise sqlite3.OperationalError("disk I/O error (injected)")
-        super().commit_batch()
+    def take_failure(self) -> bool:
+        failing, self.failing = self.failing, False
+        return failing
+
+    def begin(self) -> Transaction:
+        return CommitMayFail(super().begin(), self)
 
 
 @pytest.fixture
@@ -79,7 +94,7 @@ def _deliver(gw: Gateway, hold: HoldBackend, envelope: Envelope) -> bool:
     True when a waiter took the message (it is not held)."""
     entity = Entity(gid=envelope.recipient, label="me", role="agent", deliver="hold", host="handoff-test",
                     created=time.time())
-    gw.burst.add(next(_tags), entity, hold, envelope, lambda: hold.deliver(entity, envelope))
+    gw.burst.add(next(_tags), entity, hold, envelope, lambda tx: hold.deliver(entity, envelope, tx))
     stored = gw.store.get(envelope.msg_id)  # this thread's connection sees the open transaction
     return stored is not None and stored.state in (DRAINED, TAKEN)
 
@@ -193,7 +208,7 @@ def _commit_handing_over_first():
     """``Burst.commit`` with its commit and its hand-off swapped (a mutant made from the real
     source, so it follows the method as it changes): what the check above must catch."""
     source = textwrap.dedent(inspect.getsource(Burst.commit))
-    commit, give = "self.store.commit_batch()", "self._give(handoffs)"
+    commit, give = "tx.commit()", "self._give(handoffs)"
     assert source.count(commit) == 1 and source.count(give) == 1, "Burst.commit changed: update the mutant"
     assert source.index(commit) < source.index(give), "Burst.commit hands over before it commits"
     swapped = source.replace(commit, "\0").replace(give, commit).replace("\0", give)

@@ -20,15 +20,15 @@ import sys
 
 def _install(stage: str, nth: int) -> None:
     from bridgecli.gateway.daemon import Gateway
-    from bridgecli.hoststate.store import Store
+    from bridgecli.hoststate.store import Transaction
 
     bursts = {"n": 0, "armed": False}
-    flush, commit = Gateway._flush_batch, Store.commit_batch
+    flush, commit = Gateway._flush_batch, Transaction.commit
 
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def commit_batch(self) -> None:
+    def commit_tx(self) -> None:
         if bursts["armed"] and stage == "before-commit":
             die()
         if bursts["armed"] and stage == "handoff-commit-fails":
@@ -55,7 +55,7 @@ def _install(stage: str, nth: int) -> None:
             self.connection.process_data_events(time_limit=0)
             die()
 
-    Gateway._flush_batch, Store.commit_batch = flush_batch, commit_batch
+    Gateway._flush_batch, Transaction.commit = flush_batch, commit_tx
 
 
 def main() -> None:
