@@ -20,7 +20,8 @@ from bridgecli.gateway import registration
 from bridgecli.hoststate.entities import short
 from bridgecli.hoststate.store import DELIVERED, DRAINED, TAKEN
 from bridgecli.hoststate.wire import entity_dict, message_dict
-from bridgecli.requests import PollRequest, RegisterRequest, SendRequest, UnregisterRequest
+from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, SpawnRequest,
+                                StopRequest, UnregisterRequest)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -284,7 +285,8 @@ def op_show(gw: "Gateway", msg_id: str) -> dict[str, Any]:
     return {"message": message_dict(stored or original)}
 
 
-def op_roster(gw: "Gateway", host: str | None = None) -> dict[str, Any]:
+def op_roster(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+    host = RosterRequest.from_wire(wire).host
     view = gw.roster
     if view is None:
         return {"entries": [], "gateways": [], "interval": None}
@@ -293,14 +295,14 @@ def op_roster(gw: "Gateway", host: str | None = None) -> dict[str, Any]:
             "interval": gw.config.values["roster.interval"]}
 
 
-def op_spawn(gw: "Gateway", profile: str, host: str, label: str | None = None,
-             wait_ready: float | None = None, sender: str | None = None) -> dict[str, Any]:
+def op_spawn(gw: "Gateway", **wire: Any) -> dict[str, Any]:
     from bridgecli import control_client
 
-    gw.once_roster_complete(lambda: control_client.require_live_host(gw.roster, host))
-    result = control_client.spawn(gw.config, profile=profile, host=host, label=label,
-                                  wait_ready=float(wait_ready) if wait_ready else None,
-                                  requester=_requester(gw, sender))
+    request = SpawnRequest.from_wire(wire)
+    gw.once_roster_complete(lambda: control_client.require_live_host(gw.roster, request.host))
+    result = control_client.spawn(gw.config, profile=request.profile, host=request.host, label=request.label,
+                                  wait_ready=float(request.wait_ready) if request.wait_ready else None,
+                                  requester=_requester(gw, request.sender))
     # the answer can overtake the new entity's first heartbeat: put it in our view now, so
     # `bridge send <new gid>` right after `bridge spawn` is not refused as unannounced
     if gw.roster is not None:
@@ -308,8 +310,11 @@ def op_spawn(gw: "Gateway", profile: str, host: str, label: str | None = None,
     return result
 
 
-def op_stop(gw: "Gateway", target: str, sender: str | None = None) -> dict[str, Any]:
+def op_stop(gw: "Gateway", **wire: Any) -> dict[str, Any]:
     from bridgecli import control_client
+
+    request = StopRequest.from_wire(wire)
+    target, sender = request.target, request.sender
 
     def owner() -> tuple[str, str]:
         gid = gw.resolve_target(target, force=True)
