@@ -10,15 +10,14 @@ only place that prints to the terminal or exits; library code raises
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from bridgecli import __version__
+from bridgecli import __version__, failures
 from bridgecli.cli.lazy import Entry, LazyGroup
-from bridgecli.errors import BridgeError, ExitCode
+from bridgecli.errors import ExitCode
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
@@ -125,10 +124,6 @@ def root(ctx: click.Context, broker_uri: str | None, host_id: str | None, show_t
     ctx.obj = AppContext({"broker.uri": broker_uri, "host.id": host_id}, show_traceback)
 
 
-def _wants_traceback(argv: list[str]) -> bool:
-    return "--traceback" in argv or os.environ.get("BRIDGE_DEBUG", "") not in ("", "0")
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to one line + an exit code."""
     args = sys.argv[1:] if argv is None else argv
@@ -146,20 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("bridge: interrupted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("bridge: interrupted", err=True)
-        sys.exit(ExitCode.INTERRUPTED)
-    except BridgeError as exc:
-        if _wants_traceback(args):
-            raise
-        click.echo(f"bridge: error: {exc}", err=True)
-        sys.exit(int(exc.exit_code))
-    except BrokenPipeError:
-        sys.exit(ExitCode.OK)
-    except Exception as exc:
-        if _wants_traceback(args):
-            raise
-        click.echo(f"bridge: internal error: {type(exc).__name__}: {exc} — this is a bug; "
-                   f"rerun with --traceback and report it", err=True)
-        sys.exit(ExitCode.FAILURE)
+    except (KeyboardInterrupt, Exception) as exc:  # the one mapping, shared with the fast path
+        code, line = failures.outcome(exc, traceback=failures.wants_traceback(args))
+        if line is not None:
+            click.echo(line, err=True)
+        sys.exit(code)
     sys.exit(ExitCode.OK)
