@@ -20,6 +20,7 @@ from typing import Any
 
 from bridgecli.errors import BridgeError, NotFound
 from bridgecli.mcp.link import GatewayLink
+from bridgecli.requests import SendRequest
 
 logger = logging.getLogger("bridgecli.mcp")
 
@@ -155,9 +156,9 @@ class InboxWatcher:
     async def _schedule_nudge(self) -> None:
         """Send ourselves the delayed reminder message through ``bridge.delay``."""
         try:
-            sent = await self.link.call("send", command="send", sender=self.link.gid, target=self.link.gid,
-                                        content=NUDGE_TEXT, delay=self.nudge_delay(), turn=NUDGE_TURN,
-                                        force=True, timeout=30)
+            request = SendRequest(command="send", sender=self.link.gid, target=self.link.gid, contents=[NUDGE_TEXT],
+                                  delay=self.nudge_delay(), turn=NUDGE_TURN, force=True)
+            sent = await self.link.call(request.OP, timeout=30, **request.to_wire())
         except BridgeError as exc:
             logger.warning("could not schedule the reminder through bridge.delay: %s", exc)
             return
