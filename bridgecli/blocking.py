@@ -18,9 +18,15 @@ from bridgecli.errors import DeliveryError
 T = TypeVar("T")
 
 
-def wait_unblocked(probe: Callable[[], T], blocked: Callable[[T], bool], *, timeout: float,
-                   failure: Callable[[], DeliveryError], first_delay: float = 0.1,
-                   max_delay: float = 2.0) -> T:
+def wait_unblocked(
+    probe: Callable[[], T],
+    blocked: Callable[[T], bool],
+    *,
+    timeout: float,
+    failure: Callable[[], DeliveryError],
+    first_delay: float = 0.1,
+    max_delay: float = 2.0,
+) -> T:
     """Call ``probe`` until ``blocked(result)`` is false and return that result.
 
     Polls with doubling delays (``first_delay`` … ``max_delay``) for at most ``timeout``

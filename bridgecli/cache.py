@@ -20,8 +20,8 @@ from bridgecli import paths
 
 TYPE_CHECKING = False  # typing and pathlib cost a TAB more than reading the cache does
 if TYPE_CHECKING:
-    from pathlib import Path
     from collections.abc import Iterable
+    from pathlib import Path
     from typing import Any
 
 ROSTER = "roster.json"
@@ -67,19 +67,27 @@ def write(name: str, data: dict[str, Any]) -> bool:
 def save_roster(view: Any) -> bool:
     """Write a :class:`bridgecli.roster.RosterView` as ``roster.json`` (called per heartbeat)."""
     # a shallow copy per entry: dataclasses.asdict deep-copies every field (7x slower here)
-    return write(ROSTER, {"entries": [dict(e.__dict__) for e in view.entries()],
-                          "gateways": [dict(g.__dict__) for g in view.gateways()]})
+    return write(
+        ROSTER,
+        {
+            "entries": [dict(e.__dict__) for e in view.entries()],
+            "gateways": [dict(g.__dict__) for g in view.gateways()],
+        },
+    )
 
 
-def update_browser(*, targets: Iterable[dict[str, Any]] | None = None,
-                   groups: Iterable[str] | None = None, add_group: str | None = None) -> bool:
+def update_browser(
+    *,
+    targets: Iterable[dict[str, Any]] | None = None,
+    groups: Iterable[str] | None = None,
+    add_group: str | None = None,
+) -> bool:
     """Record what a browser command just learnt: the full target list, the full group list,
     or one group it opened. Concurrent updates may lose one group name (last writer wins):
     acceptable for a completion cache, and the next ``bridge browser tabs`` repairs it."""
     data = read(BROWSER)
     if targets is not None:
-        data["targets"] = [{"id": str(t.get("id", "")), "label": str(t.get("label", ""))}
-                           for t in targets]
+        data["targets"] = [{"id": str(t.get("id", "")), "label": str(t.get("label", ""))} for t in targets]
     known = [g for g in data.get("groups", []) if isinstance(g, str)]
     if groups is not None:
         known = sorted({str(g) for g in groups})

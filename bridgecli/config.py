@@ -147,8 +147,9 @@ class Setting:
             return _string_or_list(raw)
         if self.type is dict:
             # numbers too: env = { N = 1 } works, the gateway passes str(value)
-            if isinstance(raw, dict) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                                             for v in raw.values()):
+            if isinstance(raw, dict) and all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in raw.values()
+            ):
                 return {str(k): v for k, v in raw.items()}
             raise ValueError(f"a table of strings: set one entry with {self.key}.NAME VALUE")
         if not isinstance(raw, (str, int, float)):
@@ -172,62 +173,110 @@ def _string_or_list(raw: Any) -> str | list[str]:
 SETTINGS: dict[str, Setting] = {
     s.key: s
     for s in [
-        Setting("broker.uri", str, None,
-                "AMQP URI of the broker; several comma-separated URIs for a cluster. Unset: the "
-                "embedded broker started by `bridge broker start`.", check=_validate_uri),
+        Setting(
+            "broker.uri",
+            str,
+            None,
+            "AMQP URI of the broker; several comma-separated URIs for a cluster. Unset: the "
+            "embedded broker started by `bridge broker start`.",
+            check=_validate_uri,
+        ),
         Setting("broker.heartbeat", int, 30, "AMQP heartbeat in seconds."),
         Setting("broker.tls_ca", str, None, "CA certificate file for amqps://."),
         Setting("broker.tls_cert", str, None, "Client certificate file for amqps://."),
         Setting("broker.tls_key", str, None, "Client key file for amqps://.", secret=True),
-        Setting("hub.id", str, None,
-                "Id of the hub this host joined (set by `bridge join`): the gateway then asks the "
-                "hub's registrar for each new entity's broker grant."),
-        Setting("host.id", str, None,
-                "Stable id of this host, used in queue names and routing keys. Default: from "
-                "the hostname.", check=_validate_host_id),
-        Setting("messaging.max_content_bytes", int, 262144,
-                "Largest message content accepted by `bridge send`, in bytes."),
-        Setting("messaging.inbox_queue_type", str, "classic",
-                "Queue type of entity inboxes (quorum for RabbitMQ clusters).",
-                choices=("classic", "quorum")),
-        Setting("messaging.max_attempts", int, 5,
-                "Delivery attempts before a message is dead-lettered to bridge.dlq."),
+        Setting(
+            "hub.id",
+            str,
+            None,
+            "Id of the hub this host joined (set by `bridge join`): the gateway then asks the "
+            "hub's registrar for each new entity's broker grant.",
+        ),
+        Setting(
+            "host.id",
+            str,
+            None,
+            "Stable id of this host, used in queue names and routing keys. Default: from the hostname.",
+            check=_validate_host_id,
+        ),
+        Setting(
+            "messaging.max_content_bytes", int, 262144, "Largest message content accepted by `bridge send`, in bytes."
+        ),
+        Setting(
+            "messaging.inbox_queue_type",
+            str,
+            "classic",
+            "Queue type of entity inboxes (quorum for RabbitMQ clusters).",
+            choices=("classic", "quorum"),
+        ),
+        Setting("messaging.max_attempts", int, 5, "Delivery attempts before a message is dead-lettered to bridge.dlq."),
         Setting("messaging.prefetch", int, 100, "Unacked deliveries per inbox consumer."),
-        Setting("messaging.dedup_window", int, 100000,
-                "How many delivered message ids the gateway remembers to drop duplicates."),
-        Setting("messaging.nudge_after", float, 300.0,
-                "Seconds a held message may wait before its entity is nudged.", check=positive),
-        Setting("roster.interval", float, 5.0, "Presence heartbeat interval in seconds.",
-                check=positive),
-        Setting("roster.expiry_missed", int, 3,
-                "Missed heartbeats after which a roster entry expires.", check=positive),
-        Setting("security.sender_check", str, "off",
-                "Dead-letter messages whose fromHost does not match the authenticated AMQP "
-                "user (host: user must be security.host_user for that host; see docs/deploy.md).",
-                choices=("off", "host")),
-        Setting("security.host_user", str, "{host}",
-                "RabbitMQ user name of each host, as a template ({host} = host id)."),
-        Setting("security.trusted_users", str, None,
-                "Comma-separated RabbitMQ users that may publish for any host (ops tooling)."),
-        Setting("gateway.log_format", str, "human", "Gateway log lines.",
-                choices=("human", "json")),
+        Setting(
+            "messaging.dedup_window",
+            int,
+            100000,
+            "How many delivered message ids the gateway remembers to drop duplicates.",
+        ),
+        Setting(
+            "messaging.nudge_after",
+            float,
+            300.0,
+            "Seconds a held message may wait before its entity is nudged.",
+            check=positive,
+        ),
+        Setting("roster.interval", float, 5.0, "Presence heartbeat interval in seconds.", check=positive),
+        Setting(
+            "roster.expiry_missed", int, 3, "Missed heartbeats after which a roster entry expires.", check=positive
+        ),
+        Setting(
+            "security.sender_check",
+            str,
+            "off",
+            "Dead-letter messages whose fromHost does not match the authenticated AMQP "
+            "user (host: user must be security.host_user for that host; see docs/deploy.md).",
+            choices=("off", "host"),
+        ),
+        Setting(
+            "security.host_user", str, "{host}", "RabbitMQ user name of each host, as a template ({host} = host id)."
+        ),
+        Setting(
+            "security.trusted_users",
+            str,
+            None,
+            "Comma-separated RabbitMQ users that may publish for any host (ops tooling).",
+        ),
+        Setting("gateway.log_format", str, "human", "Gateway log lines.", choices=("human", "json")),
         Setting("browser.port", int, 4517, "Loopback port of the browser broker."),
-        Setting("browser.token", str, None,
-                "Shared browser-bridge token; wins over the token file (also OCB_TOKEN).",
-                secret=True),
-        Setting("mcp.browser", bool, True,
-                "Whether `bridge mcp` offers the browser tools and takes part in the browser-broker "
-                "election (--browser/--no-browser)."),
-        Setting("mcp.messaging", bool, True,
-                "Whether `bridge mcp` offers the messaging tools, which need the local gateway "
-                "(--messaging/--no-messaging)."),
+        Setting(
+            "browser.token",
+            str,
+            None,
+            "Shared browser-bridge token; wins over the token file (also OCB_TOKEN).",
+            secret=True,
+        ),
+        Setting(
+            "mcp.browser",
+            bool,
+            True,
+            "Whether `bridge mcp` offers the browser tools and takes part in the browser-broker "
+            "election (--browser/--no-browser).",
+        ),
+        Setting(
+            "mcp.messaging",
+            bool,
+            True,
+            "Whether `bridge mcp` offers the messaging tools, which need the local gateway "
+            "(--messaging/--no-messaging).",
+        ),
     ]
 }
 
 
 SHOW_LISTS_KEYS = "`bridge config show` lists every key and its value."
-TABLES_HINT = ("Spawn profiles go under profiles.NAME.KEY (e.g. profiles.dev.command), plugin "
-               "settings under plugins.NAME.KEY (e.g. plugins.tmux.socket).")
+TABLES_HINT = (
+    "Spawn profiles go under profiles.NAME.KEY (e.g. profiles.dev.command), plugin "
+    "settings under plugins.NAME.KEY (e.g. plugins.tmux.socket)."
+)
 
 
 def unknown_key_hint(key: str) -> str:
@@ -258,8 +307,7 @@ class Config:
     def get(self, key: str) -> Any:
         """Return the effective value of ``key`` (schema keys only)."""
         if key not in SETTINGS:
-            raise ConfigError(f"unknown configuration key {key!r}",
-                              f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
+            raise ConfigError(f"unknown configuration key {key!r}", f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
         return self.values[key]
 
     @property
@@ -289,13 +337,15 @@ def read_file(path: Path) -> dict[str, Any]:
 
 
 def _unknown_in_file(path: Path, key: str) -> ConfigError:
-    return ConfigError(f"{path}: unknown key {key!r}",
-                       f"{unknown_key_hint(key)} Fix it in the file, or remove it with "
-                       f"`bridge config unset {key}`")
+    return ConfigError(
+        f"{path}: unknown key {key!r}",
+        f"{unknown_key_hint(key)} Fix it in the file, or remove it with `bridge config unset {key}`",
+    )
 
 
-def flatten(data: Mapping[str, Any], path: Path,
-            unknown: list[str] | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def flatten(
+    data: Mapping[str, Any], path: Path, unknown: list[str] | None = None
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Split a parsed file into schema keys (validated) and free-form tables.
 
     Unknown keys are errors naming the file and the key, so a typo never silently falls back
@@ -307,17 +357,20 @@ def flatten(data: Mapping[str, Any], path: Path,
     for section, body in data.items():
         if section in FREE_FORM_SECTIONS:
             if not isinstance(body, dict) or not all(isinstance(v, dict) for v in body.values()):
-                raise ConfigError(f"{path}: [{section}] must hold tables like [{section}.NAME]",
-                                  "see `bridge config --help`")
+                raise ConfigError(
+                    f"{path}: [{section}] must hold tables like [{section}.NAME]", "see `bridge config --help`"
+                )
             tables[section] = body
             continue
         if not isinstance(body, dict):
             if unknown is not None:
                 unknown.append(section)
                 continue
-            raise ConfigError(f"{path}: unknown key {section!r}",
-                              "keys live in sections, e.g. [broker] uri = \"amqp://…\". Remove "
-                              f"it with `bridge config unset {section}`")
+            raise ConfigError(
+                f"{path}: unknown key {section!r}",
+                'keys live in sections, e.g. [broker] uri = "amqp://…". Remove '
+                f"it with `bridge config unset {section}`",
+            )
         for name, raw in body.items():
             key = f"{section}.{name}"
             setting = SETTINGS.get(key)
@@ -330,8 +383,9 @@ def flatten(data: Mapping[str, Any], path: Path,
     return flat, tables
 
 
-def load(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
-         *, allow_unknown: bool = False) -> Config:
+def load(
+    overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None, *, allow_unknown: bool = False
+) -> Config:
     """Build the effective configuration.
 
     ``overrides`` are command-line flags (already typed; ``None`` values are ignored).
@@ -360,9 +414,11 @@ def load(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | No
 
 
 def _cannot_write(path: Path, exc: OSError) -> CannotWrite:
-    return CannotWrite(f"cannot write {path}: {exc.strerror or exc}",
-                       "nothing was changed; check that its directory exists, is writable and "
-                       "its disk is not full (or point BRIDGE_CONFIG at another file)")
+    return CannotWrite(
+        f"cannot write {path}: {exc.strerror or exc}",
+        "nothing was changed; check that its directory exists, is writable and "
+        "its disk is not full (or point BRIDGE_CONFIG at another file)",
+    )
 
 
 def write_file(path: Path, data: dict[str, Any]) -> None:
@@ -402,8 +458,10 @@ def set_values(raw_values: Mapping[str, Any]) -> dict[str, Any]:
     for key, raw in raw_values.items():
         setting = SETTINGS.get(key)
         if setting is None:
-            raise ConfigError(f"unknown configuration key {key!r}, not written to {path}",
-                              f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
+            raise ConfigError(
+                f"unknown configuration key {key!r}, not written to {path}",
+                f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}",
+            )
         parsed[key] = setting.parse(raw, f"bridge config set (not written to {path})")
     data = read_file(path)
     flatten(data, path)  # refuse to rewrite a file that is already invalid
@@ -427,10 +485,13 @@ def unset_value(key: str) -> bool:
     body = data.get(section)
     if key not in SETTINGS:
         present = (name and isinstance(body, dict) and name in body) or (
-            not name and section in data and not isinstance(body, dict))
+            not name and section in data and not isinstance(body, dict)
+        )
         if section in FREE_FORM_SECTIONS or not present:
-            raise ConfigError(f"unknown configuration key {key!r}, and not a key in {path}",
-                              f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}")
+            raise ConfigError(
+                f"unknown configuration key {key!r}, and not a key in {path}",
+                f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}",
+            )
     elif not isinstance(body, dict) or name not in body:
         return False
     if name and isinstance(body, dict):  # always a table here: checked above

@@ -32,18 +32,24 @@ def _label(value: str) -> str:
 
 #: The keys of every profile, whatever its launcher (the gateway reads them itself).
 PROFILE_SETTINGS: tuple[Setting, ...] = (
-    Setting("launcher", str, DEFAULT_LAUNCHER,
-            "Launcher that starts the profile (`bridge plugins` lists the installed ones)."),
-    Setting("command", list, None,
-            "What to run: a string for the shell, or a list of strings run as is."),
+    Setting(
+        "launcher",
+        str,
+        DEFAULT_LAUNCHER,
+        "Launcher that starts the profile (`bridge plugins` lists the installed ones).",
+    ),
+    Setting("command", list, None, "What to run: a string for the shell, or a list of strings run as is."),
     Setting("cwd", str, None, "Working directory of the command."),
     Setting("env", dict, None, "Extra environment variables: set one with profiles.NAME.env.VAR."),
-    Setting("label", str, None, "Label of the new entity (default NAME-xxxxxx; spawn --label wins).",
-            check=_label),
+    Setting("label", str, None, "Label of the new entity (default NAME-xxxxxx; spawn --label wins).", check=_label),
     Setting("role", str, "agent", "Role of the new entity.", choices=ROLES),
-    Setting("ready_timeout", float, 30.0,
-            "Seconds the launcher may take to get ready when spawn gets no --wait-ready.",
-            check=config.non_negative),
+    Setting(
+        "ready_timeout",
+        float,
+        30.0,
+        "Seconds the launcher may take to get ready when spawn gets no --wait-ready.",
+        check=config.non_negative,
+    ),
 )
 COMMON = {s.key: s for s in PROFILE_SETTINGS}
 
@@ -82,9 +88,13 @@ class Declarations:
     own table.
     """
 
-    def __init__(self, launchers: Sequence[str], profile_targets: Mapping[str, tuple[str, str]],
-                 plugin_targets: Mapping[str, tuple[str, str]],
-                 resolve: Callable[[str], Any]) -> None:
+    def __init__(
+        self,
+        launchers: Sequence[str],
+        profile_targets: Mapping[str, tuple[str, str]],
+        plugin_targets: Mapping[str, tuple[str, str]],
+        resolve: Callable[[str], Any],
+    ) -> None:
         self.launchers = sorted(launchers)
         self.profile_targets = dict(profile_targets)  # launcher -> (plugin, "module:attr")
         self.plugin_targets = dict(plugin_targets)  # table -> (plugin, "module:attr")
@@ -96,21 +106,29 @@ class Declarations:
         """From a :class:`bridgecli.plugins.Plugins`."""
         from bridgecli.plugins import resolve_target
 
-        return cls(list(loaded.providers["launchers"]), loaded.providers["profile_settings"],
-                   loaded.providers["plugin_settings"], resolve_target)
+        return cls(
+            list(loaded.providers["launchers"]),
+            loaded.providers["profile_settings"],
+            loaded.providers["plugin_settings"],
+            resolve_target,
+        )
 
     def _load(self, kind: str, name: str, owner: str, target: Any) -> dict[str, Setting]:
         if (kind, name) not in self._cache:
             what = f"plugin {owner}: {kind} settings of {name!r}"
             declared = self._resolve(target) if isinstance(target, str) else None
             if not isinstance(declared, (list, tuple)) or not all(isinstance(s, Setting) for s in declared):
-                raise PluginError(f"{what}: {target!r} is not a list of bridgecli.config.Setting",
-                                  "this is a bug in that plugin; report it, or edit bridge.toml by hand")
+                raise PluginError(
+                    f"{what}: {target!r} is not a list of bridgecli.config.Setting",
+                    "this is a bug in that plugin; report it, or edit bridge.toml by hand",
+                )
             table: dict[str, Setting] = {}
             for s in declared:
                 if not s.key or "." in s.key or s.key in table or (kind == "profile" and s.key in COMMON):
-                    raise PluginError(f"{what}: bad or repeated key {s.key!r}",
-                                      "this is a bug in that plugin; report it, or edit bridge.toml by hand")
+                    raise PluginError(
+                        f"{what}: bad or repeated key {s.key!r}",
+                        "this is a bug in that plugin; report it, or edit bridge.toml by hand",
+                    )
                 table[s.key] = s
             self._cache[(kind, name)] = table
         return self._cache[(kind, name)]
@@ -118,9 +136,11 @@ class Declarations:
     def launcher_keys(self, launcher: str) -> dict[str, Setting]:
         """The keys a profile with this launcher may have: the common ones plus its own."""
         if launcher not in self.launchers:
-            raise ConfigError(f"launcher {launcher!r} is not installed (installed: {', '.join(self.launchers)})",
-                              "install the plugin that provides it (see `bridge plugins`), or "
-                              "set the profile's launcher to an installed one")
+            raise ConfigError(
+                f"launcher {launcher!r} is not installed (installed: {', '.join(self.launchers)})",
+                "install the plugin that provides it (see `bridge plugins`), or "
+                "set the profile's launcher to an installed one",
+            )
         if launcher not in self.profile_targets:
             return dict(COMMON)
         owner, target = self.profile_targets[launcher]
@@ -130,8 +150,10 @@ class Declarations:
         """The keys of ``[plugins.TABLE]``."""
         if table not in self.plugin_targets:
             known = ", ".join(sorted(self.plugin_targets)) or "none"
-            raise ConfigError(f"no installed plugin declares settings [plugins.{table}] (declared: {known})",
-                              "check the name, or install the plugin (see `bridge plugins`)")
+            raise ConfigError(
+                f"no installed plugin declares settings [plugins.{table}] (declared: {known})",
+                "check the name, or install the plugin (see `bridge plugins`)",
+            )
         owner, target = self.plugin_targets[table]
         return self._load("plugin", table, owner, target)
 
@@ -156,8 +178,10 @@ class Declarations:
         section = parts[0]
         example = "profiles.dev.command" if section == "profiles" else "plugins.tmux.socket"
         if len(parts) < 3 or not all(parts):
-            raise ConfigError(f"{key!r} is not a key of a [{section}.NAME] table",
-                              f"name one key as {section}.NAME.KEY, e.g. {example}")
+            raise ConfigError(
+                f"{key!r} is not a key of a [{section}.NAME] table",
+                f"name one key as {section}.NAME.KEY, e.g. {example}",
+            )
         table, name, rest = parts[1], parts[2], parts[3:]
         if section == "profiles":
             profile = tables.get("profiles", {}).get(table, {})
@@ -167,8 +191,10 @@ class Declarations:
             else:
                 keys = self.launcher_keys(launcher)
                 if name not in keys:
-                    raise ConfigError(f"profile {table!r} (launcher {launcher}) has no key {name!r}",
-                                      self._other_launchers_hint(table, name) + _hint(name, list(keys)))
+                    raise ConfigError(
+                        f"profile {table!r} (launcher {launcher}) has no key {name!r}",
+                        self._other_launchers_hint(table, name) + _hint(name, list(keys)),
+                    )
         else:
             keys = self.plugin_keys(table)
             if name not in keys:
@@ -188,8 +214,7 @@ class Declarations:
         others = self.launchers_taking(name)
         if not others:
             return ""
-        return (f"{name} belongs to launcher {' or '.join(others)}: set "
-                f"profiles.{table}.launcher first; ")
+        return f"{name} belongs to launcher {' or '.join(others)}: set profiles.{table}.launcher first; "
 
     # --- commands --------------------------------------------------------------------
 
@@ -208,9 +233,10 @@ class Declarations:
             keys = self.launcher_keys(value)
             stray = [k for k in table if k not in keys]
             if stray:
-                raise ConfigError(f"{where}: launcher {value} does not take key(s) {', '.join(stray)} "
-                                  f"of profile {target.table!r}",
-                                  f"remove them first with `bridge config unset profiles.{target.table}.KEY`")
+                raise ConfigError(
+                    f"{where}: launcher {value} does not take key(s) {', '.join(stray)} of profile {target.table!r}",
+                    f"remove them first with `bridge config unset profiles.{target.table}.KEY`",
+                )
         data.setdefault(target.section, {}).setdefault(target.table, {})
         table = data[target.section][target.table]
         if target.entry is not None:
@@ -254,8 +280,10 @@ class Declarations:
             except BridgeError as exc:
                 problems.append((f"plugins.{table}", str(exc)))
                 declared = {}
-            for key, value in [*((k, present.get(k, _MISSING)) for k in declared),
-                               *((k, v) for k, v in present.items() if k not in declared)]:
+            for key, value in [
+                *((k, present.get(k, _MISSING)) for k in declared),
+                *((k, v) for k, v in present.items() if k not in declared),
+            ]:
                 full = f"plugins.{table}.{key}"
                 if value is _MISSING:
                     rows.append(_row(full, declared[key].default, "default", declared[key]))
@@ -293,8 +321,13 @@ def _flat(prefix: str, table: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
 def _row(key: str, value: Any, source: str, setting: Setting | None) -> dict[str, Any]:
     if setting is not None and setting.secret and value is not None:
         value = "********"
-    return {"key": key, "value": value, "source": source, "env": None,
-            "help": setting.help if setting is not None else ""}
+    return {
+        "key": key,
+        "value": value,
+        "source": source,
+        "env": None,
+        "help": setting.help if setting is not None else "",
+    }
 
 
 def unset_value(key: str, declarations: Declarations) -> bool:
@@ -304,8 +337,10 @@ def unset_value(key: str, declarations: Declarations) -> bool:
     be a declared one, so a typo is not reported as "was not set"."""
     parts = key.split(".")
     if len(parts) < 2 or not all(parts):
-        raise ConfigError(f"{key!r} is not one table or key of [{parts[0]}]",
-                          f"remove one table ({parts[0]}.NAME) or key ({parts[0]}.NAME.KEY) at a time")
+        raise ConfigError(
+            f"{key!r} is not one table or key of [{parts[0]}]",
+            f"remove one table ({parts[0]}.NAME) or key ({parts[0]}.NAME.KEY) at a time",
+        )
     path = paths.config_file()
     data = config.read_file(path)
     node: Any = data

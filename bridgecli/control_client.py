@@ -17,7 +17,6 @@ from bridgecli.amqp import topology
 from bridgecli.config import Config
 from bridgecli.errors import NotFound, Timeout
 
-
 #: what the requester waits on top of the readiness gate (queueing, launcher start, answer)
 ANSWER_SLACK = 15.0
 #: the readiness gate assumed before the target gateway says which one it applies
@@ -43,12 +42,12 @@ def requester_identity(registry: Any, sender: str | None, host: str) -> dict[str
         return {"gid": None, "label": raw or None, "host": host}
 
 
-def spawn(config: Config, *, profile: str, host: str, label: str | None, wait_ready: float | None,
-          requester: dict[str, Any]) -> dict[str, Any]:
+def spawn(
+    config: Config, *, profile: str, host: str, label: str | None, wait_ready: float | None, requester: dict[str, Any]
+) -> dict[str, Any]:
     """Ask ``host`` to spawn ``profile``. Without ``wait_ready`` the target gateway applies
     the profile's ``ready_timeout`` (default 30 s) and tells us so before it launches."""
-    payload = {"type": "spawn", "profile": profile, "label": label, "waitReady": wait_ready,
-               "requester": requester}
+    payload = {"type": "spawn", "profile": profile, "label": label, "waitReady": wait_ready, "requester": requester}
     return request(config, host, payload, timeout=(wait_ready or DEFAULT_READY_TIMEOUT) + ANSWER_SLACK)
 
 
@@ -74,19 +73,28 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
         channel.queue_bind(reply_queue, topology.CONTROL, routing_key=reply_queue)
         correlation = str(uuid.uuid4())
         publisher = Publisher(connection.channel(), user_id=broker_user(config))
-        props = pika.BasicProperties(reply_to=reply_queue, correlation_id=correlation,
-                                     content_type="application/json",
-                                     expiration=str(int(max(timeout, 1) * 1000)),
-                                     user_id=publisher.user_id)
+        props = pika.BasicProperties(
+            reply_to=reply_queue,
+            correlation_id=correlation,
+            content_type="application/json",
+            expiration=str(int(max(timeout, 1) * 1000)),
+            user_id=publisher.user_id,
+        )
         try:
-            publisher.publish_raw(topology.CONTROL, host, json.dumps({"v": 1, **payload}).encode(), props,
-                                  what=f"{payload['type']} request")
+            publisher.publish_raw(
+                topology.CONTROL,
+                host,
+                json.dumps({"v": 1, **payload}).encode(),
+                props,
+                what=f"{payload['type']} request",
+            )
         except Rejected:
-            raise NotFound(f"no gateway has ever served host {host!r}",
-                           "check the host id with `bridge roster` (hosts are listed there)") from None
+            raise NotFound(
+                f"no gateway has ever served host {host!r}",
+                "check the host id with `bridge roster` (hosts are listed there)",
+            ) from None
         deadline = time.monotonic() + timeout
-        for method, rprops, body in channel.consume(reply_queue, auto_ack=True,
-                                                    inactivity_timeout=0.5):
+        for method, rprops, body in channel.consume(reply_queue, auto_ack=True, inactivity_timeout=0.5):
             if method is not None and rprops.correlation_id == correlation:
                 answer = json.loads(body)
                 if answer.get("accepted"):
@@ -98,8 +106,10 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
                 answer.pop("ok", None)
                 return answer
             if time.monotonic() > deadline:
-                raise Timeout(f"gateway {host} did not answer the {payload['type']} request within {timeout:g}s",
-                              f"check the gateway log on {host}; a readiness gate may need a longer --wait-ready")
+                raise Timeout(
+                    f"gateway {host} did not answer the {payload['type']} request within {timeout:g}s",
+                    f"check the gateway log on {host}; a readiness gate may need a longer --wait-ready",
+                )
         raise Timeout("the reply queue was closed", "retry")
     finally:
         if connection.is_open:
@@ -135,5 +145,7 @@ def listen_roster(config: Config, seconds: float):
 def require_live_host(view: Any, host: str) -> None:
     if not view.host_alive(host):
         known = ", ".join(g.host for g in view.gateways()) or "none"
-        raise NotFound(f"no live gateway on host {host!r} (live: {known})",
-                       f"start `bridge gateway` on {host}, or check the host id")
+        raise NotFound(
+            f"no live gateway on host {host!r} (live: {known})",
+            f"start `bridge gateway` on {host}, or check the host id",
+        )

@@ -38,8 +38,9 @@ def _connect(config: Config):
 
     connection = connect(config, name="bridge-dlq", heartbeat=0)
     channel = connection.channel()
-    topology.declare(channel, *topology.SHARED_EXCHANGES,
-                     topology.dead_letter_queue(config.values["messaging.inbox_queue_type"]))
+    topology.declare(
+        channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(config.values["messaging.inbox_queue_type"])
+    )
     return connection, channel
 
 
@@ -82,14 +83,20 @@ def retry(config: Config, ids: set[str] | None) -> list[str]:
             row = _row(method, props, body)
             if ids is not None and not any(row["id"].startswith(i) for i in ids):
                 continue  # stays unacked -> back in the queue on close
-            headers = {k: v for k, v in (props.headers or {}).items()
-                       if not k.startswith("x-bridge-") and k != "x-death"}
-            new_props = pika.BasicProperties(message_id=props.message_id, correlation_id=props.correlation_id,
-                                             type=props.type, timestamp=props.timestamp, app_id=props.app_id,
-                                             content_type=props.content_type, delivery_mode=2,
-                                             headers=headers or None)
-            publisher.publish_raw(topology.MSG, method.routing_key, body, new_props,
-                                  what=f"retry of {row['id']}")
+            headers = {
+                k: v for k, v in (props.headers or {}).items() if not k.startswith("x-bridge-") and k != "x-death"
+            }
+            new_props = pika.BasicProperties(
+                message_id=props.message_id,
+                correlation_id=props.correlation_id,
+                type=props.type,
+                timestamp=props.timestamp,
+                app_id=props.app_id,
+                content_type=props.content_type,
+                delivery_mode=2,
+                headers=headers or None,
+            )
+            publisher.publish_raw(topology.MSG, method.routing_key, body, new_props, what=f"retry of {row['id']}")
             channel.basic_ack(method.delivery_tag)
             done.append(row["id"])
     finally:

@@ -8,8 +8,9 @@ but it needs nothing running on the host, which is what scripts on a fresh machi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 from bridgecli import messaging
 from bridgecli.amqp import topology
@@ -19,8 +20,16 @@ from bridgecli.errors import BridgeError, BrokerUnavailable, GatewayUnavailable,
 from bridgecli.hoststate.entities import Entity, Registry, open_registry
 from bridgecli.hoststate.store import Store, open_store
 from bridgecli.hoststate.wire import entity_dict, message_dict
-from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, ShowRequest, SpawnRequest,
-                                StopRequest, UnregisterRequest)
+from bridgecli.requests import (
+    PollRequest,
+    RegisterRequest,
+    RosterRequest,
+    SendRequest,
+    ShowRequest,
+    SpawnRequest,
+    StopRequest,
+    UnregisterRequest,
+)
 
 
 def _dlq(config: Config):
@@ -38,15 +47,21 @@ def declare_inbox(config: Config, entity: Entity) -> None:
     connection = _open(config, "bridge-register")
     try:
         channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config),
-                         topology.inbox_queue(entity.gid, config.values["messaging.inbox_queue_type"],
-                                              config.values["messaging.max_attempts"]))
+        topology.declare(
+            channel,
+            *topology.SHARED_EXCHANGES,
+            _dlq(config),
+            topology.inbox_queue(
+                entity.gid, config.values["messaging.inbox_queue_type"], config.values["messaging.max_attempts"]
+            ),
+        )
     finally:
         connection.close()
 
 
-def register_entity(config: Config, registry: Registry, plugins: Any, *, label: str, role: str,
-                    deliver: str) -> tuple[Entity, BridgeError | None]:
+def register_entity(
+    config: Config, registry: Registry, plugins: Any, *, label: str, role: str, deliver: str
+) -> tuple[Entity, BridgeError | None]:
     """Register an entity without a gateway: store it, claim its gid at the hub (if joined)
     and declare its inbox. An unreachable broker or hub does not undo the registration (the
     gateway declares the inbox when it starts): that problem is returned for the caller to
@@ -82,8 +97,13 @@ def remove_inbox(config: Config, entity: Entity) -> int:
         channel = connection.channel()
         topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config))
         publisher = Publisher(connection.channel())
-        moved = drain_to_dlq(channel, publisher, topology.inbox_name(entity.gid), "recipient_unregistered",
-                             f"entity {entity.label} was unregistered")
+        moved = drain_to_dlq(
+            channel,
+            publisher,
+            topology.inbox_name(entity.gid),
+            "recipient_unregistered",
+            f"entity {entity.label} was unregistered",
+        )
         if channel.is_open:
             channel.queue_delete(topology.inbox_name(entity.gid))
         return moved
@@ -137,14 +157,17 @@ def resolve_recipient(config: Config, registry: Registry, target: str, *, force:
     return resolve_target(wanted, registry=registry, roster=view, force=force)
 
 
-def send(config: Config, registry: Registry, store: Store, request: SendRequest,
-         identity: Callable[[], messaging.Identity]) -> list[Envelope]:
+def send(
+    config: Config, registry: Registry, store: Store, request: SendRequest, identity: Callable[[], messaging.Identity]
+) -> list[Envelope]:
     """Compose and publish ``request`` as ``identity()`` (see :func:`bridgecli.sender.resolve`),
     called once the recipient is known, so that a mistyped target registers no default identity."""
-    to = messaging.address(request, store, lambda target, force: resolve_recipient(config, registry, target,
-                                                                                    force=force))
-    envelopes = messaging.compose_request(request, identity(), to, host=config.host_id,
-                                          max_content_bytes=config.values["messaging.max_content_bytes"])
+    to = messaging.address(
+        request, store, lambda target, force: resolve_recipient(config, registry, target, force=force)
+    )
+    envelopes = messaging.compose_request(
+        request, identity(), to, host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"]
+    )
     publish(config, envelopes, request.delay_ms)
     return envelopes
 
@@ -172,8 +195,10 @@ class DirectSession:
         def register(**fields: str) -> Entity:
             entity, problem = register_entity(self.config, self.registry, plugins.get(), **fields)
             if problem is not None:
-                self.warn(f"registered {entity.label}, but its inbox is not declared yet ({problem.message}); "
-                          "the gateway declares it when it starts")
+                self.warn(
+                    f"registered {entity.label}, but its inbox is not declared yet ({problem.message}); "
+                    "the gateway declares it when it starts"
+                )
             return entity
 
         identity, created = sender.resolve(self.registry, given, host_id=self.config.host_id, register=register)
@@ -181,8 +206,10 @@ class DirectSession:
 
     def send(self, request: SendRequest) -> dict[str, Any]:
         if request.wait:
-            raise GatewayUnavailable("--wait needs the local gateway (it collects the reply from your inbox)",
-                                     "start `bridge gateway`, or send without --wait and `bridge poll` later")
+            raise GatewayUnavailable(
+                "--wait needs the local gateway (it collects the reply from your inbox)",
+                "start `bridge gateway`, or send without --wait and `bridge poll` later",
+            )
         registered: dict[str, Any] = {}
 
         def identity() -> messaging.Identity:
@@ -200,11 +227,14 @@ class DirectSession:
     def register(self, request: RegisterRequest) -> dict[str, Any]:
         from bridgecli import plugins
 
-        entity, problem = register_entity(self.config, self.registry, plugins.get(), label=request.label,
-                                          role=request.role, deliver=request.deliver)
+        entity, problem = register_entity(
+            self.config, self.registry, plugins.get(), label=request.label, role=request.role, deliver=request.deliver
+        )
         if problem is not None:
-            self.warn(f"registered, but the inbox is not declared yet ({problem.message}); "
-                      "the gateway declares it when it starts")
+            self.warn(
+                f"registered, but the inbox is not declared yet ({problem.message}); "
+                "the gateway declares it when it starts"
+            )
         return {"entity": entity_dict(entity)}
 
     def unregister(self, request: UnregisterRequest) -> dict[str, Any]:
@@ -215,8 +245,10 @@ class DirectSession:
         try:
             moved = remove_inbox(self.config, entity)
         except BrokerUnavailable as exc:
-            raise BrokerUnavailable(f"cannot unregister {entity.label}: {exc.message}",
-                                    "its inbox may hold messages; start the broker and retry") from None
+            raise BrokerUnavailable(
+                f"cannot unregister {entity.label}: {exc.message}",
+                "its inbox may hold messages; start the broker and retry",
+            ) from None
         self.registry.remove(entity.gid)
         grants = claimer_for(self.config)
         registration.release(grants, entity)
@@ -229,8 +261,9 @@ class DirectSession:
 
         if request.wait:
             self.warn("no local gateway: returning what is held now, without waiting")
-        peer_gid = resolve_target(request.peer, registry=self.registry, roster=None, force=True) \
-            if request.peer else None
+        peer_gid = (
+            resolve_target(request.peer, registry=self.registry, roster=None, force=True) if request.peer else None
+        )
         identity, registered = self._sender(request.gid)
         store = open_store(self.config)
         if request.peek:
@@ -253,8 +286,14 @@ class DirectSession:
         requester = self._requester(request.sender)
         view = self._hear_roster()
         control_client.require_live_host(view, request.host)
-        return control_client.spawn(self.config, profile=request.profile, host=request.host, label=request.label,
-                                    wait_ready=request.wait_ready, requester=requester)
+        return control_client.spawn(
+            self.config,
+            profile=request.profile,
+            host=request.host,
+            label=request.label,
+            wait_ready=request.wait_ready,
+            requester=requester,
+        )
 
     def stop(self, request: StopRequest) -> dict[str, Any]:
         from bridgecli import control_client
@@ -266,16 +305,19 @@ class DirectSession:
         gid = resolve_target(request.target, registry=self.registry, roster=view, force=True)
         entry = view.get(gid)
         if entry is None:
-            raise NotFound(f"{request.target!r} is not in the roster, so its host is unknown",
-                           "check `bridge roster`")
+            raise NotFound(f"{request.target!r} is not in the roster, so its host is unknown", "check `bridge roster`")
         control_client.require_live_host(view, entry.host)
-        return control_client.request(self.config, entry.host, {"type": "stop", "gid": gid, "requester": requester},
-                                      timeout=30)
+        return control_client.request(
+            self.config, entry.host, {"type": "stop", "gid": gid, "requester": requester}, timeout=30
+        )
 
     def roster(self, request: RosterRequest) -> dict[str, Any]:
         view = self._hear_roster()
-        return {"entries": [e.as_dict() for e in view.entries(request.host)],
-                "gateways": [g.__dict__ for g in view.gateways()], "interval": self.config.values["roster.interval"]}
+        return {
+            "entries": [e.as_dict() for e in view.entries(request.host)],
+            "gateways": [g.__dict__ for g in view.gateways()],
+            "interval": self.config.values["roster.interval"],
+        }
 
     def _requester(self, sender: str | None) -> dict[str, Any]:
         """No local gateway to ask: ``--from`` / ``BRIDGE_GID`` still travel (and are logged there)."""
@@ -295,12 +337,20 @@ class DirectSession:
     def close(self) -> None:
         """Nothing is kept open between requests."""
 
-    def __enter__(self) -> "DirectSession":
+    def __enter__(self) -> DirectSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-__all__ = ["DirectSession", "send", "register_entity", "resolve_recipient", "publish", "declare_inbox",
-           "remove_inbox", "BrokerUnavailable"]
+__all__ = [
+    "DirectSession",
+    "send",
+    "register_entity",
+    "resolve_recipient",
+    "publish",
+    "declare_inbox",
+    "remove_inbox",
+    "BrokerUnavailable",
+]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import stat
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, ExitCode
@@ -67,9 +68,16 @@ def _broker_checks(cfg: Any) -> list[Check]:
         except (OSError, ValueError) as exc:  # TLS files missing/unreadable, bad URI
             problems.append(f"{_redact(uri)}: {type(exc).__name__}: {exc}")
     if conn is None:
-        return [Check("broker", FAIL, "; ".join(problems),
-                      "start it (`bridge broker start`) or fix broker.uri / BRIDGE_BROKER_URI "
-                      "(and broker.tls_* for amqps://)", int(ExitCode.BROKER_UNAVAILABLE))]
+        return [
+            Check(
+                "broker",
+                FAIL,
+                "; ".join(problems),
+                "start it (`bridge broker start`) or fix broker.uri / BRIDGE_BROKER_URI "
+                "(and broker.tls_* for amqps://)",
+                int(ExitCode.BROKER_UNAVAILABLE),
+            )
+        ]
     try:
         props = _server_properties(cfg, uri)
         product = _text(props.get("product", "?"))
@@ -104,8 +112,9 @@ def _server_properties(cfg: Any, uri: str) -> dict[str, Any]:
         connection.ioloop.stop()
 
     [params] = parameters(cfg, [uri], connect_timeout=3, name="bridge doctor")
-    connection = pika.SelectConnection(params, on_open_callback=opened, on_open_error_callback=stop,
-                                       on_close_callback=stop)
+    connection = pika.SelectConnection(
+        params, on_open_callback=opened, on_open_error_callback=stop, on_close_callback=stop
+    )
     connection.ioloop.start()
     return found
 
@@ -123,11 +132,18 @@ def _check_quorum(conn: Any, cfg: Any) -> Check:
     except pika.exceptions.AMQPError as exc:
         wanted = cfg.values.get("messaging.inbox_queue_type") == "quorum"
         if getattr(exc, "reply_code", None) == 403:
-            return Check("quorum queues", SKIP, "not probed: this host's broker user may only declare "
-                         "its own queues (least privilege)")
-        return Check("quorum queues", FAIL if wanted else WARN, f"not supported ({exc})",
-                     "set messaging.inbox_queue_type = classic, or use RabbitMQ >= 3.8"
-                     if wanted else None, int(ExitCode.BROKER_UNAVAILABLE))
+            return Check(
+                "quorum queues",
+                SKIP,
+                "not probed: this host's broker user may only declare its own queues (least privilege)",
+            )
+        return Check(
+            "quorum queues",
+            FAIL if wanted else WARN,
+            f"not supported ({exc})",
+            "set messaging.inbox_queue_type = classic, or use RabbitMQ >= 3.8" if wanted else None,
+            int(ExitCode.BROKER_UNAVAILABLE),
+        )
 
 
 def _check_delayed(conn: Any) -> Check:
@@ -172,18 +188,30 @@ def check_gateway() -> Check:
     sock = paths.gateway_socket()
     answer = ping()
     if answer is None:
-        return Check("gateway", WARN, f"not running (no answer on {sock})",
-                     "start it with `bridge gateway` (e.g. in tmux)")
+        return Check(
+            "gateway", WARN, f"not running (no answer on {sock})", "start it with `bridge gateway` (e.g. in tmux)"
+        )
     broker = answer.get("broker") or {}
-    parts = [f"host {answer.get('host', '?')}", f"pid {answer.get('pid', '?')}",
-             f"{len(answer.get('entities') or [])} entities"]
+    parts = [
+        f"host {answer.get('host', '?')}",
+        f"pid {answer.get('pid', '?')}",
+        f"{len(answer.get('entities') or [])} entities",
+    ]
     if broker.get("connected") is False:
-        return Check("gateway", WARN, f"answering on {sock} but not connected to the broker",
-                     "check the gateway's log and `bridge doctor`'s broker check")
+        return Check(
+            "gateway",
+            WARN,
+            f"answering on {sock} but not connected to the broker",
+            "check the gateway's log and `bridge doctor`'s broker check",
+        )
     if answer.get("elsewhere"):
-        return Check("gateway", WARN, f"{', '.join(answer['elsewhere'])} consumed by another client, not "
-                     "served by this gateway", "stop the other gateway (a cloned VM, a restored snapshot or a "
-                     "home directory shared with another machine?); this one takes over by itself")
+        return Check(
+            "gateway",
+            WARN,
+            f"{', '.join(answer['elsewhere'])} consumed by another client, not served by this gateway",
+            "stop the other gateway (a cloned VM, a restored snapshot or a "
+            "home directory shared with another machine?); this one takes over by itself",
+        )
     return Check("gateway", OK, f"answering on {sock}: " + ", ".join(parts))
 
 
@@ -198,13 +226,15 @@ def check_secret_files(cfg: Any) -> list[Check]:
             data = read_file(cfg_path)
         except BridgeError:
             data = {}
-        secret_keys = [key for key, s in SETTINGS.items() if s.secret
-                       and key.split(".", 1)[1] in (data.get(key.split(".", 1)[0]) or {})]
+        secret_keys = [
+            key
+            for key, s in SETTINGS.items()
+            if s.secret and key.split(".", 1)[1] in (data.get(key.split(".", 1)[0]) or {})
+        ]
         if _has_password(str((data.get("broker") or {}).get("uri") or "")):
             secret_keys.insert(0, "broker.uri (a password)")
         if secret_keys:
-            checks.append(_perm_check("config file permissions", cfg_path,
-                                      f"holds {', '.join(secret_keys)}"))
+            checks.append(_perm_check("config file permissions", cfg_path, f"holds {', '.join(secret_keys)}"))
     token = paths.user_cache_root() / "opencode-browser" / "bridge.json"
     if token.exists():
         checks.append(_perm_check("browser token file permissions", token, "holds the browser token"))
@@ -221,8 +251,9 @@ def _has_password(uri: str) -> bool:
 def _perm_check(name: str, path: Path, why: str) -> Check:
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
-        return Check(name, FAIL, f"{path} is mode {mode:03o} and {why}",
-                     f"run `chmod 600 {path}`", int(ExitCode.PERMISSION))
+        return Check(
+            name, FAIL, f"{path} is mode {mode:03o} and {why}", f"run `chmod 600 {path}`", int(ExitCode.PERMISSION)
+        )
     return Check(name, OK, f"{path} is mode {mode:03o}")
 
 

@@ -200,8 +200,9 @@ def _finite_timestamp(value: Any) -> bool:
         return False
 
 
-def _check(data: Mapping[str, Any], key: str, kind: type[Any], *, uuid: bool = False,
-           max_len: int | None = None) -> None:
+def _check(
+    data: Mapping[str, Any], key: str, kind: type[Any], *, uuid: bool = False, max_len: int | None = None
+) -> None:
     value = data[key]
     if not isinstance(value, kind):
         raise InvalidEnvelope("bad_field", f"{key} must be a {kind.__name__}")

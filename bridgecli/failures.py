@@ -29,6 +29,7 @@ def outcome(exc: BaseException, *, traceback: bool) -> tuple[int, str | None]:
     if isinstance(exc, BridgeError):
         return int(exc.exit_code), f"bridge: error: {exc}"
     if isinstance(exc, Exception):
-        return int(ExitCode.FAILURE), (f"bridge: internal error: {type(exc).__name__}: {exc} — this is a bug; "
-                                       "rerun with --traceback and report it")
+        return int(ExitCode.FAILURE), (
+            f"bridge: internal error: {type(exc).__name__}: {exc} — this is a bug; rerun with --traceback and report it"
+        )
     raise exc

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from bridgecli.session import HostSession
 
 #: per command: option -> (name in the values, takes a value), from the table click uses too
-OPTIONS: dict[str, dict[str, tuple[str, bool]]] = {name: send_options.getopt_table(name)
-                                                    for name in send_options.COMMANDS}
+OPTIONS: dict[str, dict[str, tuple[str, bool]]] = {
+    name: send_options.getopt_table(name) for name in send_options.COMMANDS
+}
 _DURATIONS = ("wait", "delay")
 ARGUMENTS = send_options.ARGUMENTS
 
@@ -93,10 +94,20 @@ def request(command: str, values: dict[str, Any]) -> SendRequest:
     else:
         contents = [read_content(values["question"] if command == "ask" else values["message"])]
     wait = values.get("wait")
-    return SendRequest(command=command, contents=contents, sender=values.get("sender"),
-                       target=values.get("target"), msg_id=values.get("msg_id"), delay=values.get("delay"),
-                       force=bool(values.get("force")), turn=values.get("turn"), wait=wait,
-                       new_id=values.get("new_id"), bulk=bool(values.get("lines")), confirm=bool(wait))
+    return SendRequest(
+        command=command,
+        contents=contents,
+        sender=values.get("sender"),
+        target=values.get("target"),
+        msg_id=values.get("msg_id"),
+        delay=values.get("delay"),
+        force=bool(values.get("force")),
+        turn=values.get("turn"),
+        wait=wait,
+        new_id=values.get("new_id"),
+        bulk=bool(values.get("lines")),
+        confirm=bool(wait),
+    )
 
 
 def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list[str]]:

@@ -21,6 +21,7 @@ hookspec = pluggy.HookspecMarker("bridgecli")
 
 # --- CLI -------------------------------------------------------------------------------
 
+
 @hookspec
 def register_commands(register: Callable[[str, str, str], None]) -> None:
     """Contribute top-level ``bridge`` commands, loaded lazily.
@@ -33,6 +34,7 @@ def register_commands(register: Callable[[str, str, str], None]) -> None:
 
 
 # --- messaging -------------------------------------------------------------------------
+
 
 @hookspec
 def register_delivery_backends(register: Callable[[str, BackendFactory], None]) -> None:
@@ -77,6 +79,7 @@ def register_plugin_settings(register: Callable[[str, str], None]) -> None:
 
 
 # --- browser ---------------------------------------------------------------------------
+
 
 @hookspec
 def register_browser_targets(register: Callable[[str, BrowserTargetFactory], None]) -> None:

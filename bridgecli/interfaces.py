@@ -8,9 +8,10 @@ but ``bridgecli`` itself and never on gateway internals.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
@@ -52,7 +53,7 @@ class BackendContext:
     ``store`` is the gateway's message store, for a backend whose traits say it records its
     messages itself (None outside a gateway)."""
 
-    config: "Config"
+    config: Config
     state_dir: Path
     host_id: str
     store: Any = None
@@ -98,7 +99,7 @@ class DeliveryBackend(Protocol):
         """Validate ``ADDRESS`` of ``--deliver BACKEND:ADDRESS`` at registration; raise
         :class:`bridgecli.errors.BridgeError` with a fix when it is wrong."""
 
-    def deliver(self, entity: Entity, envelope: "Envelope") -> None:
+    def deliver(self, entity: Entity, envelope: Envelope) -> None:
         """Deliver one message; return only when the entity has it."""
 
     def status(self, entity: Entity) -> str:
@@ -118,10 +119,9 @@ class RecordingBackend(Protocol):
     ``drained``, ``taken``) with its dedup record; False for a duplicate. ``tx`` is the store
     transaction the write joins (the gateway's open burst), None for one of its own."""
 
-    def deliver(self, entity: Entity, envelope: "Envelope", tx: Any = None) -> None: ...
+    def deliver(self, entity: Entity, envelope: Envelope, tx: Any = None) -> None: ...
 
-    def record(self, envelope: "Envelope", state: str, received: float | None = None,
-               tx: Any = None) -> bool: ...
+    def record(self, envelope: Envelope, state: str, received: float | None = None, tx: Any = None) -> bool: ...
 
 
 def traits_of(backend: DeliveryBackend) -> BackendTraits:

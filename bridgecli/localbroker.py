@@ -131,8 +131,9 @@ def stop(timeout: float = 30.0) -> NodeInfo | None:
             return None
         stop_processes(info.pid, info.pgid, timeout)
     if pid_alive(info.pid):
-        raise BridgeError(f"RabbitMQ node {info.nodename} (pid {info.pid}) did not stop",
-                          f"kill it with `kill -9 {info.pid}`")
+        raise BridgeError(
+            f"RabbitMQ node {info.nodename} (pid {info.pid}) did not stop", f"kill it with `kill -9 {info.pid}`"
+        )
     stop_epmd_if_idle()
     return info
 
@@ -142,11 +143,17 @@ def status() -> dict[str, object]:
     info = read_state()
     if info is None:
         return {"running": False, "uri": None, "dir": str(broker_dir())}
-    return {"running": True, "uri": info.uri, "pid": info.pid, "node": info.nodename,
-            "amqp_port": info.amqp_port, "dist_port": info.dist_port,
-            "accepting": amqp_ready("127.0.0.1", info.amqp_port,
-                                 expect=(info.nodename.split("@", 1)[0] + "@").encode()), "dir": info.base,
-            "since": info.started}
+    return {
+        "running": True,
+        "uri": info.uri,
+        "pid": info.pid,
+        "node": info.nodename,
+        "amqp_port": info.amqp_port,
+        "dist_port": info.dist_port,
+        "accepting": amqp_ready("127.0.0.1", info.amqp_port, expect=(info.nodename.split("@", 1)[0] + "@").encode()),
+        "dir": info.base,
+        "since": info.started,
+    }
 
 
 def log_path() -> Path:

@@ -7,8 +7,8 @@ and error messages are the same whichever path carried the request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope, InvalidEnvelope
@@ -51,24 +51,42 @@ def sender_identity(registry: Registry, given: str | None) -> Identity:
     return Identity(entity.gid, entity.label)
 
 
-def compose(kind: str, sender: Identity, recipient: str, content: str, *, host: str,
-            max_content_bytes: int, in_reply_to: str | None = None, turn: str | None = None,
-            msg_id: str | None = None) -> Envelope:
+def compose(
+    kind: str,
+    sender: Identity,
+    recipient: str,
+    content: str,
+    *,
+    host: str,
+    max_content_bytes: int,
+    in_reply_to: str | None = None,
+    turn: str | None = None,
+    msg_id: str | None = None,
+) -> Envelope:
     """Build and validate an outgoing envelope; an oversize content is a clear error."""
     try:
         env_mod.check_content_size(content, max_content_bytes)
     except InvalidEnvelope as exc:
-        raise Rejected(f"message too large: {exc.detail}",
-                       "send a shorter message or raise messaging.max_content_bytes") from None
+        raise Rejected(
+            f"message too large: {exc.detail}", "send a shorter message or raise messaging.max_content_bytes"
+        ) from None
     if msg_id is not None and not env_mod.is_uuid(msg_id.lower()):
         raise ConfigError(f"bad message id {msg_id!r}", "--id takes a UUID, e.g. from `uuidgen`")
     if turn is not None and len(turn) > 256:
         raise ConfigError("--turn is longer than 256 characters", "use a shorter turn id")
     # every other field comes from validated sources (gids, kinds, labels), so the receiver's
     # full validation (envelope.from_wire) would accept it; not repeated on this hot path
-    return Envelope(kind=kind, sender=sender.gid, recipient=recipient, content=content,
-                    in_reply_to=in_reply_to, turn=turn, sender_label=sender.label, sender_host=host,
-                    msg_id=msg_id.lower() if msg_id else env_mod.new_id())
+    return Envelope(
+        kind=kind,
+        sender=sender.gid,
+        recipient=recipient,
+        content=content,
+        in_reply_to=in_reply_to,
+        turn=turn,
+        sender_label=sender.label,
+        sender_host=host,
+        msg_id=msg_id.lower() if msg_id else env_mod.new_id(),
+    )
 
 
 def original_message(store: Store, msg_id: str) -> Envelope:
@@ -79,9 +97,10 @@ def original_message(store: Store, msg_id: str) -> Envelope:
         if len(matches) == 1:
             found = matches[0]
     if found is None:
-        raise NotFound(f"no message {msg_id!r} was received on this host",
-                       "check the id (`bridge poll`, `bridge show`); replies must be sent from the "
-                       "host that received the message")
+        raise NotFound(
+            f"no message {msg_id!r} was received on this host",
+            "check the id (`bridge poll`, `bridge show`); replies must be sent from the host that received the message",
+        )
     return found.envelope
 
 
@@ -94,10 +113,22 @@ def address(request: SendRequest, store: Store, resolve: ResolveFn) -> Address:
     return Address(resolve(request.target or "", request.force), None, request.turn)
 
 
-def compose_request(request: SendRequest, sender: Identity, to: Address, *, host: str,
-                    max_content_bytes: int) -> list[Envelope]:
+def compose_request(
+    request: SendRequest, sender: Identity, to: Address, *, host: str, max_content_bytes: int
+) -> list[Envelope]:
     """The envelopes ``request`` sends (one, or one per line in bulk): the single place both the
     gateway and the direct path build them, so both validate alike."""
-    return [compose(request.kind, sender, to.recipient, content, host=host, max_content_bytes=max_content_bytes,
-                    in_reply_to=to.in_reply_to, turn=to.turn, msg_id=request.new_id)
-            for content in request.contents]
+    return [
+        compose(
+            request.kind,
+            sender,
+            to.recipient,
+            content,
+            host=host,
+            max_content_bytes=max_content_bytes,
+            in_reply_to=to.in_reply_to,
+            turn=to.turn,
+            msg_id=request.new_id,
+        )
+        for content in request.contents
+    ]

@@ -19,8 +19,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 #: kind -> (XDG variable, default under $HOME) of the XDG base-directory spec
-_XDG = {"config": ("XDG_CONFIG_HOME", ".config"), "data": ("XDG_DATA_HOME", ".local/share"),
-        "cache": ("XDG_CACHE_HOME", ".cache"), "state": ("XDG_STATE_HOME", ".local/state")}
+_XDG = {
+    "config": ("XDG_CONFIG_HOME", ".config"),
+    "data": ("XDG_DATA_HOME", ".local/share"),
+    "cache": ("XDG_CACHE_HOME", ".cache"),
+    "state": ("XDG_STATE_HOME", ".local/state"),
+}
 
 
 def _xdg(kind: str) -> str | None:

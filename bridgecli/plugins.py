@@ -68,12 +68,18 @@ class Plugins:
         table = self.providers[kind]
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
-            singular = {"backends": "delivery backend", "launchers": "launcher",
-                        "browser_targets": "browser target", "commands": "command",
-                        "profile_settings": "launcher with profile settings",
-                        "plugin_settings": "settings table"}[kind]
-            raise NotFound(f"unknown {singular} {name!r} (installed: {known})",
-                           "install the plugin that provides it and check `bridge plugins`")
+            singular = {
+                "backends": "delivery backend",
+                "launchers": "launcher",
+                "browser_targets": "browser target",
+                "commands": "command",
+                "profile_settings": "launcher with profile settings",
+                "plugin_settings": "settings table",
+            }[kind]
+            raise NotFound(
+                f"unknown {singular} {name!r} (installed: {known})",
+                "install the plugin that provides it and check `bridge plugins`",
+            )
         return table[name][1]
 
 
@@ -194,5 +200,7 @@ def resolve_target(target: str) -> Any:
         module = importlib.import_module(module_name)
         return getattr(module, attr) if attr else module
     except Exception as exc:
-        raise PluginError(f"cannot load {target}: {type(exc).__name__}: {exc}",
-                          "reinstall the plugin or unset it with BRIDGE_LOAD_PLUGINS") from None
+        raise PluginError(
+            f"cannot load {target}: {type(exc).__name__}: {exc}",
+            "reinstall the plugin or unset it with BRIDGE_LOAD_PLUGINS",
+        ) from None

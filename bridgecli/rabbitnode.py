@@ -38,8 +38,7 @@ def rabbitmq_bin_dir() -> Path:
     """Directory of ``rabbitmq-server`` and ``rabbitmqctl``; raise MissingDependency when absent."""
     bin_dir = Path(os.environ.get("BRIDGE_RABBITMQ_BIN") or DEFAULT_BIN)
     if not (bin_dir / "rabbitmq-server").is_file():
-        raise MissingDependency(f"rabbitmq-server is not installed (no {bin_dir}/rabbitmq-server)",
-                                INSTALL_HINT)
+        raise MissingDependency(f"rabbitmq-server is not installed (no {bin_dir}/rabbitmq-server)", INSTALL_HINT)
     return bin_dir
 
 
@@ -155,9 +154,17 @@ class LocalNode:
     Management is off by default: it adds ~5 s to every stop.
     """
 
-    def __init__(self, base: Path, *, nodename: str | None = None, amqp_port: int | None = None,
-                 dist_port: int | None = None, extra_conf: Sequence[str] = (),
-                 management: bool = False, management_port: int | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        nodename: str | None = None,
+        amqp_port: int | None = None,
+        dist_port: int | None = None,
+        extra_conf: Sequence[str] = (),
+        management: bool = False,
+        management_port: int | None = None,
+    ) -> None:
         self.base = Path(base)
         self.nodename = nodename or default_nodename(self.base)
         self.amqp_port = amqp_port
@@ -206,17 +213,19 @@ class LocalNode:
     def env(self) -> dict[str, str]:
         """The environment for the node and for its CLI tools (same HOME = same cookie)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
-        env.update({
-            "HOME": str(self.home),
-            "RABBITMQ_NODENAME": self.nodename,
-            "RABBITMQ_MNESIA_BASE": str(self.base / "mnesia"),
-            "RABBITMQ_LOG_BASE": str(self.log_dir),
-            "RABBITMQ_PID_FILE": str(self.pid_file),
-            "RABBITMQ_CONFIG_FILE": str(self.base / "rabbitmq"),  # ".conf" is appended
-            "RABBITMQ_ADVANCED_CONFIG_FILE": str(self.base / "advanced.config"),
-            "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.base / "enabled_plugins"),
-            "RABBITMQ_CONF_ENV_FILE": str(self.base / "env.conf"),
-        })
+        env.update(
+            {
+                "HOME": str(self.home),
+                "RABBITMQ_NODENAME": self.nodename,
+                "RABBITMQ_MNESIA_BASE": str(self.base / "mnesia"),
+                "RABBITMQ_LOG_BASE": str(self.log_dir),
+                "RABBITMQ_PID_FILE": str(self.pid_file),
+                "RABBITMQ_CONFIG_FILE": str(self.base / "rabbitmq"),  # ".conf" is appended
+                "RABBITMQ_ADVANCED_CONFIG_FILE": str(self.base / "advanced.config"),
+                "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.base / "enabled_plugins"),
+                "RABBITMQ_CONF_ENV_FILE": str(self.base / "env.conf"),
+            }
+        )
         if self.amqp_port is not None:
             env["RABBITMQ_NODE_PORT"] = str(self.amqp_port)
         if self.dist_port is not None:
@@ -278,7 +287,8 @@ class LocalNode:
                     raise BrokerUnavailable(
                         f"RabbitMQ node {self.nodename} could not listen on 127.0.0.1:"
                         f"{self.amqp_port}: the port is in use",
-                        "stop what uses it (see `ss -ltnp`) and start again") from None
+                        "stop what uses it (see `ss -ltnp`) and start again",
+                    ) from None
                 self.amqp_port = self.dist_port = None
 
     def _launch(self, bin_dir: Path) -> int:
@@ -290,9 +300,14 @@ class LocalNode:
             # A new session = a new process group we can signal as a whole at stop, and a
             # node that survives the `bridge broker start` process exiting.
             self.process = subprocess.Popen(
-                [str(bin_dir / "rabbitmq-server")], env=self.env(), cwd=self.base,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                [str(bin_dir / "rabbitmq-server")],
+                env=self.env(),
+                cwd=self.base,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.pgid = self.process.pid
         return offset
 
@@ -311,18 +326,24 @@ class LocalNode:
         while True:
             # Ready = *our* VM is alive (its pid file written) and the port speaks AMQP; a
             # port answering while our node died would be somebody else's broker.
-            if pid_alive(self.vm_pid) and amqp_ready("127.0.0.1", self.port, expect=self._identity) \
-                    and (self.process is None or self.process.poll() is None):
+            if (
+                pid_alive(self.vm_pid)
+                and amqp_ready("127.0.0.1", self.port, expect=self._identity)
+                and (self.process is None or self.process.poll() is None)
+            ):
                 return
             if self.process is not None and self.process.poll() is not None:
                 raise BrokerUnavailable(
                     f"RabbitMQ node {self.nodename} exited during start-up "
                     f"(code {self.process.returncode}): {self.log_tail(3)}",
-                    f"see {self.stdout_file} and {self.log_file}")
+                    f"see {self.stdout_file} and {self.log_file}",
+                )
             if time.monotonic() > deadline:
                 self.stop()
-                raise Timeout(f"RabbitMQ node {self.nodename} did not accept AMQP connections "
-                              f"within {timeout:g}s", f"see {self.log_file}")
+                raise Timeout(
+                    f"RabbitMQ node {self.nodename} did not accept AMQP connections within {timeout:g}s",
+                    f"see {self.log_file}",
+                )
             time.sleep(0.2)
 
     @property
@@ -358,20 +379,27 @@ class LocalNode:
         self.stop()
         self.start(timeout, keep_ports=True)
 
-    def ctl(self, *args: str, check: bool = True, timeout: float = 60.0,
-            tool: str = "rabbitmqctl") -> subprocess.CompletedProcess:
+    def ctl(
+        self, *args: str, check: bool = True, timeout: float = 60.0, tool: str = "rabbitmqctl"
+    ) -> subprocess.CompletedProcess:
         """Run ``rabbitmqctl -n NODE ARGS`` (or another CLI ``tool``) with this node's cookie.
 
         Each call costs ~0.5 s (an Elixir escript start). ``check`` raises BridgeError with
         the tool's stderr on a non-zero exit.
         """
         cmd = [str(rabbitmq_bin_dir() / tool), "-n", self.nodename, *args]
-        result = subprocess.run(cmd, env=self.env(), cwd=self.base, capture_output=True,
-                                text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            cmd,
+            env=self.env(),
+            cwd=self.base,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if check and result.returncode != 0:
             detail = (result.stderr or result.stdout).strip().splitlines()
-            raise BridgeError(f"{tool} {' '.join(args)} failed: {' '.join(detail[-3:])}",
-                              f"see {self.log_file}")
+            raise BridgeError(f"{tool} {' '.join(args)} failed: {' '.join(detail[-3:])}", f"see {self.log_file}")
         return result
 
     def consumer_timeout_ms(self) -> int | None:
@@ -395,10 +423,17 @@ class LocalNode:
         return "(no log output)"
 
     def info(self) -> NodeInfo:
-        return NodeInfo(uri=self.uri, pid=self.vm_pid or 0, pgid=self.pgid or 0,
-                        nodename=self.nodename, amqp_port=self.port, dist_port=self.dist_port or 0,
-                        base=str(self.base), started=time.time(),
-                        management_port=(self.management_port or 0) if self.management else 0)
+        return NodeInfo(
+            uri=self.uri,
+            pid=self.vm_pid or 0,
+            pgid=self.pgid or 0,
+            nodename=self.nodename,
+            amqp_port=self.port,
+            dist_port=self.dist_port or 0,
+            base=str(self.base),
+            started=time.time(),
+            management_port=(self.management_port or 0) if self.management else 0,
+        )
 
 
 def stop_processes(vm_pid: int | None, pgid: int | None, timeout: float) -> None:

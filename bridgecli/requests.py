@@ -56,8 +56,7 @@ class _Request:
 
     def to_wire(self) -> dict[str, Any]:
         """The local API's request fields (without ``op``); defaults are left out."""
-        return {name: getattr(self, name) for name, default in self.FIELDS.items()
-                if getattr(self, name) != default}
+        return {name: getattr(self, name) for name, default in self.FIELDS.items() if getattr(self, name) != default}
 
     @classmethod
     def from_wire(cls, fields: dict[str, Any]) -> Any:
@@ -70,11 +69,35 @@ class SendRequest(_Request):
     message, or several with ``bulk`` (``send --lines``). With ``wait`` the reply is waited
     for; with ``confirm`` it then stays recoverable until the client confirms it."""
 
-    __slots__ = ("command", "contents", "sender", "target", "msg_id", "delay", "force", "turn", "wait",
-                 "new_id", "bulk", "confirm")
+    __slots__ = (
+        "command",
+        "contents",
+        "sender",
+        "target",
+        "msg_id",
+        "delay",
+        "force",
+        "turn",
+        "wait",
+        "new_id",
+        "bulk",
+        "confirm",
+    )
     OP = "send"
-    FIELDS = {"command": "send", "contents": (), "sender": None, "target": None, "msg_id": None, "delay": None,
-              "force": False, "turn": None, "wait": None, "new_id": None, "bulk": False, "confirm": False}
+    FIELDS = {
+        "command": "send",
+        "contents": (),
+        "sender": None,
+        "target": None,
+        "msg_id": None,
+        "delay": None,
+        "force": False,
+        "turn": None,
+        "wait": None,
+        "new_id": None,
+        "bulk": False,
+        "confirm": False,
+    }
     command: str
     contents: tuple[str, ...]
     sender: str | None
@@ -122,7 +145,7 @@ class SendRequest(_Request):
         return wire
 
     @classmethod
-    def from_wire(cls, fields: dict[str, Any]) -> "SendRequest":
+    def from_wire(cls, fields: dict[str, Any]) -> SendRequest:
         fields = dict(fields)
         if "contents" in fields and fields["contents"] is not None:
             fields["bulk"] = True

@@ -24,8 +24,10 @@ def resolve_target(target: str, *, registry: Registry, roster: Any = None, force
             return lowered
         if roster is None or roster.get(lowered) is not None:
             return lowered
-        raise NotFound(f"gid {lowered} is not in the roster (no gateway announces it)",
-                       "check `bridge roster`; pass --force to send to its inbox anyway")
+        raise NotFound(
+            f"gid {lowered} is not in the roster (no gateway announces it)",
+            "check `bridge roster`; pass --force to send to its inbox anyway",
+        )
     candidates: dict[str, str] = {}
     for entity in registry.all():
         if entity.label == target or (len(target) >= 8 and entity.gid.startswith(lowered)):
@@ -38,7 +40,9 @@ def resolve_target(target: str, *, registry: Registry, roster: Any = None, force
         return next(iter(candidates))
     if len(candidates) > 1:
         listing = ", ".join(f"{short(gid)} on {host}" for gid, host in sorted(candidates.items(), key=lambda kv: kv[1]))
-        raise Ambiguous(f"label {target!r} matches {len(candidates)} entities: {listing}",
-                        "use the gid (or a longer gid prefix) instead of the label")
+        raise Ambiguous(
+            f"label {target!r} matches {len(candidates)} entities: {listing}",
+            "use the gid (or a longer gid prefix) instead of the label",
+        )
     where = "the roster or on this host" if roster is not None else "this host (no roster without a gateway)"
     raise NotFound(f"no entity {target!r} in {where}", "check `bridge roster` / `bridge entities`")

@@ -71,34 +71,67 @@ def arrival_key(method: Any) -> str:
     return str(method.routing_key) if getattr(method, "exchange", None) == EXCHANGE else ""
 
 
-def heartbeat_frame(*, host: str, version: str, interval: float, entity: Any = None, status: str = "unknown",
-                    entities: int = 0, profiles: Iterable[str] = (), started: float | None = None) -> bytes:
+def heartbeat_frame(
+    *,
+    host: str,
+    version: str,
+    interval: float,
+    entity: Any = None,
+    status: str = "unknown",
+    entities: int = 0,
+    profiles: Iterable[str] = (),
+    started: float | None = None,
+) -> bytes:
     """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None, which
     also names the host's spawn profiles and when the gateway started)."""
-    frame: dict[str, Any] = {"v": FRAME_VERSION, "type": "heartbeat", "host": host, "version": version,
-                             "interval": interval, "ts": time.time()}
+    frame: dict[str, Any] = {
+        "v": FRAME_VERSION,
+        "type": "heartbeat",
+        "host": host,
+        "version": version,
+        "interval": interval,
+        "ts": time.time(),
+    }
     if entity is None:
         frame.update({"gid": GATEWAY_KEY, "entities": entities, "profiles": sorted(profiles)})
         if started is not None:
             frame["started"] = started
     else:
-        frame.update({"gid": entity.gid, "label": entity.label, "role": entity.role, "status": status,
-                      "backend": entity.backend, "since": entity.created})
+        frame.update(
+            {
+                "gid": entity.gid,
+                "label": entity.label,
+                "role": entity.role,
+                "status": status,
+                "backend": entity.backend,
+                "since": entity.created,
+            }
+        )
     return json.dumps(frame, separators=(",", ":")).encode()
 
 
 def gone_frame(*, host: str, gid: str, reason: str) -> bytes:
-    return json.dumps({"v": FRAME_VERSION, "type": "gone", "host": host, "gid": gid, "reason": reason,
-                       "ts": time.time()}, separators=(",", ":")).encode()
+    return json.dumps(
+        {"v": FRAME_VERSION, "type": "gone", "host": host, "gid": gid, "reason": reason, "ts": time.time()},
+        separators=(",", ":"),
+    ).encode()
 
 
 def spawned_entry(handle: dict[str, Any], *, interval: float, now: float | None = None) -> RosterEntry:
     """A roster entry from a spawn answer (gid, host, label, role, deliver)."""
     now = time.time() if now is None else now
-    return RosterEntry(gid=str(handle["gid"]), label=str(handle.get("label", "?")),
-                       role=str(handle.get("role", "agent")), host=str(handle["host"]), status="unknown",
-                       backend=str(handle.get("deliver") or "?").split(":", 1)[0], since=now, version="?",
-                       last_seen=now, interval=interval)
+    return RosterEntry(
+        gid=str(handle["gid"]),
+        label=str(handle.get("label", "?")),
+        role=str(handle.get("role", "agent")),
+        host=str(handle["host"]),
+        status="unknown",
+        backend=str(handle.get("deliver") or "?").split(":", 1)[0],
+        since=now,
+        version="?",
+        last_seen=now,
+        interval=interval,
+    )
 
 
 class RosterView:
@@ -147,22 +180,42 @@ class RosterView:
             if gid == GATEWAY_KEY:
                 named, started = frame.get("profiles"), frame.get("started")
                 self._gateways[host] = GatewayEntry(
-                    host, str(frame.get("version", "?")), now, interval, int(frame.get("entities", 0)),
+                    host,
+                    str(frame.get("version", "?")),
+                    now,
+                    interval,
+                    int(frame.get("entities", 0)),
                     tuple(str(p) for p in named[:MAX_PROFILES]) if isinstance(named, list) else (),
-                    float(started) if isinstance(started, (int, float)) else None)
+                    float(started) if isinstance(started, (int, float)) else None,
+                )
                 return True
             label, role = str(frame.get("label", "?")), str(frame.get("role", "?"))
             status, backend = str(frame.get("status", "unknown")), str(frame.get("backend", "?"))
             since, version = float(frame.get("since") or now), str(frame.get("version", "?"))
             previous = self._entries.get(gid)
-            if previous is not None and (previous.label, previous.role, previous.host, previous.status,
-                                         previous.backend, previous.since, previous.version) == (
-                                         label, role, host, status, backend, since, version):
+            if previous is not None and (
+                previous.label,
+                previous.role,
+                previous.host,
+                previous.status,
+                previous.backend,
+                previous.since,
+                previous.version,
+            ) == (label, role, host, status, backend, since, version):
                 previous.last_seen, previous.interval = now, interval  # the common case: a refresh
                 return True
-            self._entries[gid] = RosterEntry(gid=gid, label=label, role=role, host=host, status=status,
-                                             backend=backend, since=since, version=version, last_seen=now,
-                                             interval=interval)
+            self._entries[gid] = RosterEntry(
+                gid=gid,
+                label=label,
+                role=role,
+                host=host,
+                status=status,
+                backend=backend,
+                since=since,
+                version=version,
+                last_seen=now,
+                interval=interval,
+            )
             if previous is None or previous.status != status:
                 self.changes += 1
             return True

@@ -14,8 +14,15 @@ class Option:
 
     __slots__ = ("flags", "dest", "kind", "metavar", "help", "envvar")
 
-    def __init__(self, flags: tuple[str, ...], dest: str, kind: str | None, help: str,
-                 metavar: str | None = None, envvar: str | None = None) -> None:
+    def __init__(
+        self,
+        flags: tuple[str, ...],
+        dest: str,
+        kind: str | None,
+        help: str,
+        metavar: str | None = None,
+        envvar: str | None = None,
+    ) -> None:
         self.flags, self.dest, self.kind, self.help = flags, dest, kind, help
         self.metavar, self.envvar = metavar, envvar
 
@@ -24,16 +31,33 @@ class Option:
         return self.kind is not None
 
 
-FROM = Option(("--from",), "sender", "text", metavar="GID|LABEL", envvar="BRIDGE_GID",
-              help="Who is sending (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).")
-WAIT = Option(("--wait", "-w"), "wait", "duration", metavar="DUR",
-              help="Block until the reply arrives (e.g. 30s, 10m) and print it; needs the local gateway.")
+FROM = Option(
+    ("--from",),
+    "sender",
+    "text",
+    metavar="GID|LABEL",
+    envvar="BRIDGE_GID",
+    help="Who is sending (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).",
+)
+WAIT = Option(
+    ("--wait", "-w"),
+    "wait",
+    "duration",
+    metavar="DUR",
+    help="Block until the reply arrives (e.g. 30s, 10m) and print it; needs the local gateway.",
+)
 DELAY = Option(("--delay",), "delay", "duration", metavar="DUR", help="Deliver after DUR (through bridge.delay).")
-LINES = Option(("--lines",), "lines", None,
-               help="With MESSAGE '-': send each non-empty stdin line as its own message (bulk mode).")
+LINES = Option(
+    ("--lines",), "lines", None, help="With MESSAGE '-': send each non-empty stdin line as its own message (bulk mode)."
+)
 FORCE = Option(("--force",), "force", None, help="Send to a gid even if no gateway announces it in the roster.")
-NEW_ID = Option(("--id",), "new_id", "text", metavar="UUID",
-                help="Use this message id: resending with the same id after an unclear failure is deduplicated.")
+NEW_ID = Option(
+    ("--id",),
+    "new_id",
+    "text",
+    metavar="UUID",
+    help="Use this message id: resending with the same id after an unclear failure is deduplicated.",
+)
 TURN = Option(("--turn",), "turn", "text", metavar="ID", help="Turn id to correlate a mid-turn exchange.")
 JSON = Option(("--json",), "as_json", None, help="Print JSON on stdout.")
 
@@ -45,8 +69,12 @@ COMMANDS: dict[str, tuple[Option, ...]] = {
     "answer": (FROM, JSON),
 }
 #: per command: the parameter names of its two arguments
-ARGUMENTS = {"send": ("target", "message"), "ask": ("target", "question"), "reply": ("msg_id", "message"),
-             "answer": ("msg_id", "message")}
+ARGUMENTS = {
+    "send": ("target", "message"),
+    "ask": ("target", "question"),
+    "reply": ("msg_id", "message"),
+    "answer": ("msg_id", "message"),
+}
 
 
 def getopt_table(command: str) -> dict[str, tuple[str, bool]]:

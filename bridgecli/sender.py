@@ -53,15 +53,17 @@ def find_default(registry: Registry, label: str) -> Entity | None:
     typed into its pane or command instead of waiting for ``bridge poll``."""
     entity = next((e for e in registry.all() if e.label == label), None)
     if entity is not None and entity.deliver.partition(":")[0] != DELIVER:
-        raise Conflict(f"the default sender label {label!r} belongs to a {entity.role} entity delivered by "
-                       f"{entity.deliver}, not a hold identity",
-                       f"pass --from LABEL (or export BRIDGE_GID=<gid>), or `bridge unregister {label}` "
-                       "to free the name")
+        raise Conflict(
+            f"the default sender label {label!r} belongs to a {entity.role} entity delivered by "
+            f"{entity.deliver}, not a hold identity",
+            f"pass --from LABEL (or export BRIDGE_GID=<gid>), or `bridge unregister {label}` to free the name",
+        )
     return entity
 
 
-def resolve(registry: Registry, given: str | None, *, host_id: str,
-            register: Callable[..., Entity]) -> tuple[Identity, Entity | None]:
+def resolve(
+    registry: Registry, given: str | None, *, host_id: str, register: Callable[..., Entity]
+) -> tuple[Identity, Entity | None]:
     """The sender, and the entity when it was registered just now (else None).
 
     ``given`` (a gid or local label from ``--from`` / ``BRIDGE_GID``, read by the client: the
@@ -90,5 +92,7 @@ def resolve(registry: Registry, given: str | None, *, host_id: str,
 def registered_note(registered: dict[str, Any], command: str) -> str:
     """The one stderr line saying a default identity was registered for this ``command``."""
     doing = "polling" if command == "poll" else "sending"
-    return (f"bridge: {doing} as {registered['label']} (gid {registered['gid']}), registered now; "
-            "read replies with `bridge poll`")
+    return (
+        f"bridge: {doing} as {registered['label']} (gid {registered['gid']}), registered now; "
+        "read replies with `bridge poll`"
+    )

@@ -8,12 +8,21 @@ files when no gateway runs. Commands call :func:`open_session` and never branch 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
-    from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, ShowRequest,
-                                    SpawnRequest, StopRequest, UnregisterRequest)
+    from bridgecli.requests import (
+        PollRequest,
+        RegisterRequest,
+        RosterRequest,
+        SendRequest,
+        ShowRequest,
+        SpawnRequest,
+        StopRequest,
+        UnregisterRequest,
+    )
 
 
 class HostSession(Protocol):

@@ -22,12 +22,24 @@ def run_all():
 
 
 def row(benchmark: str, metric: str, value: str, note: str = "", measured: str = OLD) -> dict:
-    return {"benchmark": benchmark, "metric": metric, "value": value, "unit": "ms", "baseline": "raw 1 ms",
-            "ratio": "2x", "note": note, "measured": measured}
+    return {
+        "benchmark": benchmark,
+        "metric": metric,
+        "value": value,
+        "unit": "ms",
+        "baseline": "raw 1 ms",
+        "ratio": "2x",
+        "note": note,
+        "measured": measured,
+    }
 
 
-EXISTING = [row("alpha", "a1", "1.0", "median of 5"), row("alpha", "a2", "2.0"),
-            row("beta", "b1", "3.0", "n=10"), row("gamma", "g1", "4.0", "old note")]
+EXISTING = [
+    row("alpha", "a1", "1.0", "median of 5"),
+    row("alpha", "a2", "2.0"),
+    row("beta", "b1", "3.0", "n=10"),
+    row("gamma", "g1", "4.0", "old note"),
+]
 
 
 def test_ran_replaces_failed_and_skipped_go_stale_untried_stay(run_all):
@@ -54,12 +66,14 @@ def test_a_second_failure_replaces_the_marker(run_all):
 
 
 def test_doc_round_trip_dates_rows_of_an_undated_table(run_all, tmp_path, monkeypatch):
-    legacy = ("# Benchmarks\n\n<!-- bench:start -->\n_Last run: 2026-12-01 10:00 UTC, Python 3.11.7, x86_64._\n\n"
-              "| benchmark | metric | value | unit | baseline | ratio | note |\n"
-              "| --- | --- | --- | --- | --- | --- | --- |\n"
-              "| alpha | a \\| pipe | 1.0 | ms | raw 1 ms | 2x | median of 5 |\n"
-              "| beta | b1 | 3.0 | ms | raw 1 ms | 2x | n=10 |\n"
-              "<!-- bench:end -->\n\n## Notes\nkept\n")
+    legacy = (
+        "# Benchmarks\n\n<!-- bench:start -->\n_Last run: 2026-12-01 10:00 UTC, Python 3.11.7, x86_64._\n\n"
+        "| benchmark | metric | value | unit | baseline | ratio | note |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |\n"
+        "| alpha | a \\| pipe | 1.0 | ms | raw 1 ms | 2x | median of 5 |\n"
+        "| beta | b1 | 3.0 | ms | raw 1 ms | 2x | n=10 |\n"
+        "<!-- bench:end -->\n\n## Notes\nkept\n"
+    )
     doc = tmp_path / "benchmarks.md"
     doc.write_text(legacy)
     monkeypatch.setattr(run_all, "DOC", doc)
@@ -70,6 +84,7 @@ def test_doc_round_trip_dates_rows_of_an_undated_table(run_all, tmp_path, monkey
     assert text.endswith("<!-- bench:end -->\n\n## Notes\nkept\n")
     assert f"_Last run: {NOW} UTC" in text and "(ran: beta; failed: alpha)" in text
     rows = run_all.parse_existing(text)
-    assert rows == [row("alpha", "a | pipe", "1.0", f"stale: failed in the run of {NOW} UTC; median of 5",
-                        measured=f"<= {OLD}"),
-                    row("beta", "b1", "9.0", measured=NOW)]
+    assert rows == [
+        row("alpha", "a | pipe", "1.0", f"stale: failed in the run of {NOW} UTC; median of 5", measured=f"<= {OLD}"),
+        row("beta", "b1", "9.0", measured=NOW),
+    ]

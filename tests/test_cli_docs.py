@@ -13,8 +13,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_cli_reference_is_regenerated_identically_in_any_environment(bridge_home):
     # a narrow terminal and an empty host must not change a byte of the generated page
     env = {**bridge_home.env, "COLUMNS": "40", "BRIDGE_LOAD_PLUGINS": "webhook"}
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py"), "--check"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
 
 

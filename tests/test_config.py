@@ -42,19 +42,22 @@ def test_bool_parsing(raw, expected):
     assert setting.parse(raw, "t") is expected
 
 
-@pytest.mark.parametrize("key, raw, expectation", [
-    ("broker.heartbeat", "1.5", "expected an integer"),
-    ("broker.heartbeat", True, "expected an integer"),
-    ("roster.interval", "-1", "expected a number greater than 0"),
-    ("roster.interval", "x", "expected a number"),
-    ("roster.expiry_missed", "0", "expected a number greater than 0"),
-    ("roster.expiry_missed", "-2", "expected a number greater than 0"),
-    ("host.id", "-lead", "expected a host id"),
-    ("host.id", "a" * 64, "expected a host id"),
-    ("broker.uri", "amqp://ok/, redis://no/", "expected an amqp://"),
-    ("gateway.log_format", "xml", "expected one of human, json"),
-    ("broker.tls_ca", ["a"], "expected a string"),
-])
+@pytest.mark.parametrize(
+    "key, raw, expectation",
+    [
+        ("broker.heartbeat", "1.5", "expected an integer"),
+        ("broker.heartbeat", True, "expected an integer"),
+        ("roster.interval", "-1", "expected a number greater than 0"),
+        ("roster.interval", "x", "expected a number"),
+        ("roster.expiry_missed", "0", "expected a number greater than 0"),
+        ("roster.expiry_missed", "-2", "expected a number greater than 0"),
+        ("host.id", "-lead", "expected a host id"),
+        ("host.id", "a" * 64, "expected a host id"),
+        ("broker.uri", "amqp://ok/, redis://no/", "expected an amqp://"),
+        ("gateway.log_format", "xml", "expected one of human, json"),
+        ("broker.tls_ca", ["a"], "expected a string"),
+    ],
+)
 def test_bad_values_say_what_is_expected(key, raw, expectation):
     with pytest.raises(ConfigError) as err:
         SETTINGS[key].parse(raw, "somewhere.toml")
@@ -117,21 +120,28 @@ def test_a_directory_that_cannot_be_written_is_a_cannot_write_error(bridge_home,
     assert not bridge_home.config_file.exists()
 
 
-@pytest.mark.parametrize("key, hint", [
-    ("broker.url", "did you mean broker.uri?"),
-    ("messaging.prefech", "did you mean messaging.prefetch?"),
-    # no near match: the valid keys of its section, else all of them and where tables live
-    ("broker.x", "valid keys: broker.uri, broker.heartbeat, broker.tls_ca, broker.tls_cert, "
-                 "broker.tls_key."),
-    ("zzz.q", "valid keys: " + ", ".join(SETTINGS) + ". Spawn profiles go under profiles.NAME.KEY "
-              "(e.g. profiles.dev.command), plugin settings under plugins.NAME.KEY (e.g. plugins.tmux.socket)."),
-])
+@pytest.mark.parametrize(
+    "key, hint",
+    [
+        ("broker.url", "did you mean broker.uri?"),
+        ("messaging.prefech", "did you mean messaging.prefetch?"),
+        # no near match: the valid keys of its section, else all of them and where tables live
+        ("broker.x", "valid keys: broker.uri, broker.heartbeat, broker.tls_ca, broker.tls_cert, broker.tls_key."),
+        (
+            "zzz.q",
+            "valid keys: " + ", ".join(SETTINGS) + ". Spawn profiles go under profiles.NAME.KEY "
+            "(e.g. profiles.dev.command), plugin settings under plugins.NAME.KEY (e.g. plugins.tmux.socket).",
+        ),
+    ],
+)
 def test_unknown_key_hints_name_the_valid_keys(tmp_path, key, hint):
     section, name = key.split(".")
     with pytest.raises(ConfigError) as err:
         config.flatten({section: {name: 1}}, tmp_path / "b.toml")
-    assert str(err.value) == (f"{tmp_path / 'b.toml'}: unknown key {key!r} — {hint} Fix it in the "
-                              f"file, or remove it with `bridge config unset {key}`")
+    assert str(err.value) == (
+        f"{tmp_path / 'b.toml'}: unknown key {key!r} — {hint} Fix it in the "
+        f"file, or remove it with `bridge config unset {key}`"
+    )
 
 
 def test_load_can_collect_unknown_keys_instead_of_failing(bridge_home):
@@ -145,8 +155,7 @@ def test_load_can_collect_unknown_keys_instead_of_failing(bridge_home):
 
 def test_unset_removes_an_unknown_key_only_when_the_file_has_it(bridge_home):
     bridge_home.config_file.parent.mkdir(parents=True)
-    bridge_home.config_file.write_text('loose = 1\n[broker]\nurl = "x"\n'
-                                       '[profiles.w]\ncommand = "c"\n')
+    bridge_home.config_file.write_text('loose = 1\n[broker]\nurl = "x"\n[profiles.w]\ncommand = "c"\n')
     assert config.unset_value("broker.url") and config.unset_value("loose")
     assert config.load(env={}).profiles() == {"w": {"command": "c"}}
     with pytest.raises(ConfigError, match="unknown configuration key 'broker.url', and not a key in"):
@@ -156,22 +165,34 @@ def test_unset_removes_an_unknown_key_only_when_the_file_has_it(bridge_home):
     assert config.unset_value("host.id") is False
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("claude --x", "claude --x"), ('["claude", "--x"]', ["claude", "--x"]), ("[]", []),
-    ("[Yy]es", "[Yy]es"),  # not a TOML array: a regex stays a string
-    (["a"], ["a"]),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("claude --x", "claude --x"),
+        ('["claude", "--x"]', ["claude", "--x"]),
+        ("[]", []),
+        ("[Yy]es", "[Yy]es"),  # not a TOML array: a regex stays a string
+        (["a"], ["a"]),
+    ],
+)
 def test_list_settings_take_a_string_or_a_toml_array_of_strings(raw, expected):
     assert config.Setting("p.command", list, None, "a command").parse(raw, "t") == expected
 
 
-@pytest.mark.parametrize("setting, raw, expectation", [
-    (config.Setting("p.command", list, None, "h"), "[1, 2]", 'expected a string or a list of strings like ["a", "b"]'),
-    (config.Setting("p.env", dict, None, "h"), "A=1", "expected a table of strings: set one entry with p.env.NAME"),
-    (config.Setting("p.env", dict, None, "h"), {"A": ["x"]}, "expected a table of strings"),
-    (config.Setting("p.re", str, None, "h", check=config.regexes), "(x", "expected a valid regular expression"),
-    (config.Setting("p.n", float, None, "h", check=config.non_negative), "-0.5", "expected a number of at least 0"),
-])
+@pytest.mark.parametrize(
+    "setting, raw, expectation",
+    [
+        (
+            config.Setting("p.command", list, None, "h"),
+            "[1, 2]",
+            'expected a string or a list of strings like ["a", "b"]',
+        ),
+        (config.Setting("p.env", dict, None, "h"), "A=1", "expected a table of strings: set one entry with p.env.NAME"),
+        (config.Setting("p.env", dict, None, "h"), {"A": ["x"]}, "expected a table of strings"),
+        (config.Setting("p.re", str, None, "h", check=config.regexes), "(x", "expected a valid regular expression"),
+        (config.Setting("p.n", float, None, "h", check=config.non_negative), "-0.5", "expected a number of at least 0"),
+    ],
+)
 def test_table_value_types_say_what_is_expected(setting, raw, expectation):
     with pytest.raises(ConfigError, match="bad value") as err:
         setting.parse(raw, "t")

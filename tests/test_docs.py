@@ -10,8 +10,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_readme_settings_table_is_generated_from_the_schema():
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -67,6 +68,9 @@ def test_every_third_party_import_is_declared():
                 if top not in sys.stdlib_module_names and top != "bridgecli":
                     imported.setdefault(top, str(path.relative_to(ROOT)))
     assert {"click", "anyio", "pydantic"} <= set(imported)  # the scan sees real imports
-    undeclared = {top: where for top, where in imported.items()
-                  if not {norm(d) for d in distributions.get(top, [top])} & declared_names}
+    undeclared = {
+        top: where
+        for top, where in imported.items()
+        if not {norm(d) for d in distributions.get(top, [top])} & declared_names
+    }
     assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"

@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 from bridgecli.durations import parse
 
 
-@pytest.mark.parametrize("text,seconds", [("30s", 30), ("10m", 600), ("1h30m", 5400), ("500ms", 0.5),
-                                          ("2", 2), ("1.5", 1.5), ("1d", 86400)])
+@pytest.mark.parametrize(
+    "text,seconds", [("30s", 30), ("10m", 600), ("1h30m", 5400), ("500ms", 0.5), ("2", 2), ("1.5", 1.5), ("1d", 86400)]
+)
 def test_forms(text, seconds):
     assert parse(text) == pytest.approx(seconds)
 

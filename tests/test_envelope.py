@@ -21,8 +21,16 @@ def wire(**changes):
 
 
 def test_round_trip_keeps_every_field():
-    env = Envelope(kind="REPLY", sender=A, recipient=B, content="ünïcode ✓", in_reply_to=C,
-                   turn="t1", sender_label="w1", sender_host="hostA")
+    env = Envelope(
+        kind="REPLY",
+        sender=A,
+        recipient=B,
+        content="ünïcode ✓",
+        in_reply_to=C,
+        turn="t1",
+        sender_label="w1",
+        sender_host="hostA",
+    )
     back = parse(env.to_bytes())
     assert back == env
     props = env.amqp_properties()
@@ -36,25 +44,28 @@ def test_ids_are_normalised_to_lower_case():
     assert env.sender == A and env.msg_id == C
 
 
-@pytest.mark.parametrize("body, reason", [
-    (b"\xff\xfe", "invalid_utf8"),
-    (b"{", "bad_json"),
-    (b"[1]", "not_an_object"),
-    (b"[" * 100000, "bad_json"),
-    (json.dumps(wire(v=2)).encode(), "unknown_version"),
-    (json.dumps(wire(content=...)).encode(), "missing_field"),
-    (json.dumps(wire(kind="SPAM")).encode(), "bad_field"),
-    (json.dumps(wire(to="not-a-uuid")).encode(), "bad_field"),
-    (json.dumps(wire(content=5)).encode(), "bad_field"),
-    (json.dumps(wire(ts="now")).encode(), "bad_field"),
-    (json.dumps(wire(ts=True)).encode(), "bad_field"),
-    (json.dumps(wire(ts=10**400)).encode(), "bad_field"),
-    (json.dumps(wire(ts=float("inf"))).encode(), "bad_field"),
-    (json.dumps(wire(ts=float("nan"))).encode(), "bad_field"),
-    (json.dumps(wire(kind="REPLY")).encode(), "missing_field"),
-    (json.dumps(wire(fromLabel="x" * 257)).encode(), "bad_field"),
-    (json.dumps(wire(inReplyTo=7)).encode(), "bad_field"),
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b"\xff\xfe", "invalid_utf8"),
+        (b"{", "bad_json"),
+        (b"[1]", "not_an_object"),
+        (b"[" * 100000, "bad_json"),
+        (json.dumps(wire(v=2)).encode(), "unknown_version"),
+        (json.dumps(wire(content=...)).encode(), "missing_field"),
+        (json.dumps(wire(kind="SPAM")).encode(), "bad_field"),
+        (json.dumps(wire(to="not-a-uuid")).encode(), "bad_field"),
+        (json.dumps(wire(content=5)).encode(), "bad_field"),
+        (json.dumps(wire(ts="now")).encode(), "bad_field"),
+        (json.dumps(wire(ts=True)).encode(), "bad_field"),
+        (json.dumps(wire(ts=10**400)).encode(), "bad_field"),
+        (json.dumps(wire(ts=float("inf"))).encode(), "bad_field"),
+        (json.dumps(wire(ts=float("nan"))).encode(), "bad_field"),
+        (json.dumps(wire(kind="REPLY")).encode(), "missing_field"),
+        (json.dumps(wire(fromLabel="x" * 257)).encode(), "bad_field"),
+        (json.dumps(wire(inReplyTo=7)).encode(), "bad_field"),
+    ],
+)
 def test_invalid_bodies_name_the_reason(body, reason):
     with pytest.raises(InvalidEnvelope) as err:
         parse(body)
@@ -89,9 +100,10 @@ json_values = st.recursive(
 field_values = st.one_of(json_values, st.uuids().map(str), st.sampled_from(envelope.KINDS))
 near_envelopes = st.fixed_dictionaries(
     {},
-    optional={key: field_values for key in
-              ("v", "msgId", "kind", "from", "to", "ts", "content", "inReplyTo", "turn",
-               "fromLabel", "fromHost")},
+    optional={
+        key: field_values
+        for key in ("v", "msgId", "kind", "from", "to", "ts", "content", "inReplyTo", "turn", "fromLabel", "fromHost")
+    },
 )
 
 

@@ -24,8 +24,7 @@ from bridgecli import fast_send, paths, socketpath
 from bridgecli.cli import send as send_cli
 from tests.support.env import BRIDGE_BIN
 
-CLICK_COMMANDS = {"send": send_cli.send, "ask": send_cli.ask, "reply": send_cli.reply,
-                  "answer": send_cli.answer}
+CLICK_COMMANDS = {"send": send_cli.send, "ask": send_cli.ask, "reply": send_cli.reply, "answer": send_cli.answer}
 
 
 def _click_options(command: click.Command) -> dict[str, tuple[str, bool]]:
@@ -52,14 +51,46 @@ def _click_parse(name: str, args: list[str]) -> dict | None:
     return dict(ctx.params)
 
 
-_WORDS = st.sampled_from(["t", "hello world", "-", "--", "-5", "-x", "--fr", "--from", "--from=me", "--wait",
-                          "-w", "-w10s", "--wait=1m", "10s", "bogus", "--delay", "--lines", "--id", "--force",
-                          "--turn", "--json", "-h", "--help", "--json=1", "", "=", "--id=abc", "ms"])
+_WORDS = st.sampled_from(
+    [
+        "t",
+        "hello world",
+        "-",
+        "--",
+        "-5",
+        "-x",
+        "--fr",
+        "--from",
+        "--from=me",
+        "--wait",
+        "-w",
+        "-w10s",
+        "--wait=1m",
+        "10s",
+        "bogus",
+        "--delay",
+        "--lines",
+        "--id",
+        "--force",
+        "--turn",
+        "--json",
+        "-h",
+        "--help",
+        "--json=1",
+        "",
+        "=",
+        "--id=abc",
+        "ms",
+    ]
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(name=st.sampled_from(sorted(CLICK_COMMANDS)), args=st.lists(_WORDS, max_size=7),
-       gid=st.sampled_from([None, "", "env-gid"]))
+@given(
+    name=st.sampled_from(sorted(CLICK_COMMANDS)),
+    args=st.lists(_WORDS, max_size=7),
+    gid=st.sampled_from([None, "", "env-gid"]),
+)
 def test_whatever_the_fast_parser_accepts_click_parses_the_same(name, args, gid):
     env = {k: v for k, v in os.environ.items() if k != "BRIDGE_GID"}
     if gid is not None:
@@ -83,19 +114,29 @@ def test_ordinary_command_lines_take_the_fast_path():
         assert fast_send.parse(["ask", "bob", "why?"])[1]["question"] == "why?"
         assert fast_send.parse(["send", "bob", "-", "--lines", "--from", "x"])[1]["lines"] is True
         assert fast_send.parse(["reply", "m1", "--", "--json"])[1]["message"] == "--json"
-    for declined in (["send", "bob"], ["send", "bob", "hi", "-h"], ["send", "bob", "hi", "--fr", "x"],
-                     ["answer", "m", "x", "--wait", "1s"], ["send", "b", "x", "--lines"],
-                     ["send", "b", "hi", "--wait", "soon"], ["roster"], []):
+    for declined in (
+        ["send", "bob"],
+        ["send", "bob", "hi", "-h"],
+        ["send", "bob", "hi", "--fr", "x"],
+        ["answer", "m", "x", "--wait", "1s"],
+        ["send", "b", "x", "--lines"],
+        ["send", "b", "hi", "--wait", "soon"],
+        ["roster"],
+        [],
+    ):
         assert fast_send.parse(declined) is None, declined
 
 
-@pytest.mark.parametrize("env", [
-    {"BRIDGE_GATEWAY_SOCKET": "/tmp/elsewhere.sock"},
-    {"XDG_RUNTIME_DIR": "{tmp}"},
-    {"XDG_RUNTIME_DIR": "{tmp}", "BRIDGE_GATEWAY_SOCKET": "/x/y.sock"},
-    {"XDG_RUNTIME_DIR": "{tmp}/missing"},
-    {},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"BRIDGE_GATEWAY_SOCKET": "/tmp/elsewhere.sock"},
+        {"XDG_RUNTIME_DIR": "{tmp}"},
+        {"XDG_RUNTIME_DIR": "{tmp}", "BRIDGE_GATEWAY_SOCKET": "/x/y.sock"},
+        {"XDG_RUNTIME_DIR": "{tmp}/missing"},
+        {},
+    ],
+)
 def test_socket_path_is_the_one_paths_computes(env, tmp_path):
     env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
     base = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "BRIDGE_GATEWAY_SOCKET")}
@@ -109,12 +150,20 @@ def test_socket_path_is_the_one_paths_computes(env, tmp_path):
 
 # --- end to end against a real gateway ------------------------------------------------------
 
+
 def _click_path(host, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """The same command through the click CLI (what the console script runs when the fast
     path declines)."""
     code = "import sys; from bridgecli.cli import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], env=host.env, capture_output=True, text=True,
-                          input=input, timeout=60, stdin=None if input is not None else subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=host.env,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=60,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 def test_fast_path_runs_without_click_and_matches_the_click_path(host_factory):
@@ -122,8 +171,14 @@ def test_fast_path_runs_without_click_and_matches_the_click_path(host_factory):
     main_gid = a.register("main", role="main")
     sink = a.register("sink")
     a.start_gateway()
-    probe = subprocess.run([sys.executable, "-X", "importtime", BRIDGE_BIN, "send", "sink", "hi", "--from", "main"],
-                           env=a.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    probe = subprocess.run(
+        [sys.executable, "-X", "importtime", BRIDGE_BIN, "send", "sink", "hi", "--from", "main"],
+        env=a.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert probe.returncode == 0, probe.stderr
     imported = {line.split("|")[-1].strip() for line in probe.stderr.splitlines() if "|" in line}
     assert not imported & {"click", "pika", "typing", "pathlib"}, sorted(imported & {"click", "pika", "typing"})
@@ -140,8 +195,12 @@ def test_fast_path_runs_without_click_and_matches_the_click_path(host_factory):
     bulk = a.bridge("send", "sink", "-", "--lines", "--from", "main", input="one\n\ntwo\n")
     assert bulk.returncode == 0 and len(bulk.stdout.split()) == 2, bulk.stderr
 
-    for args in (["send", "nobody", "hi", "--from", "main"], ["reply", "not-a-message", "x", "--from", "main"],
-                 ["send", "sink", "x" * 101, "--from", "main"], ["send", "sink", "hi", "--from", "nobody"]):
+    for args in (
+        ["send", "nobody", "hi", "--from", "main"],
+        ["reply", "not-a-message", "x", "--from", "main"],
+        ["send", "sink", "x" * 101, "--from", "main"],
+        ["send", "sink", "hi", "--from", "nobody"],
+    ):
         fast, slow = a.bridge(*args), _click_path(a, *args)
         assert fast.returncode == slow.returncode != 0, (args[:2], fast.stderr, slow.stderr)
         assert fast.stderr == slow.stderr and fast.stderr.startswith("bridge: error: ")

@@ -33,8 +33,9 @@ HOOKS = hook_signatures()
 
 
 def test_there_are_hooks():
-    assert {"register_commands", "register_delivery_backends", "register_launchers",
-            "register_browser_targets"} <= set(HOOKS)
+    assert {"register_commands", "register_delivery_backends", "register_launchers", "register_browser_targets"} <= set(
+        HOOKS
+    )
 
 
 @pytest.mark.parametrize("name", sorted(HOOKS))
@@ -80,30 +81,37 @@ def _all_evidence(sources: tuple[tuple[Path, str], ...]) -> dict[str, list[str]]
     trees = {path: ast.parse(text, str(path)) for path, text in sources}
     is_test = {path: path.name.startswith("test_") for path in trees}
     test_text = "\n".join(text for path, text in sources if is_test[path])
-    wrappers = {node.name for tree in trees.values() for node in ast.walk(tree)
-                if isinstance(node, ast.FunctionDef)
-                and any(isinstance(n, ast.Call) and _dotted(n.func).split(".")[-1] == "hookimpl"
-                        for n in ast.walk(node))}
+    wrappers = {
+        node.name
+        for tree in trees.values()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and any(isinstance(n, ast.Call) and _dotted(n.func).split(".")[-1] == "hookimpl" for n in ast.walk(node))
+    }
     found: dict[str, list[str]] = {}
     for path, tree in trees.items():
         where = path.relative_to(ROOT)
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and _dotted(node.func.value).endswith("hook") and is_test[path]):
-                found.setdefault(node.func.attr, []).append(
-                    f"{where}:{node.lineno} calls {_dotted(node.func)}()")
-            elif (isinstance(node, ast.FunctionDef)
-                  and any(_dotted(d).split(".")[-1] == "hookimpl" for d in node.decorator_list)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and _dotted(node.func.value).endswith("hook")
+                and is_test[path]
+            ):
+                found.setdefault(node.func.attr, []).append(f"{where}:{node.lineno} calls {_dotted(node.func)}()")
+            elif isinstance(node, ast.FunctionDef) and any(
+                _dotted(d).split(".")[-1] == "hookimpl" for d in node.decorator_list
+            ):
                 parts = path.relative_to(ROOT).parts
                 package = parts[parts.index("data") + 1] if "data" in parts[:-1] else None
                 if is_test[path] or (package and f'"{package}"' in test_text):
-                    found.setdefault(node.name, []).append(
-                        f"{where}:{node.lineno} implements it in a test plugin")
+                    found.setdefault(node.name, []).append(f"{where}:{node.lineno} implements it in a test plugin")
             elif isinstance(node, ast.Call) and _dotted(node.func) in wrappers and is_test[path]:
                 for keyword in node.keywords:
                     if keyword.arg:
                         found.setdefault(keyword.arg, []).append(
-                            f"{where}:{node.lineno} registers an in-memory implementation")
+                            f"{where}:{node.lineno} registers an in-memory implementation"
+                        )
     return found
 
 
@@ -114,7 +122,8 @@ SOURCES = _test_sources()
 def test_hook_is_exercised_by_a_test(name):
     assert hook_evidence(name, SOURCES), (
         f"no test calls pm.hook.{name}() or registers an implementation of {name} in a test "
-        f"plugin (tests/, tests/data/<plugin>, plugins/*/tests, examples/*/tests)")
+        f"plugin (tests/, tests/data/<plugin>, plugins/*/tests, examples/*/tests)"
+    )
 
 
 def test_a_mere_mention_of_a_hook_is_not_a_test(tmp_path):
@@ -122,29 +131,33 @@ def test_a_mere_mention_of_a_hook_is_not_a_test(tmp_path):
     count; each of the three real forms does."""
     name = "register_launchers"
     fake = ROOT / "tests" / "fake"
-    mention = {fake / "test_mention.py": (
-        f"# {name}\nHOOK = '{name}'\ndef {name}(register):\n    pass\n"
-        f"def test_x():\n    assert '{name}' in dir()\n")}
+    mention = {
+        fake / "test_mention.py": (
+            f"# {name}\nHOOK = '{name}'\ndef {name}(register):\n    pass\ndef test_x():\n    assert '{name}' in dir()\n"
+        )
+    }
     assert hook_evidence(name, mention) == []
     assert hook_evidence("register_no_such_hook", SOURCES) == []
     called = {fake / "test_call.py": f"def test_x(pm):\n    pm.hook.{name}(register=print)\n"}
     assert hook_evidence(name, called) == [f"tests/fake/test_call.py:2 calls pm.hook.{name}()"]
     package = fake / "data" / "demo_plugin" / "demo" / "__init__.py"
-    implemented = {
-        package: f"import bridgecli\n@bridgecli.hookimpl\ndef {name}(register):\n    pass\n"}
+    implemented = {package: f"import bridgecli\n@bridgecli.hookimpl\ndef {name}(register):\n    pass\n"}
     assert hook_evidence(name, implemented) == []  # a test plugin no test installs
     implemented[fake / "test_demo.py"] = 'SAMPLES = ("demo_plugin",)\n'
     assert len(hook_evidence(name, implemented)) == 1
-    wrapped = {fake / "test_wrap.py": (
-        "import bridgecli\ndef fake(**hooks):\n"
-        "    return [bridgecli.hookimpl(f) for f in hooks.values()]\n"
-        f"def test_x():\n    fake({name}=lambda register: None)\n")}
-    assert hook_evidence(name, wrapped) == [
-        "tests/fake/test_wrap.py:5 registers an in-memory implementation"]
+    wrapped = {
+        fake / "test_wrap.py": (
+            "import bridgecli\ndef fake(**hooks):\n"
+            "    return [bridgecli.hookimpl(f) for f in hooks.values()]\n"
+            f"def test_x():\n    fake({name}=lambda register: None)\n"
+        )
+    }
+    assert hook_evidence(name, wrapped) == ["tests/fake/test_wrap.py:5 registers an in-memory implementation"]
 
 
 @pytest.mark.parametrize("code", list(ExitCode), ids=lambda c: c.name)
 def test_every_exit_code_is_documented(code):
     doc = (ROOT / "docs" / "cli.md").read_text()
-    assert re.search(rf"^\| {int(code)} \| `{code.name}` \|", doc, re.M), \
+    assert re.search(rf"^\| {int(code)} \| `{code.name}` \|", doc, re.M), (
         f"docs/cli.md has no table row for {code.name} = {int(code)}"
+    )

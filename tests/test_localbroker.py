@@ -98,8 +98,16 @@ def test_recorded_uri_is_none_without_state_and_for_a_dead_pid(bridge_home):
     state.parent.mkdir(parents=True)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    info = {"uri": "amqp://guest:guest@127.0.0.1:1/", "pid": dead.pid, "pgid": dead.pid,
-            "nodename": "x@localhost", "amqp_port": 1, "dist_port": 2, "base": "/", "started": 0}
+    info = {
+        "uri": "amqp://guest:guest@127.0.0.1:1/",
+        "pid": dead.pid,
+        "pgid": dead.pid,
+        "nodename": "x@localhost",
+        "amqp_port": 1,
+        "dist_port": 2,
+        "base": "/",
+        "started": 0,
+    }
     state.write_text(json.dumps(info))
     assert localbroker.recorded_uri() is None
     info["pid"] = os.getpid()  # a live process: the record counts
@@ -117,9 +125,20 @@ def test_resolve_broker_uri_prefers_config_then_embedded_then_fails(bridge_home)
     assert "bridge broker start" in str(err.value)
     state = localbroker.broker_dir() / "state.json"
     state.parent.mkdir(parents=True)
-    state.write_text(json.dumps({"uri": "amqp://guest:guest@127.0.0.1:9/", "pid": os.getpid(),
-                                 "pgid": 0, "nodename": "x@localhost", "amqp_port": 9,
-                                 "dist_port": 10, "base": "/", "started": 0}))
+    state.write_text(
+        json.dumps(
+            {
+                "uri": "amqp://guest:guest@127.0.0.1:9/",
+                "pid": os.getpid(),
+                "pgid": 0,
+                "nodename": "x@localhost",
+                "amqp_port": 9,
+                "dist_port": 10,
+                "base": "/",
+                "started": 0,
+            }
+        )
+    )
     assert resolve_broker_uri(config.load(env={})) == ["amqp://guest:guest@127.0.0.1:9/"]
 
 
@@ -225,8 +244,7 @@ def test_another_broker_on_our_port_is_not_mistaken_for_our_node(rabbitmq):
 
     if not hasattr(rabbitmq, "node"):
         pytest.skip("needs a test-managed RabbitMQ node")
-    node = LocalNode(Path(tempfile_dir()), amqp_port=rabbitmq.port,
-                     dist_port=localbroker.free_port())
+    node = LocalNode(Path(tempfile_dir()), amqp_port=rabbitmq.port, dist_port=localbroker.free_port())
     try:
         with pytest.raises(BrokerUnavailable, match="the port is in use"):
             node.start(keep_ports=True)

@@ -19,8 +19,10 @@ EXTENSION = ROOT / "bridgecli" / "browser" / "extension"
 
 def _can_build_wheels_offline() -> bool:
     """setuptools builds wheels by itself from 70.1 on; older ones need the wheel package."""
-    return (importlib.util.find_spec("setuptools.command.bdist_wheel") is not None
-            or importlib.util.find_spec("wheel") is not None)
+    return (
+        importlib.util.find_spec("setuptools.command.bdist_wheel") is not None
+        or importlib.util.find_spec("wheel") is not None
+    )
 
 
 def test_the_wheel_ships_the_browser_extension(tmp_path):
@@ -29,22 +31,29 @@ def test_the_wheel_ships_the_browser_extension(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "bridgecli", src / "bridgecli",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "config.json"))
+    shutil.copytree(
+        ROOT / "bridgecli", src / "bridgecli", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "config.json")
+    )
     isolation = ["--no-build-isolation"] if _can_build_wheels_offline() else []
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
-                           "-w", str(tmp_path / "dist"), str(src)],
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp_path / "dist"), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     (wheel,) = (tmp_path / "dist").glob("bridgecli-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
 
-    shipped = {f"bridgecli/browser/extension/{p.name}" for p in EXTENSION.iterdir()
-               if p.is_file() and p.name != "config.json"}  # config.json: test provisioning only
+    shipped = {
+        f"bridgecli/browser/extension/{p.name}" for p in EXTENSION.iterdir() if p.is_file() and p.name != "config.json"
+    }  # config.json: test provisioning only
     assert "bridgecli/browser/extension/manifest.json" in shipped
     assert {n for n in shipped if n.endswith(".js")} >= {
-        "bridgecli/browser/extension/background.js", "bridgecli/browser/extension/actions.js",
-        "bridgecli/browser/extension/page.js"}
+        "bridgecli/browser/extension/background.js",
+        "bridgecli/browser/extension/actions.js",
+        "bridgecli/browser/extension/page.js",
+    }
     missing = sorted(shipped - names)
     assert not missing, f"the wheel lacks extension files: {missing}"
     assert "bridgecli/py.typed" in names

@@ -4,7 +4,6 @@ platformdirs' import); it must give exactly what platformdirs gives."""
 from __future__ import annotations
 
 import sys
-
 from pathlib import Path
 
 import platformdirs
@@ -20,8 +19,12 @@ CASES = [
     {"HOME": "/home/someone/"},
     {"HOME": "/"},
     {"HOME": "relative/home"},
-    {"XDG_CONFIG_HOME": "/x/config", "XDG_DATA_HOME": "/x/data", "XDG_STATE_HOME": "/x/state",
-     "XDG_CACHE_HOME": "/x/cache"},
+    {
+        "XDG_CONFIG_HOME": "/x/config",
+        "XDG_DATA_HOME": "/x/data",
+        "XDG_STATE_HOME": "/x/state",
+        "XDG_CACHE_HOME": "/x/cache",
+    },
     {"XDG_CONFIG_HOME": "relative", "XDG_DATA_HOME": "", "XDG_STATE_HOME": " ", "XDG_CACHE_HOME": "~/c"},
 ]
 

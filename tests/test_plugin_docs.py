@@ -20,8 +20,9 @@ EXAMPLE = ROOT / "examples" / "bridgecli-webhook"
 def test_each_hook_section_has_an_example_implementation(name):
     section = HOOK_DOC.split(f"### {name}\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     examples = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert any("hookimpl" in code and f"def {name}(register)" in code for code in examples), \
+    assert any("hookimpl" in code and f"def {name}(register)" in code for code in examples), (
         f"docs/plugin-hooks.md: the {name} section has no example implementing it"
+    )
 
 
 def test_tutorial_names_only_files_of_the_example_that_exist():

@@ -31,9 +31,22 @@ def plugin_site() -> Path:
     for name in SAMPLES:  # build from copies: pip leaves build/ dirs next to the sources
         shutil.copytree(DATA / name, work / "src" / name)
     target = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                    str(target), *(str(work / "src" / n) for n in SAMPLES)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            *(str(work / "src" / n) for n in SAMPLES),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     yield target
     shutil.rmtree(work, ignore_errors=True)
 
@@ -51,14 +64,22 @@ def test_installed_plugin_is_listed_with_everything_it_provides(bridge_home, plu
     listing = json.loads(result.stdout)
     sample = next(p for p in listing["plugins"] if p["name"] == "sample")
     assert sample["version"] == "1.2.3" and sample["builtin"] is False
-    assert sample["hooks"] == ["register_browser_targets", "register_commands",
-                               "register_delivery_backends", "register_launchers",
-                               "register_plugin_settings", "register_profile_settings"]
-    assert sample["provides"] == {"commands": ["sample-hello"], "backends": ["sample-file"],
-                                  "launchers": ["sample-launcher"],
-                                  "browser_targets": ["sample-browser"],
-                                  "profile_settings": ["sample-launcher"],
-                                  "plugin_settings": ["sample", "sample-broken"]}
+    assert sample["hooks"] == [
+        "register_browser_targets",
+        "register_commands",
+        "register_delivery_backends",
+        "register_launchers",
+        "register_plugin_settings",
+        "register_profile_settings",
+    ]
+    assert sample["provides"] == {
+        "commands": ["sample-hello"],
+        "backends": ["sample-file"],
+        "launchers": ["sample-launcher"],
+        "browser_targets": ["sample-browser"],
+        "profile_settings": ["sample-launcher"],
+        "plugin_settings": ["sample", "sample-broken"],
+    }
     builtins = {p["name"] for p in listing["plugins"] if p["builtin"]}
     assert {"hold", "exec_backend", "subprocess_launcher"} <= builtins
     human = run_bridge("plugins", env=_env(bridge_home, plugin_site, "sample"))
@@ -89,8 +110,11 @@ def test_settings_a_plugin_declares_are_checked_by_bridge_config(bridge_home, pl
         (("plugins.sample.greting", "hi"), 3, "[plugins.sample] has no key 'greting' — did you mean greeting?"),
         (("profiles.w.sample_mode", "medium"), 3, "expected one of fast, slow"),
         (("profiles.w.launcher", "subprocess"), 3, "launcher subprocess does not take key(s) sample_mode"),
-        (("plugins.sample-broken.greeting", "hi"), 10,
-         "plugin sample: plugin settings of 'sample-broken': 'bridgecli_sample.impl:NOT_SETTINGS' is not a list"),
+        (
+            ("plugins.sample-broken.greeting", "hi"),
+            10,
+            "plugin sample: plugin settings of 'sample-broken': 'bridgecli_sample.impl:NOT_SETTINGS' is not a list",
+        ),
     ]:
         proc = config("set", *args)
         assert (proc.returncode, proc.stderr.count("\n")) == (code, 1), proc.stderr
@@ -107,9 +131,11 @@ def test_plugin_command_is_listed_lazily_and_runs(bridge_home, plugin_site):
     assert "sample-hello  Say hello from the sample plugin." in helptext.stdout
     ran = run_bridge("sample-hello", "bob", env=env)
     assert ran.returncode == 0 and ran.stdout == "hello bob from bridgecli-sample\n"
-    probe = ("import sys; from bridgecli.cli import main\n"
-             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-             "print('IMPL', 'bridgecli_sample.impl' in sys.modules, file=sys.stderr)")
+    probe = (
+        "import sys; from bridgecli.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('IMPL', 'bridgecli_sample.impl' in sys.modules, file=sys.stderr)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert "IMPL False" in out.stderr  # registered by name, imported only when run
 
@@ -129,8 +155,7 @@ def test_load_plugins_switch(bridge_home, plugin_site):
     none = json.loads(run_bridge("plugins", "--json", env=_env(bridge_home, plugin_site, "")).stdout)
     assert all(p["builtin"] for p in none["plugins"]) and none["failures"] == {}
     # distribution names select too
-    by_dist = json.loads(run_bridge("plugins", "--json",
-                                    env=_env(bridge_home, plugin_site, "bridgecli-sample")).stdout)
+    by_dist = json.loads(run_bridge("plugins", "--json", env=_env(bridge_home, plugin_site, "bridgecli-sample")).stdout)
     assert [p["name"] for p in by_dist["plugins"] if not p["builtin"]] == ["sample"]
     gone = run_bridge("sample-hello", env=_env(bridge_home, plugin_site, ""))
     assert gone.returncode == 2 and "No such command 'sample-hello'" in gone.stderr
@@ -205,8 +230,7 @@ def test_trace_hooks_switch_prints_every_hook_call(bridge_home, plugin_site):
     env = {**_env(bridge_home, plugin_site, "sample"), "BRIDGE_TRACE_HOOKS": "1"}
     result = run_bridge("plugins", env=env)
     assert result.returncode == 0
-    for hook in ("register_commands", "register_delivery_backends", "register_launchers",
-                 "register_browser_targets"):
+    for hook in ("register_commands", "register_delivery_backends", "register_launchers", "register_browser_targets"):
         assert f"bridge: hook {hook} -> " in result.stderr
     assert "'sample'" in result.stderr
 

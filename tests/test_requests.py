@@ -12,14 +12,17 @@ from bridgecli.requests import PollRequest, RegisterRequest, SendRequest
 from bridgecli.session import HostSession
 
 
-@pytest.mark.parametrize("request_", [
-    SendRequest(command="send", contents=["hi"], target="bob", wait=3.0, confirm=True, turn="t1"),
-    SendRequest(command="reply", contents=["ok"], msg_id="abcdef", sender="me"),
-    SendRequest(command="send", contents=["a", "b"], target="bob", bulk=True, delay=2.0),
-    SendRequest(command="send", contents=[], target="bob", bulk=True),
-    PollRequest(gid="me", wait=1.5, limit=7, peek=True, peer="bob"),
-    RegisterRequest(label="w", role="main", deliver="hold"),
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        SendRequest(command="send", contents=["hi"], target="bob", wait=3.0, confirm=True, turn="t1"),
+        SendRequest(command="reply", contents=["ok"], msg_id="abcdef", sender="me"),
+        SendRequest(command="send", contents=["a", "b"], target="bob", bulk=True, delay=2.0),
+        SendRequest(command="send", contents=[], target="bob", bulk=True),
+        PollRequest(gid="me", wait=1.5, limit=7, peek=True, peer="bob"),
+        RegisterRequest(label="w", role="main", deliver="hold"),
+    ],
+)
 def test_a_request_survives_the_wire(request_):
     assert type(request_).from_wire(request_.to_wire()) == request_
 
@@ -39,12 +42,15 @@ def test_requests_are_immutable_and_refuse_unknown_fields():
         SendRequest.from_wire({"content": "x", "bogus": 1})
 
 
-@pytest.mark.parametrize("fields", [
-    {"command": "shout", "contents": ["x"]},
-    {"command": "send", "contents": []},
-    {"command": "send", "contents": ["a"], "bulk": True, "wait": 5.0},
-    {"command": "send", "contents": ["a"], "wait": -1.0},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"command": "shout", "contents": ["x"]},
+        {"command": "send", "contents": []},
+        {"command": "send", "contents": ["a"], "bulk": True, "wait": 5.0},
+        {"command": "send", "contents": ["a"], "wait": -1.0},
+    ],
+)
 def test_invalid_send_requests_are_refused_when_built(fields):
     with pytest.raises(ConfigError):
         SendRequest(**fields)

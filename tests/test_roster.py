@@ -74,8 +74,10 @@ def test_a_spawn_answer_enters_the_view_until_heartbeats_take_over():
     assert view.add_if_absent(roster.spawned_entry(handle, interval=5.0, now=100))
     entry = view.get("g2")
     assert (entry.label, entry.host, entry.backend, entry.status) == ("rev2", "b", "tmux", "unknown")
-    view.apply(_hb(host="b", entity=SimpleNamespace(gid="g2", label="rev2", role="agent", backend="tmux",
-                                                    created=90.0)), now=101)
+    view.apply(
+        _hb(host="b", entity=SimpleNamespace(gid="g2", label="rev2", role="agent", backend="tmux", created=90.0)),
+        now=101,
+    )
     # the real heartbeat wins, and a late answer does not overwrite it
     assert not view.add_if_absent(roster.spawned_entry(handle, interval=5.0, now=102))
     assert view.get("g2").status == "idle" and view.get("g2").since == 90.0
@@ -88,8 +90,9 @@ def test_a_frame_whose_body_claims_another_host_or_gid_than_its_key_is_ignored()
     with the key, or one host could announce or retire another host's entities."""
     view = roster.RosterView()
     assert view.apply(_hb(host="b"), now=100, key="roster.b.g1")
-    forged_here = roster.heartbeat_frame(host="b", version="0", interval=5.0,
-                                         entity=SimpleNamespace(**{**E.__dict__, "gid": "g2"}), status="idle")
+    forged_here = roster.heartbeat_frame(
+        host="b", version="0", interval=5.0, entity=SimpleNamespace(**{**E.__dict__, "gid": "g2"}), status="idle"
+    )
     assert not view.apply(forged_here, now=100, key="roster.a.g2")  # host a's key, host b's body
     assert not view.apply(roster.gone_frame(host="b", gid="g1", reason="forged"), now=100, key="roster.a.g1")
     assert not view.apply(_hb(host="b"), now=100, key="")  # not through bridge.roster at all

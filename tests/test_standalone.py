@@ -26,8 +26,13 @@ OUTSIDE = [
     (re.compile(r"\bissues?\s+#?\d+", re.I), "an issue number"),
     (re.compile(r"(?:^|[\s(])#(?!\d{3};|\d{6};)\d+\b(?![\w-])"), "an issue number"),  # not a CSS colour
     (re.compile(r"\bCB-\d+\b"), "a ticket"),
-    (re.compile(r"(?:cross-host-messaging|multi-client-routing|browser-feasibility|broker-baseline"
-                r"|herdr-workflow)(?:\.md)?|\bherdr\.md\b"), "an outside document"),
+    (
+        re.compile(
+            r"(?:cross-host-messaging|multi-client-routing|browser-feasibility|broker-baseline"
+            r"|herdr-workflow)(?:\.md)?|\bherdr\.md\b"
+        ),
+        "an outside document",
+    ),
 ]
 DESIGN_LINK = re.compile(r"design\.md#([A-Za-z0-9_-]+)")
 
@@ -43,8 +48,12 @@ def _files(roots: list[str], suffixes: set[str]) -> list[Path]:
         paths = [top] if top.is_file() else sorted(top.rglob("*"))
         for path in paths:
             parts = set(path.relative_to(ROOT).parts)
-            if (path.is_file() and path.suffix in suffixes and not parts & SKIPPED_PARTS
-                    and not any(p.endswith(".egg-info") for p in parts)):
+            if (
+                path.is_file()
+                and path.suffix in suffixes
+                and not parts & SKIPPED_PARTS
+                and not any(p.endswith(".egg-info") for p in parts)
+            ):
                 found.append(path)
     return found
 
@@ -71,16 +80,24 @@ def _long_docstrings(path: Path) -> list[str]:
 
 
 def test_nothing_points_outside_the_repository():
-    hits = [h for path in _files(SCANNED, TEXT_SUFFIXES) if path != Path(__file__).resolve()
-            for h in _outside_references(path)]
-    assert not hits, ("these lines point at documents outside the repository; cite "
-                      "docs/design.md#… or another repo doc instead:\n" + "\n".join(hits))
+    hits = [
+        h
+        for path in _files(SCANNED, TEXT_SUFFIXES)
+        if path != Path(__file__).resolve()
+        for h in _outside_references(path)
+    ]
+    assert not hits, (
+        "these lines point at documents outside the repository; cite "
+        "docs/design.md#… or another repo doc instead:\n" + "\n".join(hits)
+    )
 
 
 def test_docstrings_state_a_contract_in_at_most_100_words():
     hits = [h for path in _files(DOCSTRING_ROOTS, {".py"}) for h in _long_docstrings(path)]
-    assert not hits, ("docstrings over 100 words; keep the contract and one line of why, move "
-                      "histories and measurements to docs/decisions/:\n" + "\n".join(hits))
+    assert not hits, (
+        "docstrings over 100 words; keep the contract and one line of why, move "
+        "histories and measurements to docs/decisions/:\n" + "\n".join(hits)
+    )
 
 
 def test_every_cited_design_anchor_exists():

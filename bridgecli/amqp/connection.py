@@ -38,8 +38,14 @@ def redact(uri: str) -> str:
     return f"{scheme}://{user}:***@{host}"
 
 
-def parameters(config: "Config", uris: list[str] | None = None, *, heartbeat: int | None = None,
-               connect_timeout: float = 5.0, name: str = "bridge") -> list[pika.URLParameters]:
+def parameters(
+    config: Config,
+    uris: list[str] | None = None,
+    *,
+    heartbeat: int | None = None,
+    connect_timeout: float = 5.0,
+    name: str = "bridge",
+) -> list[pika.URLParameters]:
     """pika parameters for each configured broker URI (tried in order by pika)."""
     from bridgecli.amqp.uri import resolve_broker_uri
 
@@ -58,7 +64,7 @@ def parameters(config: "Config", uris: list[str] | None = None, *, heartbeat: in
     return result
 
 
-def username(config: "Config", uris: list[str] | None = None) -> str:
+def username(config: Config, uris: list[str] | None = None) -> str:
     """The AMQP user this host logs in as: from the parameters we build ourselves (the first
     configured URI's; every URI of a multi-node broker names the same user). Publishers set
     it as ``user_id``, which the broker checks against the connection's login."""
@@ -76,14 +82,16 @@ def server_info(connection: pika.BlockingConnection) -> dict[str, Any]:
     """The broker's product, version and cluster name (empty when unknown): shown by
     ``bridge status`` and the dashboard."""
     try:
-        return {k: (v.decode() if isinstance(v, bytes) else v)
-                for k, v in (connection._impl.server_properties or {}).items()
-                if k in ("product", "version", "cluster_name")}
+        return {
+            k: (v.decode() if isinstance(v, bytes) else v)
+            for k, v in (connection._impl.server_properties or {}).items()
+            if k in ("product", "version", "cluster_name")
+        }
     except Exception:
         return {}
 
 
-def _tls_context(config: "Config") -> ssl.SSLContext:
+def _tls_context(config: Config) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=config.values.get("broker.tls_ca"))
     cert, key = config.values.get("broker.tls_cert"), config.values.get("broker.tls_key")
     if cert:
@@ -91,8 +99,14 @@ def _tls_context(config: "Config") -> ssl.SSLContext:
     return context
 
 
-def connect(config: "Config", *, name: str = "bridge", heartbeat: int | None = None,
-            connect_timeout: float = 5.0, uris: list[str] | None = None) -> pika.BlockingConnection:
+def connect(
+    config: Config,
+    *,
+    name: str = "bridge",
+    heartbeat: int | None = None,
+    connect_timeout: float = 5.0,
+    uris: list[str] | None = None,
+) -> pika.BlockingConnection:
     """Open a blocking connection to the first reachable configured broker."""
     params = parameters(config, uris, heartbeat=heartbeat, connect_timeout=connect_timeout, name=name)
     try:
@@ -102,25 +116,29 @@ def connect(config: "Config", *, name: str = "bridge", heartbeat: int | None = N
         raise BrokerUnavailable(
             f"the broker at {params[0].host}:{params[0].port} refused the credentials of this host",
             f"if hub {hub} revoked this host, ask its operator for a new invite "
-            f"(`bridge hub invite {config.host_id} --replace`) and run `bridge join` again" if hub else
-            "check the user and password in broker.uri / BRIDGE_BROKER_URI") from None
+            f"(`bridge hub invite {config.host_id} --replace`) and run `bridge join` again"
+            if hub
+            else "check the user and password in broker.uri / BRIDGE_BROKER_URI",
+        ) from None
     except pika.exceptions.ProbableAccessDeniedError:
-        raise BrokerUnavailable("the broker refused access to the virtual host",
-                                "check the vhost in broker.uri and the user's permissions") from None
+        raise BrokerUnavailable(
+            "the broker refused access to the virtual host", "check the vhost in broker.uri and the user's permissions"
+        ) from None
     except (pika.exceptions.AMQPConnectionError, OSError) as exc:
         hosts = ", ".join(f"{p.host}:{p.port}" for p in params)
         tls = [p for p in params if p.ssl_options is not None]
         if tls:
             raise _tls_problem(tls, config, connect_timeout) or BrokerUnavailable(
                 f"cannot open a TLS connection to the AMQP broker at {hosts} ({type(exc).__name__})",
-                "check the broker's TLS listener and broker.tls_ca / tls_cert / tls_key") from None
+                "check the broker's TLS listener and broker.tls_ca / tls_cert / tls_key",
+            ) from None
         raise BrokerUnavailable(
             f"cannot reach the AMQP broker at {hosts} ({type(exc).__name__})",
             "start one with `bridge broker start` or fix broker.uri / BRIDGE_BROKER_URI",
         ) from None
 
 
-def _tls_problem(params: list[pika.URLParameters], config: "Config", timeout: float) -> BrokerUnavailable | None:
+def _tls_problem(params: list[pika.URLParameters], config: Config, timeout: float) -> BrokerUnavailable | None:
     """Why a TLS connection failed, found by redoing its steps without AMQP: the address
     unreachable, or the handshake refused (and why), so that a TLS problem reads as one."""
     import socket
@@ -134,7 +152,8 @@ def _tls_problem(params: list[pika.URLParameters], config: "Config", timeout: fl
         except OSError as exc:
             found = found or BrokerUnavailable(
                 f"cannot reach the AMQP broker at {p.host}:{p.port} ({exc.strerror or exc})",
-                "check that the broker runs there and the network between (is it the right address?)")
+                "check that the broker runs there and the network between (is it the right address?)",
+            )
             continue
         try:
             with _tls_context(config).wrap_socket(raw, server_hostname=p.host) as tls:
@@ -142,14 +161,17 @@ def _tls_problem(params: list[pika.URLParameters], config: "Config", timeout: fl
                 tls.sendall(b"AMQP\x00\x00\x09\x01")
                 tls.recv(1)
         except ssl.SSLCertVerificationError as exc:
-            return TlsError(f"TLS: the broker's certificate at {p.host}:{p.port} is not trusted "
-                            f"({exc.verify_message or exc})",
-                            "check broker.tls_ca (the CA that signed the broker's certificate) and that "
-                            "the certificate names this address")
+            return TlsError(
+                f"TLS: the broker's certificate at {p.host}:{p.port} is not trusted ({exc.verify_message or exc})",
+                "check broker.tls_ca (the CA that signed the broker's certificate) and that "
+                "the certificate names this address",
+            )
         except (ssl.SSLError, OSError) as exc:
-            return TlsError(f"TLS handshake with the broker at {p.host}:{p.port} failed ({exc})",
-                            "check broker.tls_cert / broker.tls_key (a client certificate the broker "
-                            "accepts) and the broker's TLS listener")
+            return TlsError(
+                f"TLS handshake with the broker at {p.host}:{p.port} failed ({exc})",
+                "check broker.tls_cert / broker.tls_key (a client certificate the broker "
+                "accepts) and the broker's TLS listener",
+            )
         finally:
             raw.close()
     return found
@@ -167,8 +189,7 @@ def open_async_channel(connection: pika.BlockingConnection, timeout: float, what
     return opened[0]
 
 
-def wait_for_callback(connection: pika.BlockingConnection, arrived: list[Any], timeout: float,
-                      problem: str) -> None:
+def wait_for_callback(connection: pika.BlockingConnection, arrived: list[Any], timeout: float, problem: str) -> None:
     """Drive ``connection`` until a callback appended to ``arrived`` (an asynchronous reply)."""
     import time
 

@@ -25,14 +25,23 @@ class Publisher:
         self.user_id = user_id
         channel.confirm_delivery()
 
-    def publish(self, envelope: Envelope, *, delay_ms: int | None = None,
-                headers: dict[str, Any] | None = None) -> None:
+    def publish(
+        self, envelope: Envelope, *, delay_ms: int | None = None, headers: dict[str, Any] | None = None
+    ) -> None:
         """Publish ``envelope`` to its recipient's inbox (or through ``bridge.delay``)."""
         exchange, routing_key, body, properties = amqp_message(envelope, self.user_id, delay_ms, headers)
         self.publish_raw(exchange, routing_key, body, properties, what=describe(envelope))
 
-    def publish_raw(self, exchange: str, routing_key: str, body: bytes,
-                    properties: pika.BasicProperties, *, mandatory: bool = True, what: str = "message") -> None:
+    def publish_raw(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        properties: pika.BasicProperties,
+        *,
+        mandatory: bool = True,
+        what: str = "message",
+    ) -> None:
         try:
             self.channel.basic_publish(exchange, routing_key, body, properties, mandatory=mandatory)
         except pika.exceptions.UnroutableError:
@@ -41,8 +50,9 @@ class Publisher:
             raise nacked(what) from None
 
 
-def amqp_message(envelope: Envelope, user_id: str | None, delay_ms: int | None = None,
-                 headers: dict[str, Any] | None = None) -> tuple[str, str, bytes, pika.BasicProperties]:
+def amqp_message(
+    envelope: Envelope, user_id: str | None, delay_ms: int | None = None, headers: dict[str, Any] | None = None
+) -> tuple[str, str, bytes, pika.BasicProperties]:
     """(exchange, routing key, body, properties) that carry ``envelope`` to its recipient's
     inbox — through ``bridge.delay`` when ``delay_ms`` is given."""
     props = dict(envelope.amqp_properties())
@@ -51,8 +61,12 @@ def amqp_message(envelope: Envelope, user_id: str | None, delay_ms: int | None =
     if delay_ms:
         exchange = topology.DELAY
         all_headers[topology.DELAY_HEADER] = int(delay_ms)
-    return (exchange, envelope.recipient, envelope.to_bytes(),
-            pika.BasicProperties(**props, headers=all_headers or None, user_id=user_id))
+    return (
+        exchange,
+        envelope.recipient,
+        envelope.to_bytes(),
+        pika.BasicProperties(**props, headers=all_headers or None, user_id=user_id),
+    )
 
 
 def describe(envelope: Envelope) -> str:
@@ -61,11 +75,13 @@ def describe(envelope: Envelope) -> str:
 
 def unroutable(what: str, exchange: str, routing_key: str) -> Rejected:
     """The error for a mandatory publish the broker returned: nobody can receive it."""
-    return Rejected(f"{what}: no queue is bound for routing key {routing_key!r} on {exchange}",
-                    "the recipient has no inbox: check the gid with `bridge roster`, "
-                    "or register it first")
+    return Rejected(
+        f"{what}: no queue is bound for routing key {routing_key!r} on {exchange}",
+        "the recipient has no inbox: check the gid with `bridge roster`, or register it first",
+    )
 
 
 def nacked(what: str) -> Rejected:
-    return Rejected(f"{what}: the broker refused it (nack)",
-                    "the queue may be full or the broker short of resources; retry later")
+    return Rejected(
+        f"{what}: the broker refused it (nack)", "the queue may be full or the broker short of resources; retry later"
+    )

@@ -31,8 +31,15 @@ def row(routing_key: str, body: bytes) -> dict[str, Any]:
     try:
         env = parse(body)
     except InvalidEnvelope as exc:
-        return {"invalid": exc.reason, "routing_key": routing_key,
-                "body": body[:200].decode("utf-8", errors="replace")}
-    return {"msgId": env.msg_id, "kind": env.kind, "from": env.sender, "fromLabel": env.sender_label,
-            "fromHost": env.sender_host, "to": env.recipient, "inReplyTo": env.in_reply_to, "ts": env.ts,
-            "content": env.content}
+        return {"invalid": exc.reason, "routing_key": routing_key, "body": body[:200].decode("utf-8", errors="replace")}
+    return {
+        "msgId": env.msg_id,
+        "kind": env.kind,
+        "from": env.sender,
+        "fromLabel": env.sender_label,
+        "fromHost": env.sender_host,
+        "to": env.recipient,
+        "inReplyTo": env.in_reply_to,
+        "ts": env.ts,
+        "content": env.content,
+    }

@@ -73,6 +73,7 @@ def dead_letter_queue(queue_type: str = "classic") -> Queue:
         return Queue(DLQ, arguments={"x-queue-type": "quorum"}, bindings=(Binding(DLX),))
     return DEAD_LETTER_QUEUE
 
+
 DELAY_EXCHANGE = Exchange(DELAY, "headers")
 
 
@@ -99,8 +100,9 @@ def control_queue(host: str, queue_type: str = "classic") -> Queue:
     """``control.<host>``: durable, bound to ``bridge.control`` with the host id (quorum on a
     cluster, for the same reason as :func:`dead_letter_queue`, with one active consumer as
     :func:`inbox_queue` has)."""
-    args: dict[str, Any] = {"x-queue-type": "quorum", "x-single-active-consumer": True} \
-        if queue_type == "quorum" else {}
+    args: dict[str, Any] = (
+        {"x-queue-type": "quorum", "x-single-active-consumer": True} if queue_type == "quorum" else {}
+    )
     return Queue(f"control.{host}", arguments=args, bindings=(Binding(CONTROL, host),))
 
 
@@ -125,8 +127,9 @@ def is_reply_queue(name: str) -> bool:
 
 def roster_queue(host: str) -> Queue:
     """``roster.<host>``: transient (exclusive, auto-delete) — presence is soft state."""
-    return Queue(f"roster.{host}", durable=False, exclusive=True, auto_delete=True,
-                 bindings=(Binding(ROSTER, "roster.#"),))
+    return Queue(
+        f"roster.{host}", durable=False, exclusive=True, auto_delete=True, bindings=(Binding(ROSTER, "roster.#"),)
+    )
 
 
 def delay_queue(delay_ms: int) -> Queue:
@@ -164,26 +167,36 @@ def declare(channel: Any, *objects: Exchange | Queue) -> None:
     for obj in objects:
         try:
             if isinstance(obj, Exchange):
-                channel.exchange_declare(obj.name, exchange_type=obj.type, durable=obj.durable,
-                                         arguments=obj.arguments or None)
+                channel.exchange_declare(
+                    obj.name, exchange_type=obj.type, durable=obj.durable, arguments=obj.arguments or None
+                )
             else:
-                channel.queue_declare(obj.name, durable=obj.durable, exclusive=obj.exclusive,
-                                      auto_delete=obj.auto_delete, arguments=obj.arguments or None)
+                channel.queue_declare(
+                    obj.name,
+                    durable=obj.durable,
+                    exclusive=obj.exclusive,
+                    auto_delete=obj.auto_delete,
+                    arguments=obj.arguments or None,
+                )
                 for b in obj.bindings:
-                    channel.queue_bind(obj.name, b.exchange, routing_key=b.routing_key,
-                                       arguments=b.arguments or None)
+                    channel.queue_bind(obj.name, b.exchange, routing_key=b.routing_key, arguments=b.arguments or None)
         except pika.exceptions.ChannelClosedByBroker as exc:
             if exc.reply_code == 406:
                 raise Conflict(
-                    f"{describe(obj)} already exists on the broker with other arguments "
-                    f"(broker: {exc.reply_text})", _conflict_hint(obj)) from None
+                    f"{describe(obj)} already exists on the broker with other arguments (broker: {exc.reply_text})",
+                    _conflict_hint(obj),
+                ) from None
             raise
 
 
 def _conflict_hint(obj: Exchange | Queue) -> str:
     if isinstance(obj, Exchange):
-        return (f"bridge needs {obj.name} to be a {obj.type} exchange: with no gateway running, "
-                f"delete the old one (`rabbitmqadmin delete exchange name={obj.name}` or the "
-                "management UI) and start again")
-    return ("delete the old object (e.g. `rabbitmqctl delete_queue NAME`) or change the "
-            "setting back (messaging.inbox_queue_type)")
+        return (
+            f"bridge needs {obj.name} to be a {obj.type} exchange: with no gateway running, "
+            f"delete the old one (`rabbitmqadmin delete exchange name={obj.name}` or the "
+            "management UI) and start again"
+        )
+    return (
+        "delete the old object (e.g. `rabbitmqctl delete_queue NAME`) or change the "
+        "setting back (messaging.inbox_queue_type)"
+    )

@@ -31,8 +31,9 @@ def resolve_broker_uri(config: Config) -> list[str]:
     recorded = localbroker.recorded_uri()
     if recorded:
         return [recorded]
-    raise BrokerUnavailable("no broker is configured",
-                            "run `bridge broker start` or set broker.uri / BRIDGE_BROKER_URI")
+    raise BrokerUnavailable(
+        "no broker is configured", "run `bridge broker start` or set broker.uri / BRIDGE_BROKER_URI"
+    )
 
 
 def redact(uri: str) -> str:

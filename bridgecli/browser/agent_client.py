@@ -69,8 +69,7 @@ class Waiter:
         return False
 
 
-def await_result(waiter: Waiter, timeout: float, abort: threading.Event | None,
-                 action: str) -> dict[str, Any]:
+def await_result(waiter: Waiter, timeout: float, abort: threading.Event | None, action: str) -> dict[str, Any]:
     """Block until ``waiter`` has its result frame; raise ``timeout``/``aborted`` errors.
 
     Shared by the WebSocket client and the host's in-process agent so both behave the same.
@@ -96,16 +95,19 @@ def result_data(frame: dict[str, Any]) -> Any:
     if frame.get("ok"):
         return frame.get("data")
     error = frame.get("error") or {}
-    raise F.CommandError(str(error.get("code") or F.E_EXECUTOR),
-                         str(error.get("message") or "command failed"))
+    raise F.CommandError(str(error.get("code") or F.E_EXECUTOR), str(error.get("message") or "command failed"))
 
 
 class AgentClient:
     """A connected agent. Create with :meth:`open`; use :meth:`request`; :meth:`close` it."""
 
-    def __init__(self, ws: ClientConnection, client_id: str,
-                 on_event: Callable[[dict[str, Any]], None] | None = None,
-                 on_close: Callable[[AgentClient], None] | None = None) -> None:
+    def __init__(
+        self,
+        ws: ClientConnection,
+        client_id: str,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_close: Callable[[AgentClient], None] | None = None,
+    ) -> None:
         self._ws = ws
         self.client_id = client_id
         self._on_event = on_event
@@ -118,53 +120,85 @@ class AgentClient:
         self._reader.start()
 
     @classmethod
-    def open(cls, url: str, token: str, *, label: str | None = None, timeout: float = 3.0,
-             on_event: Callable[[dict[str, Any]], None] | None = None,
-             on_close: Callable[[AgentClient], None] | None = None) -> AgentClient:
+    def open(
+        cls,
+        url: str,
+        token: str,
+        *,
+        label: str | None = None,
+        timeout: float = 3.0,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_close: Callable[[AgentClient], None] | None = None,
+    ) -> AgentClient:
         """Connect, say hello, wait for ready.
 
         Raises :class:`NotConnected` when nothing (or not a bridge) answers, and
         :class:`PermissionProblem` when the broker refuses the token.
         """
         try:
-            ws = connect(url, open_timeout=timeout, close_timeout=1, compression=None,
-                         max_size=F.MAX_FRAME_BYTES, proxy=None, user_agent_header=None,
-                         create_connection=DispatchingClientConnection, **_LEGACY)
+            ws = connect(
+                url,
+                open_timeout=timeout,
+                close_timeout=1,
+                compression=None,
+                max_size=F.MAX_FRAME_BYTES,
+                proxy=None,
+                user_agent_header=None,
+                create_connection=DispatchingClientConnection,
+                **_LEGACY,
+            )
         except (OSError, TimeoutError, WebSocketException) as exc:
             # WebSocketException covers InvalidHandshake and a ConnectionClosed raised when the
             # peer resets mid-handshake (a dying host during failover).
-            detail = f"HTTP {exc.response.status_code}" if isinstance(exc, InvalidStatus) else \
-                getattr(exc, "strerror", None) or type(exc).__name__
-            raise NotConnected(f"no browser broker answers at {url} ({detail})",
-                               "start one with `bridge browser serve`") from None
+            detail = (
+                f"HTTP {exc.response.status_code}"
+                if isinstance(exc, InvalidStatus)
+                else getattr(exc, "strerror", None) or type(exc).__name__
+            )
+            raise NotConnected(
+                f"no browser broker answers at {url} ({detail})", "start one with `bridge browser serve`"
+            ) from None
         try:
             ws.send(F.encode(F.hello(token, F.ROLE_AGENT, label=label)))
             ready = F.decode(ws.recv(timeout=timeout))
         except ConnectionClosed as exc:
             code = exc.rcvd.code if exc.rcvd else None
             if code == F.CLOSE_BAD_TOKEN:
-                raise PermissionProblem(f"the browser broker at {url} refused our token",
-                                        "check `bridge token show` against BRIDGE_BROWSER_TOKEN/"
-                                        "OCB_TOKEN, or unset them") from None
-            raise NotConnected(f"the browser broker at {url} closed the connection "
-                               f"(code {code})", "check its log") from None
+                raise PermissionProblem(
+                    f"the browser broker at {url} refused our token",
+                    "check `bridge token show` against BRIDGE_BROWSER_TOKEN/OCB_TOKEN, or unset them",
+                ) from None
+            raise NotConnected(
+                f"the browser broker at {url} closed the connection (code {code})", "check its log"
+            ) from None
         except (TimeoutError, F.FrameError, OSError):
             ws.close()
-            raise NotConnected(f"{url} did not answer hello like a browser broker",
-                               "is another program using this port? set browser.port") from None
+            raise NotConnected(
+                f"{url} did not answer hello like a browser broker",
+                "is another program using this port? set browser.port",
+            ) from None
         if ready.get("type") != "ready" or not isinstance(ready.get("clientId"), str):
             ws.close()
-            raise NotConnected(f"{url} answered hello with {ready.get('type')!r}, not ready",
-                               "is another program using this port? set browser.port")
+            raise NotConnected(
+                f"{url} answered hello with {ready.get('type')!r}, not ready",
+                "is another program using this port? set browser.port",
+            )
         return cls(ws, ready["clientId"], on_event, on_close)
 
     @property
     def connected(self) -> bool:
         return not self._closed.is_set()
 
-    def request(self, action: str, group: str | None = None, params: dict[str, Any] | None = None,
-                *, target: str | None = None, timeout: float = 60.0,
-                abort: threading.Event | None = None) -> Any:
+    def request(
+        self,
+        action: str,
+        group: str | None = None,
+        params: dict[str, Any] | None = None,
+        *,
+        target: str | None = None,
+        timeout: float = 60.0,
+        abort: threading.Event | None = None,
+    ) -> Any:
         """Send one command and return its result's ``data``; raise :class:`F.CommandError`
         on ``ok: false``, timeout (``timeout``), abort (``aborted``) or a lost connection
         (``not_connected``)."""
@@ -237,10 +271,17 @@ class AgentClient:
         self._reader.join(timeout=2)
 
 
-def connect_with_backoff(url: str, token: str, *, label: str | None = None,
-                         give_up_after: float = 10.0, initial: float = 0.05, cap: float = 1.0,
-                         before_attempt: Callable[[], Any] | None = None,
-                         **kwargs: Any) -> Any:
+def connect_with_backoff(
+    url: str,
+    token: str,
+    *,
+    label: str | None = None,
+    give_up_after: float = 10.0,
+    initial: float = 0.05,
+    cap: float = 1.0,
+    before_attempt: Callable[[], Any] | None = None,
+    **kwargs: Any,
+) -> Any:
     """Reconnect loop: call ``before_attempt`` (it may return a non-``None`` value to end the
     loop, e.g. "I won the election") then try :meth:`AgentClient.open`, waiting a jittered,
     capped exponential delay between attempts. Only :class:`NotConnected` is retried; a
@@ -255,8 +296,10 @@ def connect_with_backoff(url: str, token: str, *, label: str | None = None,
 
     # exponential from ``initial`` capped at ``cap``, plus up to ``initial`` of random jitter
     # (spelled with APIs that exist in every tenacity >= 8.2)
-    retrying = Retrying(wait=wait_exponential(multiplier=initial, max=cap) + wait_random(0, initial),
-                        stop=stop_after_delay(give_up_after),
-                        retry=retry_if_exception(lambda exc: isinstance(exc, NotConnected)),
-                        reraise=True)
+    retrying = Retrying(
+        wait=wait_exponential(multiplier=initial, max=cap) + wait_random(0, initial),
+        stop=stop_after_delay(give_up_after),
+        retry=retry_if_exception(lambda exc: isinstance(exc, NotConnected)),
+        reraise=True,
+    )
     return retrying(attempt)

@@ -78,8 +78,7 @@ class Pending:
 class Broker:
     """Routing state and rules; see the module docstring and ``docs/browser-protocol.md``."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] | None = None) -> None:
         self.executors: dict[str, Executor] = {}
         self.agents: dict[str, Agent] = {}
         self.group_owner: dict[str, Owner] = {}
@@ -146,15 +145,13 @@ class Broker:
         if old is not None:  # same browser reconnecting before its old socket timed out
             self._queue_close(old.conn, F.CLOSE_REPLACED, "replaced by a newer connection")
             self._detach(old.client_id)
-        executor = Executor(client_id, conn, executor_id, hello.get("label") or executor_id,
-                            hello.get("browser"), seq)
+        executor = Executor(client_id, conn, executor_id, hello.get("label") or executor_id, hello.get("browser"), seq)
         self.executors[client_id] = executor
         if hello.get("default") or self.primary is None or self._live_executor(self.primary) is None:
             self.primary = executor_id
         self._queue(conn, F.ready(client_id, role))
         known = frozenset(g for g, o in self.group_owner.items() if o.executor_id == executor_id)
-        self._forward(executor, None, None, F.TABS_ACTION, None, {}, False, internal=True,
-                      known=known)
+        self._forward(executor, None, None, F.TABS_ACTION, None, {}, False, internal=True, known=known)
         self._log(f"executor {executor.label} ({executor_id}) connected")
         return client_id
 
@@ -178,8 +175,7 @@ class Broker:
         self._log(f"executor {executor.label} ({executor.executor_id}) disconnected")
         for req_id in [k for k, p in self.pending.items() if p.executor_id == executor.executor_id]:
             pending = self.pending.pop(req_id)
-            self._reply_fail(pending, F.E_EXECUTOR_GONE,
-                             f"browser {executor.label!r} disconnected before answering")
+            self._reply_fail(pending, F.E_EXECUTOR_GONE, f"browser {executor.label!r} disconnected before answering")
         if self.primary == executor.executor_id:
             rest = sorted(self.executors.values(), key=lambda e: e.seq)
             self.primary = rest[0].executor_id if rest else None
@@ -205,8 +201,9 @@ class Broker:
             try:
                 self._command(agent, frame)
             except F.FrameError as exc:
-                self._queue(conn, F.fail(exc.frame_id if exc.frame_id is not None
-                                         else frame.get("id"), exc.code, exc.message))
+                self._queue(
+                    conn, F.fail(exc.frame_id if exc.frame_id is not None else frame.get("id"), exc.code, exc.message)
+                )
         elif executor is not None and kind == "result":
             try:
                 self._result(executor, F.validate_result(frame))
@@ -216,8 +213,7 @@ class Broker:
             self._event(executor, frame)
         else:
             role = "agent" if agent else "executor"
-            self._queue(conn, F.error(F.E_BAD_FRAME, f"an {role} may not send {kind!r} frames",
-                                      frame.get("id")))
+            self._queue(conn, F.error(F.E_BAD_FRAME, f"an {role} may not send {kind!r} frames", frame.get("id")))
 
     def _command(self, agent: Agent, raw: dict[str, Any]) -> None:
         cmd = F.validate_command(raw)
@@ -233,33 +229,38 @@ class Broker:
             self._check_owner(agent, group, owner, req_id)
             executor = self._live_executor(owner.executor_id)
             if executor is None:
-                raise F.FrameError(F.E_EXECUTOR_GONE, f"the browser running group {group!r} "
-                                   f"({owner.executor_id}) is disconnected — wait for it to "
-                                   "reconnect, or release the group and open it elsewhere", req_id)
+                raise F.FrameError(
+                    F.E_EXECUTOR_GONE,
+                    f"the browser running group {group!r} "
+                    f"({owner.executor_id}) is disconnected — wait for it to "
+                    "reconnect, or release the group and open it elsewhere",
+                    req_id,
+                )
             owner.agent_id = agent.client_id  # adopts an orphan (no-op for the owner)
         else:
             if action != F.OPEN_ACTION:
-                raise F.FrameError(F.E_UNKNOWN_GROUP, f"no group {group!r} — create it with "
-                                   "open first", req_id)
+                raise F.FrameError(F.E_UNKNOWN_GROUP, f"no group {group!r} — create it with open first", req_id)
             executor = self._resolve(cmd["target"], req_id)
             self.group_owner[group] = Owner(executor.executor_id, agent.client_id)
             created = True
         self._forward(executor, agent.client_id, req_id, action, group, cmd["params"], created)
 
     def _check_owner(self, agent: Agent, group: str, owner: Owner, req_id: Any) -> None:
-        if owner.agent_id is not None and owner.agent_id != agent.client_id \
-                and owner.agent_id in self.agents:
-            raise F.FrameError(F.E_NOT_OWNER, f'group "{group}" is owned by another client',
-                               req_id)
+        if owner.agent_id is not None and owner.agent_id != agent.client_id and owner.agent_id in self.agents:
+            raise F.FrameError(F.E_NOT_OWNER, f'group "{group}" is owned by another client', req_id)
 
     def _resolve(self, target: str | None, req_id: Any) -> Executor:
         live = sorted(self.executors.values(), key=lambda e: e.seq)
         if target is None:
             executor = self._live_executor(self.primary) if self.primary else None
             if executor is None:
-                raise F.FrameError(F.E_NO_EXECUTOR, "no browser is connected to the bridge — "
-                                   "start one with `bridge browser launch --label NAME` or "
-                                   "load the extension", req_id)
+                raise F.FrameError(
+                    F.E_NO_EXECUTOR,
+                    "no browser is connected to the bridge — "
+                    "start one with `bridge browser launch --label NAME` or "
+                    "load the extension",
+                    req_id,
+                )
             return executor
         by_id = [e for e in live if e.executor_id == target]
         if by_id:
@@ -268,20 +269,42 @@ class Broker:
         if len(by_label) == 1:
             return by_label[0]
         if by_label:
-            raise F.FrameError(F.E_AMBIGUOUS_TARGET, f"target {target!r} matches several "
-                               "browsers: " + ", ".join(e.executor_id for e in by_label)
-                               + " — pass one of these ids instead", req_id)
+            raise F.FrameError(
+                F.E_AMBIGUOUS_TARGET,
+                f"target {target!r} matches several "
+                "browsers: " + ", ".join(e.executor_id for e in by_label) + " — pass one of these ids instead",
+                req_id,
+            )
         known = ", ".join(f"{e.label} ({e.executor_id})" for e in live) or "none"
-        raise F.FrameError(F.E_UNKNOWN_TARGET, f"no connected browser has id or label "
-                           f"{target!r} (connected: {known})", req_id)
+        raise F.FrameError(
+            F.E_UNKNOWN_TARGET, f"no connected browser has id or label {target!r} (connected: {known})", req_id
+        )
 
-    def _forward(self, executor: Executor, agent_id: str | None, agent_req_id: Any, action: str,
-                 group: str | None, params: dict[str, Any], created_group: bool,
-                 internal: bool = False, known: frozenset[str] = frozenset()) -> None:
+    def _forward(
+        self,
+        executor: Executor,
+        agent_id: str | None,
+        agent_req_id: Any,
+        action: str,
+        group: str | None,
+        params: dict[str, Any],
+        created_group: bool,
+        internal: bool = False,
+        known: frozenset[str] = frozenset(),
+    ) -> None:
         broker_id = f"b{next(self._ids)}"
-        self.pending[broker_id] = Pending(agent_id, agent_req_id, executor.executor_id, action,
-                                          group, params, created_group, self._clock(), internal,
-                                          known)
+        self.pending[broker_id] = Pending(
+            agent_id,
+            agent_req_id,
+            executor.executor_id,
+            action,
+            group,
+            params,
+            created_group,
+            self._clock(),
+            internal,
+            known,
+        )
         self._queue(executor.conn, F.command(broker_id, action, group, params))
 
     def _reply_fail(self, pending: Pending, code: str, message: str) -> None:
@@ -329,22 +352,25 @@ class Broker:
             owner = self.group_owner.get(name)
             if owner is None or owner.executor_id != executor.executor_id:
                 continue
-            if any(p.group == name and p.executor_id == executor.executor_id and not p.internal
-                   for p in self.pending.values()):
+            if any(
+                p.group == name and p.executor_id == executor.executor_id and not p.internal
+                for p in self.pending.values()
+            ):
                 continue  # a command on it is in flight: let its answer decide
             del self.group_owner[name]
             self._log(f"group {name!r} is no longer run by {executor.executor_id}; forgotten")
             agent = self.agents.get(owner.agent_id) if owner.agent_id else None
             if agent is not None:
-                self._queue(agent.conn, dict(F.event("group_closed", name),
-                                             executor=executor.executor_id))
+                self._queue(agent.conn, dict(F.event("group_closed", name), executor=executor.executor_id))
         for name in names:
             owner = self.group_owner.get(name)
             if owner is None:
                 self.group_owner[name] = Owner(executor.executor_id, None)
             elif owner.executor_id != executor.executor_id:
-                self._log(f"group {name!r} reported by {executor.executor_id} is already run "
-                          f"by {owner.executor_id}; keeping the first")
+                self._log(
+                    f"group {name!r} reported by {executor.executor_id} is already run "
+                    f"by {owner.executor_id}; keeping the first"
+                )
 
     def _event(self, executor: Executor, frame: dict[str, Any]) -> None:
         group = frame.get("group") if isinstance(frame.get("group"), str) else None
@@ -389,28 +415,44 @@ class Broker:
 
         ``kind`` is the executor's kind (hello ``browser``: ``chrome``, ``cdp``, …); ``browser``
         repeats it for clients written before it was named ``kind``."""
-        return [{"id": e.executor_id, "label": e.label, "kind": e.browser, "browser": e.browser,
-                 "groups": sorted(g for g, o in self.group_owner.items()
-                                  if o.executor_id == e.executor_id),
-                 "default": e.executor_id == self.primary}
-                for e in sorted(self.executors.values(), key=lambda e: e.seq)]
+        return [
+            {
+                "id": e.executor_id,
+                "label": e.label,
+                "kind": e.browser,
+                "browser": e.browser,
+                "groups": sorted(g for g, o in self.group_owner.items() if o.executor_id == e.executor_id),
+                "default": e.executor_id == self.primary,
+            }
+            for e in sorted(self.executors.values(), key=lambda e: e.seq)
+        ]
 
     def agent_list(self) -> list[dict[str, Any]]:
         """Connected agents with the groups each owns (what ``bridge dashboard`` shows)."""
-        return [{"id": a.client_id, "label": a.label,
-                 "groups": sorted(g for g, o in self.group_owner.items() if o.agent_id == a.client_id)}
-                for a in sorted(self.agents.values(), key=lambda a: a.client_id)]
+        return [
+            {
+                "id": a.client_id,
+                "label": a.label,
+                "groups": sorted(g for g, o in self.group_owner.items() if o.agent_id == a.client_id),
+            }
+            for a in sorted(self.agents.values(), key=lambda a: a.client_id)
+        ]
 
     def groups(self, agent_id: str | None) -> list[dict[str, Any]]:
         """Every known group with its executor and whose it is, relative to ``agent_id``."""
         rows = []
         for name, owner in sorted(self.group_owner.items()):
             executor = self._live_executor(owner.executor_id)
-            who = ("orphan" if owner.agent_id is None else
-                   "you" if owner.agent_id == agent_id else "other")
-            rows.append({"group": name, "executor": owner.executor_id,
-                         "label": executor.label if executor else None, "owner": who,
-                         "connected": executor is not None})
+            who = "orphan" if owner.agent_id is None else "you" if owner.agent_id == agent_id else "other"
+            rows.append(
+                {
+                    "group": name,
+                    "executor": owner.executor_id,
+                    "label": executor.label if executor else None,
+                    "owner": who,
+                    "connected": executor is not None,
+                }
+            )
         return rows
 
     # --- housekeeping --------------------------------------------------------------------------
@@ -425,17 +467,21 @@ class Broker:
         stale = [k for k, p in self.pending.items() if now - p.started > max_age]
         for req_id in stale:
             pending = self.pending.pop(req_id)
-            self._reply_fail(pending, F.E_TIMEOUT, f"the browser did not answer {pending.action!r} "
-                             f"within {max_age:.0f} s")
+            self._reply_fail(
+                pending, F.E_TIMEOUT, f"the browser did not answer {pending.action!r} within {max_age:.0f} s"
+            )
         return len(stale)
 
     def snapshot(self) -> dict[str, Any]:
         """A consistent copy of the routing state, for tests and diagnostics."""
         with self._lock:
-            return {"executors": sorted(e.executor_id for e in self.executors.values()),
-                    "agents": sorted(self.agents),
-                    "groups": {g: (o.executor_id, o.agent_id) for g, o in self.group_owner.items()},
-                    "pending": len(self.pending), "primary": self.primary}
+            return {
+                "executors": sorted(e.executor_id for e in self.executors.values()),
+                "agents": sorted(self.agents),
+                "groups": {g: (o.executor_id, o.agent_id) for g, o in self.group_owner.items()},
+                "pending": len(self.pending),
+                "primary": self.primary,
+            }
 
 
 def group_names(data: Any) -> Iterable[str]:

@@ -39,8 +39,9 @@ RE_ELECTING_MESSAGE = "bridge re-electing: the broker host went away and a new o
 class LocalAgent:
     """The host's own agent: a broker ``Conn`` whose frames never leave the process."""
 
-    def __init__(self, broker: Broker, label: str | None,
-                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self, broker: Broker, label: str | None, on_event: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self._broker = broker
         self._on_event = on_event
         self._ids = itertools.count(1)
@@ -62,9 +63,16 @@ class LocalAgent:
         self._broker.detach(self.client_id)
 
     # Caller side.
-    def request(self, action: str, group: str | None = None, params: dict[str, Any] | None = None,
-                *, target: str | None = None, timeout: float = 60.0,
-                abort: threading.Event | None = None) -> Any:
+    def request(
+        self,
+        action: str,
+        group: str | None = None,
+        params: dict[str, Any] | None = None,
+        *,
+        target: str | None = None,
+        timeout: float = 60.0,
+        abort: threading.Event | None = None,
+    ) -> Any:
         """Same contract as :meth:`AgentClient.request`."""
         req_id = next(self._ids)
         waiter = Waiter()
@@ -87,12 +95,20 @@ class BrowserBridge:
     instead of a re-election.
     """
 
-    def __init__(self, port: int, token: str | None = None, *, label: str | None = None,
-                 allow_host: bool = True, failover: bool = True, connect_timeout: float = 3.0,
-                 reelect_give_up: float | None = None,
-                 on_event: Callable[[dict[str, Any]], None] | None = None,
-                 log: Callable[[str], None] | None = None,
-                 server_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        token: str | None = None,
+        *,
+        label: str | None = None,
+        allow_host: bool = True,
+        failover: bool = True,
+        connect_timeout: float = 3.0,
+        reelect_give_up: float | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        log: Callable[[str], None] | None = None,
+        server_options: dict[str, Any] | None = None,
+    ) -> None:
         self.port = port
         self.url = f"ws://127.0.0.1:{port}/"
         self._explicit_token = token
@@ -135,8 +151,7 @@ class BrowserBridge:
             return self
         # An adapter that may host retries like a re-election: the winner of a simultaneous
         # start may not have written bridge.json yet, or may exit while we connect.
-        outcome = connect_with_backoff(self.url, "", give_up_after=self._give_up or 10.0,
-                                       before_attempt=self._attempt)
+        outcome = connect_with_backoff(self.url, "", give_up_after=self._give_up or 10.0, before_attempt=self._attempt)
         if isinstance(outcome, AgentClient):
             self._become_guest(outcome)
         return self
@@ -155,14 +170,13 @@ class BrowserBridge:
         except OSError as exc:
             if is_addr_in_use(exc):
                 return None
-            raise BrowserError(f"cannot bind 127.0.0.1:{self.port} ({exc.strerror})",
-                               "choose another port with browser.port") from None
+            raise BrowserError(
+                f"cannot bind 127.0.0.1:{self.port} ({exc.strerror})", "choose another port with browser.port"
+            ) from None
         try:
-            token, generated = token_file.resolve_token(self._explicit_token, self.port,
-                                                        write_file=True)
+            token, generated = token_file.resolve_token(self._explicit_token, self.port, write_file=True)
             broker = Broker(log=self._log)
-            server = BrokerServer(broker, token, sock, log=self._log,
-                                  **self._server_options).start()
+            server = BrokerServer(broker, token, sock, log=self._log, **self._server_options).start()
         except BaseException:
             sock.close()
             raise
@@ -172,8 +186,10 @@ class BrowserBridge:
             self._set_mode(HOST)
         self._log(f"hosting the browser broker on {self.url} (token file {token_file.path()})")
         if generated:
-            self._log(f"generated a new bridge token: {token} — paste it into the browser "
-                      "extension once; `bridge token show` prints it again")
+            self._log(
+                f"generated a new bridge token: {token} — paste it into the browser "
+                "extension once; `bridge token show` prints it again"
+            )
         return HOST
 
     def _explain_absent_host(self) -> None:
@@ -192,18 +208,27 @@ class BrowserBridge:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            raise F.CommandError(F.E_RE_ELECTING, f"{RE_ELECTING_MESSAGE} (host pid {pid} exited; "
-                                 "if no `bridge browser serve` runs, start one)") from None
+            raise F.CommandError(
+                F.E_RE_ELECTING,
+                f"{RE_ELECTING_MESSAGE} (host pid {pid} exited; if no `bridge browser serve` runs, start one)",
+            ) from None
         except OSError:
             return
 
     def _open_guest(self) -> AgentClient:
         token = token_file.guest_token(self._explicit_token)
         if token is None:
-            raise NotConnected(f"no token: {token_file.path()} does not exist yet",
-                               "start the broker with `bridge browser serve`")
-        return AgentClient.open(self.url, token, label=self.label, timeout=self._connect_timeout,
-                                on_event=self._on_event, on_close=self._on_lost)
+            raise NotConnected(
+                f"no token: {token_file.path()} does not exist yet", "start the broker with `bridge browser serve`"
+            )
+        return AgentClient.open(
+            self.url,
+            token,
+            label=self.label,
+            timeout=self._connect_timeout,
+            on_event=self._on_event,
+            on_close=self._on_lost,
+        )
 
     def _become_guest(self, client: AgentClient) -> None:
         with self._lock:
@@ -238,8 +263,8 @@ class BrowserBridge:
         while not self._closing.is_set():
             try:
                 outcome = connect_with_backoff(
-                    self.url, "", give_up_after=self._give_up or 30.0,
-                    before_attempt=self._attempt)
+                    self.url, "", give_up_after=self._give_up or 30.0, before_attempt=self._attempt
+                )
             except BridgeError as exc:
                 retryable = isinstance(exc, (NotConnected, BrowserError))
                 if self._give_up is not None or not retryable:
@@ -250,8 +275,7 @@ class BrowserBridge:
                 self._closing.wait(1.0)  # e.g. a bind error other than EADDRINUSE: no busy loop
                 continue
             except Exception as exc:  # noqa: BLE001 - a bug must not strand us in re-electing
-                self._log(f"re-election attempt failed unexpectedly ({type(exc).__name__}: "
-                          f"{exc}); retrying")
+                self._log(f"re-election attempt failed unexpectedly ({type(exc).__name__}: {exc}); retrying")
                 self._closing.wait(0.5)
                 continue
             if isinstance(outcome, AgentClient):
@@ -274,9 +298,16 @@ class BrowserBridge:
 
     # --- the uniform send ----------------------------------------------------------------------
 
-    def send(self, action: str, group: str | None = None, params: dict[str, Any] | None = None,
-             *, target: str | None = None, timeout: float = 60.0,
-             abort: threading.Event | None = None) -> Any:
+    def send(
+        self,
+        action: str,
+        group: str | None = None,
+        params: dict[str, Any] | None = None,
+        *,
+        target: str | None = None,
+        timeout: float = 60.0,
+        abort: threading.Event | None = None,
+    ) -> Any:
         """Run one command through the broker, whichever mode this process is in.
 
         Raises :class:`~.frames.CommandError`; its ``code`` is ``re_electing`` while a new host
@@ -285,12 +316,10 @@ class BrowserBridge:
         with self._lock:
             mode, local, client = self.mode, self._local, self._client
         if mode == HOST and local is not None:
-            return local.request(action, group, params, target=target, timeout=timeout,
-                                 abort=abort)
+            return local.request(action, group, params, target=target, timeout=timeout, abort=abort)
         if mode == GUEST and client is not None:
             try:
-                return client.request(action, group, params, target=target, timeout=timeout,
-                                      abort=abort)
+                return client.request(action, group, params, target=target, timeout=timeout, abort=abort)
             except F.CommandError as exc:
                 if exc.code == F.E_NOT_CONNECTED and self.failover:
                     raise F.CommandError(F.E_RE_ELECTING, RE_ELECTING_MESSAGE) from None

@@ -36,8 +36,7 @@ class DispatchMixin:
             return
         with self._dispatch_lock:
             dispatch = self._dispatch
-            if dispatch is None or self._queued_only or event.opcode is not Opcode.TEXT \
-                    or not event.fin:
+            if dispatch is None or self._queued_only or event.opcode is not Opcode.TEXT or not event.fin:
                 if event.opcode is not Opcode.TEXT or not event.fin:
                     self._queued_only = True
                     self._dispatch = None

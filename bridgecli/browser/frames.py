@@ -28,8 +28,7 @@ ROLES = (ROLE_AGENT, ROLE_EXTENSION)
 # --- actions ---------------------------------------------------------------------------------
 #: Actions an executor carries out. Agents may also spell them with a ``browser_`` prefix
 #: (the tool names of MCP/plugins); the broker strips it before forwarding.
-EXECUTOR_ACTIONS = ("open", "navigate", "tabs", "click", "type", "text", "snapshot",
-                    "screenshot", "close")
+EXECUTOR_ACTIONS = ("open", "navigate", "tabs", "click", "type", "text", "snapshot", "screenshot", "close")
 #: Actions the broker answers itself; never forwarded to an executor.
 BROKER_ACTIONS = ("targets", "release", "default")
 #: The action that creates a group (routing by ``target`` / primary executor).
@@ -127,16 +126,19 @@ def _opt_str(frame: dict[str, Any], key: str, limit: int = 200) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > limit:
-        raise FrameError(E_BAD_FRAME, f"'{key}' must be a string of at most {limit} characters",
-                         frame.get("id"))
+        raise FrameError(E_BAD_FRAME, f"'{key}' must be a string of at most {limit} characters", frame.get("id"))
     return value
 
 
 def check_id(frame: dict[str, Any]) -> str | int:
     """A request id is a non-empty string (≤ 100 chars) or an integer."""
     value = frame.get("id")
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "" or (
-            isinstance(value, str) and len(value) > 100):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (str, int))
+        or value == ""
+        or (isinstance(value, str) and len(value) > 100)
+    ):
         raise FrameError(E_BAD_FRAME, "'id' must be a non-empty string or an integer")
     return value
 
@@ -171,10 +173,13 @@ def normalise_action(action: Any, frame_id: Any = None) -> str:
     if not isinstance(action, str) or not action:
         raise FrameError(E_BAD_FRAME, "'action' must be a non-empty string", frame_id)
     if action.startswith("browser_"):
-        action = action[len("browser_"):]
+        action = action[len("browser_") :]
     if action not in EXECUTOR_ACTIONS and action not in BROKER_ACTIONS:
-        raise FrameError(E_UNKNOWN_ACTION, f"unknown action {action!r}; known: "
-                         + ", ".join(EXECUTOR_ACTIONS + BROKER_ACTIONS), frame_id)
+        raise FrameError(
+            E_UNKNOWN_ACTION,
+            f"unknown action {action!r}; known: " + ", ".join(EXECUTOR_ACTIONS + BROKER_ACTIONS),
+            frame_id,
+        )
     return action
 
 
@@ -198,8 +203,7 @@ def validate_command(frame: dict[str, Any]) -> dict[str, Any]:
     needs_group = action in EXECUTOR_ACTIONS and action != TABS_ACTION or action == "release"
     if needs_group and group is None:
         raise FrameError(E_BAD_FRAME, f"action {action!r} needs a 'group'", frame_id)
-    return {"type": "command", "id": frame_id, "action": action, "group": group,
-            "params": params, "target": target}
+    return {"type": "command", "id": frame_id, "action": action, "group": group, "params": params, "target": target}
 
 
 def validate_result(frame: dict[str, Any]) -> dict[str, Any]:
@@ -217,14 +221,15 @@ def validate_result(frame: dict[str, Any]) -> dict[str, Any]:
         error = {}
     code = error.get("code") if isinstance(error.get("code"), str) else E_EXECUTOR
     message = error.get("message") if isinstance(error.get("message"), str) else "executor failed"
-    return {"type": "result", "id": frame_id, "ok": False,
-            "error": {"code": code, "message": message}}
+    return {"type": "result", "id": frame_id, "ok": False, "error": {"code": code, "message": message}}
 
 
 # --- builders ----------------------------------------------------------------------------------
 
-def hello(token: str, role: str, *, label: str | None = None, id: str | None = None,
-          browser: str | None = None) -> dict[str, Any]:
+
+def hello(
+    token: str, role: str, *, label: str | None = None, id: str | None = None, browser: str | None = None
+) -> dict[str, Any]:
     """The first frame every connection sends."""
     frame: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": "hello", "token": token, "role": role}
     for key, value in (("label", label), ("id", id), ("browser", browser)):
@@ -238,11 +243,17 @@ def ready(client_id: str, role: str) -> dict[str, Any]:
     return {"v": PROTOCOL_VERSION, "type": "ready", "clientId": client_id, "role": role}
 
 
-def command(frame_id: str | int, action: str, group: str | None, params: dict[str, Any] | None = None,
-            target: str | None = None) -> dict[str, Any]:
+def command(
+    frame_id: str | int, action: str, group: str | None, params: dict[str, Any] | None = None, target: str | None = None
+) -> dict[str, Any]:
     """A command (agent → broker, or broker → executor without ``target``)."""
-    frame: dict[str, Any] = {"type": "command", "id": frame_id, "action": action, "group": group,
-                             "params": params or {}}
+    frame: dict[str, Any] = {
+        "type": "command",
+        "id": frame_id,
+        "action": action,
+        "group": group,
+        "params": params or {},
+    }
     if target is not None:
         frame["target"] = target
     return frame
@@ -255,8 +266,7 @@ def ok(frame_id: str | int | None, data: Any = None) -> dict[str, Any]:
 
 def fail(frame_id: str | int | None, code: str, message: str) -> dict[str, Any]:
     """A failed result."""
-    return {"type": "result", "id": frame_id, "ok": False,
-            "error": {"code": code, "message": message}}
+    return {"type": "result", "id": frame_id, "ok": False, "error": {"code": code, "message": message}}
 
 
 def error(code: str, message: str, frame_id: Any = None) -> dict[str, Any]:

@@ -83,8 +83,11 @@ class WsConn:
         self._writer: threading.Thread | None = None
         self._stopped = False
         # the inline write pokes at websockets' Protocol buffer; without it, always queue
-        self._inline = isinstance(getattr(ws.protocol, "writes", None), list) \
-            and hasattr(ws, "protocol_mutex") and hasattr(ws, "send_context")
+        self._inline = (
+            isinstance(getattr(ws.protocol, "writes", None), list)
+            and hasattr(ws, "protocol_mutex")
+            and hasattr(ws, "send_context")
+        )
 
     def send(self, frame: dict[str, Any]) -> None:
         self.send_text(F.encode(frame))
@@ -104,8 +107,7 @@ class WsConn:
                 item = text
             self._backlog += 1
             if self._writer is None:
-                self._writer = threading.Thread(target=self._write_loop, daemon=True,
-                                                 name="bridge-conn-writer")
+                self._writer = threading.Thread(target=self._write_loop, daemon=True, name="bridge-conn-writer")
                 self._writer.start()
             self._outbox.put(item)
 
@@ -116,8 +118,7 @@ class WsConn:
         if not ws.protocol_mutex.acquire(blocking=False):
             return _NOT_SENT  # its reading thread is busy with it (maybe blocked): do not wait
         try:
-            if ws.protocol.state is not State.OPEN or ws.send_in_progress \
-                    or ws.protocol.writes:
+            if ws.protocol.state is not State.OPEN or ws.send_in_progress or ws.protocol.writes:
                 return _NOT_SENT
             ws.protocol.send_text(payload)
             chunks = ws.protocol.data_to_send()
@@ -193,11 +194,20 @@ def _write_nonblocking(sock: socket.socket, data: bytes) -> int:
 class BrokerServer:
     """Serves one :class:`Broker` on an already bound socket, in background threads."""
 
-    def __init__(self, broker: Broker, token: str, sock: socket.socket, *,
-                 max_frame: int = F.MAX_FRAME_BYTES, max_connections: int = 64,
-                 keepalive: float = F.KEEPALIVE_SECONDS, hello_timeout: float = F.HELLO_TIMEOUT,
-                 command_timeout: float = COMMAND_TIMEOUT, send_timeout: float = SEND_TIMEOUT,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        token: str,
+        sock: socket.socket,
+        *,
+        max_frame: int = F.MAX_FRAME_BYTES,
+        max_connections: int = 64,
+        keepalive: float = F.KEEPALIVE_SECONDS,
+        hello_timeout: float = F.HELLO_TIMEOUT,
+        command_timeout: float = COMMAND_TIMEOUT,
+        send_timeout: float = SEND_TIMEOUT,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         if not token:
             raise BrowserError("the browser broker needs a token", "set one with `bridge token set`")
         self.broker = broker
@@ -212,15 +222,24 @@ class BrokerServer:
         self._log = log or (lambda text: None)
         self._stopping = threading.Event()
         self._server: Server = serve(
-            self._handler, sock=sock, process_request=self._check_origin,
-            max_size=F.MAX_HELLO_BYTES, compression=None, open_timeout=5, close_timeout=2,
-            server_header=None, create_connection=DispatchingServerConnection)
+            self._handler,
+            sock=sock,
+            process_request=self._check_origin,
+            max_size=F.MAX_HELLO_BYTES,
+            compression=None,
+            open_timeout=5,
+            close_timeout=2,
+            server_header=None,
+            create_connection=DispatchingServerConnection,
+        )
         self._threads: list[threading.Thread] = []
 
     def start(self) -> BrokerServer:
         """Start accepting connections and the housekeeping loop; returns self."""
-        for target, name in ((self._server.serve_forever, "bridge-broker"),
-                             (self._housekeeping, "bridge-broker-expire")):
+        for target, name in (
+            (self._server.serve_forever, "bridge-broker"),
+            (self._housekeeping, "bridge-broker-expire"),
+        ):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -301,8 +320,9 @@ class BrokerServer:
                 if bad[0] == F.MAX_BAD_FRAMES:
                     # close() waits for the peer's answer, which only the reading thread can
                     # read, and this may *be* the reading thread: close from another thread.
-                    threading.Thread(target=ws.close, daemon=True,
-                                     args=(F.CLOSE_PROTOCOL, "too many malformed frames")).start()
+                    threading.Thread(
+                        target=ws.close, daemon=True, args=(F.CLOSE_PROTOCOL, "too many malformed frames")
+                    ).start()
                 return
             if bad[0] < F.MAX_BAD_FRAMES:
                 self.broker.handle(client_id, frame)

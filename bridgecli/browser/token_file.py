@@ -41,8 +41,9 @@ def check_mode(file: Path) -> None:
     mode = stat.S_IMODE(file.stat().st_mode)
     if mode & 0o077:
         raise PermissionProblem(
-            f"{file} is accessible by group or others (mode {mode:04o}); the token in it "
-            "must stay private", f"run `chmod 600 {file}` or `bridge token rotate`")
+            f"{file} is accessible by group or others (mode {mode:04o}); the token in it must stay private",
+            f"run `chmod 600 {file}` or `bridge token rotate`",
+        )
 
 
 def read(file: Path | None = None) -> dict[str, Any] | None:
@@ -64,8 +65,7 @@ def read(file: Path | None = None) -> dict[str, Any] | None:
     except ValueError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("token"), str) or not data["token"]:
-        raise ConfigError(f"{file} is damaged (no token in it)",
-                          "run `bridge token rotate` to write a new one")
+        raise ConfigError(f"{file} is damaged (no token in it)", "run `bridge token rotate` to write a new one")
     return data
 
 

@@ -78,8 +78,7 @@ class RootTable:
     """The root group's commands: :data:`BUILTIN_COMMANDS` plus the ``register_commands`` hook's."""
 
     def entries(self) -> dict[str, Entry]:
-        commands: dict[str, Entry] = {name: (target, help_, None)
-                                      for name, (target, help_) in BUILTIN_COMMANDS.items()}
+        commands: dict[str, Entry] = {name: (target, help_, None) for name, (target, help_) in BUILTIN_COMMANDS.items()}
         from bridgecli import plugins
 
         loaded = plugins.get()
@@ -102,18 +101,31 @@ class RootTable:
         from bridgecli import plugins
 
         for name, problem in plugins.get().failures.items():
-            click.echo(f"bridge: warning: plugin {name} failed to load ({problem}); "
-                       f"the rest of bridge works — fix or uninstall it", err=True)
+            click.echo(
+                f"bridge: warning: plugin {name} failed to load ({problem}); "
+                f"the rest of bridge works — fix or uninstall it",
+                err=True,
+            )
 
 
 @click.group(cls=LazyGroup, table=RootTable(), context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "-V", "--version", prog_name="bridge")
-@click.option("--broker-uri", metavar="URI", default=None,
-              help="AMQP broker URI (overrides env BRIDGE_BROKER_URI and config broker.uri).")
-@click.option("--host-id", metavar="ID", default=None,
-              help="This host's id (overrides env BRIDGE_HOST_ID and config host.id).")
-@click.option("--traceback", "show_traceback", is_flag=True, envvar="BRIDGE_DEBUG",
-              help="Show the full traceback on errors (env BRIDGE_DEBUG=1).")
+@click.option(
+    "--broker-uri",
+    metavar="URI",
+    default=None,
+    help="AMQP broker URI (overrides env BRIDGE_BROKER_URI and config broker.uri).",
+)
+@click.option(
+    "--host-id", metavar="ID", default=None, help="This host's id (overrides env BRIDGE_HOST_ID and config host.id)."
+)
+@click.option(
+    "--traceback",
+    "show_traceback",
+    is_flag=True,
+    envvar="BRIDGE_DEBUG",
+    help="Show the full traceback on errors (env BRIDGE_DEBUG=1).",
+)
 @click.pass_context
 def root(ctx: click.Context, broker_uri: str | None, host_id: str | None, show_traceback: bool) -> None:
     """bridge — messaging between AI coding agents across hosts, and a browser bridge.

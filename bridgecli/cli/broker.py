@@ -21,8 +21,13 @@ def broker() -> None:
 
 
 @broker.command()
-@click.option("--timeout", type=float, default=90.0, show_default=True,
-              help="Seconds to wait for the node to accept AMQP connections.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=90.0,
+    show_default=True,
+    help="Seconds to wait for the node to accept AMQP connections.",
+)
 @output.json_option
 @click.pass_obj
 def start(app, timeout: float, as_json: bool) -> None:
@@ -43,15 +48,24 @@ def start(app, timeout: float, as_json: bool) -> None:
     result = localbroker.start(timeout)
     info = result.info
     if as_json:
-        output.data({"uri": info.uri, "pid": info.pid, "node": info.nodename,
-                     "already_running": result.already_running, "seconds": round(result.seconds, 2)})
+        output.data(
+            {
+                "uri": info.uri,
+                "pid": info.pid,
+                "node": info.nodename,
+                "already_running": result.already_running,
+                "seconds": round(result.seconds, 2),
+            }
+        )
     else:
         output.line(info.uri)
     if result.already_running:
         output.note(f"bridge: broker already running (node {info.nodename}, pid {info.pid})")
     else:
-        output.note(f"bridge: started RabbitMQ node {info.nodename} (pid {info.pid}) in "
-                    f"{result.seconds:.1f}s; commands use it while broker.uri is unset")
+        output.note(
+            f"bridge: started RabbitMQ node {info.nodename} (pid {info.pid}) in "
+            f"{result.seconds:.1f}s; commands use it while broker.uri is unset"
+        )
     try:
         configured = app.config.values.get("broker.uri")
     except ConfigError:
@@ -70,8 +84,13 @@ def stop(as_json: bool) -> None:
     began = time.monotonic()
     info = localbroker.stop()
     if as_json:
-        output.data({"stopped": info is not None, "node": info.nodename if info else None,
-                     "seconds": round(time.monotonic() - began, 2)})
+        output.data(
+            {
+                "stopped": info is not None,
+                "node": info.nodename if info else None,
+                "seconds": round(time.monotonic() - began, 2),
+            }
+        )
     if info is None:
         output.note("bridge: broker is not running")
     else:
@@ -93,8 +112,7 @@ def status(as_json: bool) -> None:
         return
     if not state["running"]:
         output.line("stopped")
-        output.note(f"bridge: no embedded broker runs (data dir {state['dir']}); "
-                    f"start it with `bridge broker start`")
+        output.note(f"bridge: no embedded broker runs (data dir {state['dir']}); start it with `bridge broker start`")
         return
     output.line("running" if state["accepting"] else "running (not accepting connections)")
     output.table(["FIELD", "VALUE"], [(k, state[k]) for k in ("uri", "node", "pid", "dir")])

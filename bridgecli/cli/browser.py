@@ -26,26 +26,29 @@ from bridgecli.errors import ConfigError
 #: name -> ("module:attribute", short help); ``launch``/``attach``/``extension-path`` are the
 #: executor side (bridgecli.cli.browser_exec).
 BROWSER_COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("bridgecli.cli.browser:serve",
-              "Run the browser broker adapter: host or guest, with failover (blocks)."),
+    "serve": ("bridgecli.cli.browser:serve", "Run the browser broker adapter: host or guest, with failover (blocks)."),
     "targets": ("bridgecli.cli.browser:targets", "List connected browsers (executors)."),
     "open": ("bridgecli.cli.browser:open_", "Open URL in a new tab of GROUP (creates the group)."),
     "do": ("bridgecli.cli.browser:do", "Run ACTION on GROUP (click, type, text, snapshot, …)."),
     "tabs": ("bridgecli.cli.browser:tabs", "List groups, or the tabs of one GROUP."),
     "release": ("bridgecli.cli.browser:release", "Give up ownership of GROUP (its tabs stay)."),
-    "launch": ("bridgecli.cli.browser_exec:launch",
-               "Start a browser and serve it as an executor until Ctrl-C."),
-    "attach": ("bridgecli.cli.browser_exec:attach",
-               "Serve an already running browser as an executor until Ctrl-C."),
-    "extension-path": ("bridgecli.cli.browser_exec:extension_path",
-                       'Print the folder of the browser extension, for "Load unpacked".'),
+    "launch": ("bridgecli.cli.browser_exec:launch", "Start a browser and serve it as an executor until Ctrl-C."),
+    "attach": ("bridgecli.cli.browser_exec:attach", "Serve an already running browser as an executor until Ctrl-C."),
+    "extension-path": (
+        "bridgecli.cli.browser_exec:extension_path",
+        'Print the folder of the browser extension, for "Load unpacked".',
+    ),
 }
 
 
 @click.group(cls=LazyGroup, table=StaticTable(BROWSER_COMMANDS))
-@click.option("--port", type=int, default=None, metavar="PORT",
-              help="Loopback port of the broker (env BRIDGE_BROWSER_PORT, config browser.port; "
-                   "default 4517).")
+@click.option(
+    "--port",
+    type=int,
+    default=None,
+    metavar="PORT",
+    help="Loopback port of the broker (env BRIDGE_BROWSER_PORT, config browser.port; default 4517).",
+)
 @click.pass_obj
 def browser(app, port: int | None) -> None:
     """Drive browsers through the auto-elected browser broker.
@@ -72,12 +75,18 @@ def _guest(app):  # -> BrowserBridge
     from bridgecli.browser.connect import BrowserBridge
 
     port, token = _settings(app)
-    return BrowserBridge(port, token, label="bridge-cli", allow_host=False,
-                         failover=False).start()
+    return BrowserBridge(port, token, label="bridge-cli", allow_host=False, failover=False).start()
 
 
-def _run(app, action: str, group: str | None = None, params: dict[str, Any] | None = None,
-         *, target: str | None = None, timeout: float = 60.0) -> Any:
+def _run(
+    app,
+    action: str,
+    group: str | None = None,
+    params: dict[str, Any] | None = None,
+    *,
+    target: str | None = None,
+    timeout: float = 60.0,
+) -> Any:
     bridge = _guest(app)
     try:
         return bridge.send(action, group, params, target=target, timeout=timeout)
@@ -92,15 +101,21 @@ def _remember(**seen: Any) -> None:
     cache.update_browser(**seen)
 
 
-timeout_option = click.option("--timeout", type=float, default=60.0, show_default=True,
-                              metavar="SECONDS", help="How long to wait for the browser's answer.")
+timeout_option = click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for the browser's answer.",
+)
 
 
 # --- serve ---------------------------------------------------------------------------------------
 
+
 @click.command()
-@click.option("--label", default="serve", show_default=True,
-              help="Name of this adapter in the broker's logs.")
+@click.option("--label", default="serve", show_default=True, help="Name of this adapter in the broker's logs.")
 @click.pass_obj
 def serve(app, label: str) -> None:
     """Run the browser broker adapter: host or guest, with failover (blocks).
@@ -134,6 +149,7 @@ def serve(app, label: str) -> None:
 
 # --- one-shot commands -----------------------------------------------------------------------
 
+
 @click.command()
 @output.json_option
 @click.pass_obj
@@ -151,17 +167,25 @@ def targets(app, as_json: bool) -> None:
         return
     if not rows:
         output.note("no browser is connected — start one with `bridge browser launch --label NAME`")
-    output.table(["ID", "LABEL", "KIND", "DEFAULT", "GROUPS"],
-                 [(r["id"], r["label"], r.get("kind", r.get("browser")), "yes" if r["default"] else "",
-                   ",".join(r["groups"])) for r in rows])
+    output.table(
+        ["ID", "LABEL", "KIND", "DEFAULT", "GROUPS"],
+        [
+            (r["id"], r["label"], r.get("kind", r.get("browser")), "yes" if r["default"] else "", ",".join(r["groups"]))
+            for r in rows
+        ],
+    )
 
 
 @click.command("open")
 @click.argument("group", shell_complete=complete.browser_groups)
 @click.argument("url")
-@click.option("--target", metavar="TARGET", default=None, shell_complete=complete.browser_targets,
-              help="Browser label or id for a new group; omit unless several browsers are "
-                   "connected.")
+@click.option(
+    "--target",
+    metavar="TARGET",
+    default=None,
+    shell_complete=complete.browser_targets,
+    help="Browser label or id for a new group; omit unless several browsers are connected.",
+)
 @timeout_option
 @output.json_option
 @click.pass_obj
@@ -203,13 +227,20 @@ def _parse_pairs(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.argument("group", shell_complete=complete.browser_groups)
 @click.argument("action")
 @click.argument("params", nargs=-1, metavar="[KEY=VALUE | KEY:=JSON]...")
-@click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="For screenshot: write the PNG to this file.")
+@click.option(
+    "-o",
+    "--output",
+    "out_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="For screenshot: write the PNG to this file.",
+)
 @timeout_option
 @output.json_option
 @click.pass_obj
-def do(app, group: str, action: str, params: tuple[str, ...], out_file: Path | None,
-       timeout: float, as_json: bool) -> None:
+def do(
+    app, group: str, action: str, params: tuple[str, ...], out_file: Path | None, timeout: float, as_json: bool
+) -> None:
     """Run ACTION on GROUP (click, type, text, snapshot, …).
 
     Actions: navigate url=…, click selector=…, type selector=… text=…, text [selector=…],
@@ -220,8 +251,9 @@ def do(app, group: str, action: str, params: tuple[str, ...], out_file: Path | N
     if out_file is not None:
         png = data.get("png") if isinstance(data, dict) else None
         if not isinstance(png, str):
-            raise ConfigError("--output only works with screenshot",
-                              "drop -o, or use: bridge browser do GROUP screenshot -o shot.png")
+            raise ConfigError(
+                "--output only works with screenshot", "drop -o, or use: bridge browser do GROUP screenshot -o shot.png"
+            )
         out_file.write_bytes(base64.b64decode(png.split(",", 1)[-1]))
         output.note(f"wrote {out_file}")
         return
@@ -255,13 +287,22 @@ def tabs(app, group: str | None, timeout: float, as_json: bool) -> None:
         output.data(rows)
         return
     if group is None:
-        output.table(["GROUP", "BROWSER", "OWNER", "CONNECTED"],
-                     [(r["group"], r.get("label") or r["executor"],
-                       "this command" if r["owner"] == "you" else r["owner"],
-                       "yes" if r["connected"] else "no") for r in rows])
+        output.table(
+            ["GROUP", "BROWSER", "OWNER", "CONNECTED"],
+            [
+                (
+                    r["group"],
+                    r.get("label") or r["executor"],
+                    "this command" if r["owner"] == "you" else r["owner"],
+                    "yes" if r["connected"] else "no",
+                )
+                for r in rows
+            ],
+        )
         return
-    output.table(["TAB", "URL", "TITLE"], [(t.get("tab"), t.get("url"), t.get("title"))
-                                           for r in rows for t in r.get("tabs", [])])
+    output.table(
+        ["TAB", "URL", "TITLE"], [(t.get("tab"), t.get("url"), t.get("title")) for r in rows for t in r.get("tabs", [])]
+    )
 
 
 @click.command()

@@ -38,8 +38,15 @@ def extension_id(folder: Path | None = None) -> str:
     return "".join(chr(ord("a") + int(c, 16)) for c in digest)
 
 
-def _options(ctx: click.Context, label: str, executor_id: str | None,
-             token: str | None, make_default: bool, as_json: bool, kind: str):
+def _options(
+    ctx: click.Context,
+    label: str,
+    executor_id: str | None,
+    token: str | None,
+    make_default: bool,
+    as_json: bool,
+    kind: str,
+):
     from bridgecli.browser import token_file
     from bridgecli.interfaces import ExecutorOptions
 
@@ -48,8 +55,10 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
     explicit = token or config.get("browser.token")
     token = explicit or token_file.guest_token(None)
     if not token:
-        raise BrowserError(f"no browser-bridge token ({token_file.path()} does not exist)",
-                           "start the broker first with `bridge browser serve`, or pass --token")
+        raise BrowserError(
+            f"no browser-bridge token ({token_file.path()} does not exist)",
+            "start the broker first with `bridge browser serve`, or pass --token",
+        )
     announced: dict[str, Any] = {}
 
     def on_status(state: str, info: dict[str, Any]) -> None:
@@ -62,25 +71,41 @@ def _options(ctx: click.Context, label: str, executor_id: str | None,
             announced.update(info)
             output.note(f"bridge: started {kind} browser (DevTools {info.get('devtools')})")
         elif state == "connected":
-            output.note(f"bridge: executor {info.get('label')} ({info.get('id')}) connected "
-                        f"to {info.get('url')}")
+            output.note(f"bridge: executor {info.get('label')} ({info.get('id')}) connected to {info.get('url')}")
             if as_json and not announced.get("printed"):
                 announced["printed"] = True
                 # one compact line: the command keeps running, so readers take it line by line
-                output.line(json.dumps({"kind": kind, "label": info.get("label"), "id": info.get("id"),
-                                        "broker": info.get("url"), "devtools": announced.get("devtools")}))
+                output.line(
+                    json.dumps(
+                        {
+                            "kind": kind,
+                            "label": info.get("label"),
+                            "id": info.get("id"),
+                            "broker": info.get("url"),
+                            "devtools": announced.get("devtools"),
+                        }
+                    )
+                )
         elif state in ("refused", "replaced"):
             output.warn(str(info.get("error")))
         elif state == "disconnected":
-            output.note(f"bridge: no broker connection ({info.get('error')}); retrying until one "
-                        f"answers (start it with `bridge browser serve`)")
+            output.note(
+                f"bridge: no broker connection ({info.get('error')}); retrying until one "
+                f"answers (start it with `bridge browser serve`)"
+            )
 
-    return ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label=label,
-                           executor_id=executor_id,
-                           settings={"on_status": on_status, "default": make_default,
-                                     # a token from the file is re-read on every reconnect
-                                     "token_source": None if explicit else
-                                     (lambda: token_file.guest_token(None))})
+    return ExecutorOptions(
+        url=f"ws://127.0.0.1:{port}/",
+        token=token,
+        label=label,
+        executor_id=executor_id,
+        settings={
+            "on_status": on_status,
+            "default": make_default,
+            # a token from the file is re-read on every reconnect
+            "token_source": None if explicit else (lambda: token_file.guest_token(None)),
+        },
+    )
 
 
 def _target(ctx: click.Context, kind: str):
@@ -104,14 +129,21 @@ def _run_until_signal(body) -> None:
 
 _common = [
     click.option("--label", required=True, help="Name agents use to pick this browser (--target)."),
-    click.option("--id", "executor_id", metavar="ID", default=None,
-                 help="Executor id. Default: minted once per label on this host, then reused."),
-    click.option("--token", default=None, metavar="TOKEN",
-                 help="Broker token (default: browser.token / OCB_TOKEN, else the token file)."),
-    click.option("--default", "make_default", is_flag=True,
-                 help="Make this browser the default for new groups."),
-    click.option("--kind", default="cdp", show_default=True,
-                 help="Browser target kind (see `bridge plugins`)."),
+    click.option(
+        "--id",
+        "executor_id",
+        metavar="ID",
+        default=None,
+        help="Executor id. Default: minted once per label on this host, then reused.",
+    ),
+    click.option(
+        "--token",
+        default=None,
+        metavar="TOKEN",
+        help="Broker token (default: browser.token / OCB_TOKEN, else the token file).",
+    ),
+    click.option("--default", "make_default", is_flag=True, help="Make this browser the default for new groups."),
+    click.option("--kind", default="cdp", show_default=True, help="Browser target kind (see `bridge plugins`)."),
     output.json_option,
 ]
 
@@ -121,6 +153,7 @@ def _apply(options):
         for option in reversed(options):
             func = option(func)
         return func
+
     return decorate
 
 
@@ -128,8 +161,16 @@ def _apply(options):
 @click.option("--headless", is_flag=True, help="Run the browser without a window.")
 @_apply(_common)
 @click.pass_context
-def launch(ctx: click.Context, headless: bool, label: str, executor_id: str | None,
-           token: str | None, make_default: bool, kind: str, as_json: bool) -> None:
+def launch(
+    ctx: click.Context,
+    headless: bool,
+    label: str,
+    executor_id: str | None,
+    token: str | None,
+    make_default: bool,
+    kind: str,
+    as_json: bool,
+) -> None:
     """Start a browser and serve it as an executor until Ctrl-C.
 
     The browser gets a private temporary profile and is killed on exit. It connects to the
@@ -142,12 +183,25 @@ def launch(ctx: click.Context, headless: bool, label: str, executor_id: str | No
 
 
 @click.command("attach")
-@click.option("--cdp", "endpoint", required=True, metavar="URL",
-              help="DevTools endpoint of the running browser, e.g. http://127.0.0.1:9222.")
+@click.option(
+    "--cdp",
+    "endpoint",
+    required=True,
+    metavar="URL",
+    help="DevTools endpoint of the running browser, e.g. http://127.0.0.1:9222.",
+)
 @_apply(_common)
 @click.pass_context
-def attach(ctx: click.Context, endpoint: str, label: str, executor_id: str | None,
-           token: str | None, make_default: bool, kind: str, as_json: bool) -> None:
+def attach(
+    ctx: click.Context,
+    endpoint: str,
+    label: str,
+    executor_id: str | None,
+    token: str | None,
+    make_default: bool,
+    kind: str,
+    as_json: bool,
+) -> None:
     """Serve an already running browser as an executor until Ctrl-C.
 
     Start Chromium with --remote-debugging-port=PORT (and a non-default --user-data-dir),

@@ -14,7 +14,8 @@ import re
 
 TYPE_CHECKING = False  # typing and click cost more than a TAB may: names for checkers only
 if TYPE_CHECKING:
-    from typing import Any, Iterable, TypeGuard
+    from collections.abc import Iterable
+    from typing import Any, TypeGuard
 
     import click
 
@@ -39,6 +40,7 @@ class CompletionItem:
 
 
 # --- sources ---------------------------------------------------------------------------
+
 
 def roster() -> dict[str, Any]:
     """The union roster: from the local gateway if it answers within SOCKET_TIMEOUT, else
@@ -91,6 +93,7 @@ def local_entities() -> list[dict[str, str]]:
 
 # --- helpers ---------------------------------------------------------------------------
 
+
 def _safe(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and bool(_SAFE_VALUE.match(value))
 
@@ -118,8 +121,9 @@ def _entity_items(entities: Iterable[dict[str, Any]], incomplete: str) -> list[C
             continue
         if len(group) == 1:
             e = group[0]
-            items[label] = CompletionItem(label, help=_inert(f"{e.get('role', '?')} on {e.get('host', '?')}, "
-                                                             f"{e.get('status', '?')}"))
+            items[label] = CompletionItem(
+                label, help=_inert(f"{e.get('role', '?')} on {e.get('host', '?')}, {e.get('status', '?')}")
+            )
         else:  # sending to this label would fail as ambiguous: offer each gid instead
             for e in group:
                 items[e["gid"]] = CompletionItem(e["gid"], help=_inert(f"{label} on {e.get('host', '?')}"))
@@ -131,6 +135,7 @@ def _entity_items(entities: Iterable[dict[str, Any]], incomplete: str) -> list[C
 
 
 # --- shell_complete callbacks ------------------------------------------------------------
+
 
 def targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """TARGET of send/ask/stop: labels and gids of the whole roster plus local entities."""
@@ -195,8 +200,9 @@ def profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> lis
         if not (_safe(name) and name.startswith(incomplete)):
             continue
         spec = local.get(name) if isinstance(local.get(name), dict) else None
-        detail = f"{spec.get('launcher', '?')}: {spec.get('command', '')}" if spec and wanted in (None, here) \
-            else "profile"
+        detail = (
+            f"{spec.get('launcher', '?')}: {spec.get('command', '')}" if spec and wanted in (None, here) else "profile"
+        )
         items.append(CompletionItem(name, help=_inert(f"{detail} — on {', '.join(where[name])}")))
     return items
 
@@ -211,6 +217,7 @@ def _gateways() -> list[dict[str, Any]]:
 
 def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[CompletionItem]:
     import json
+
     from bridgecli import paths
 
     prefix = incomplete.lower()  # ids are stored lower-case

@@ -58,8 +58,7 @@ def show(app, as_json: bool) -> None:
     cfg = config_module.load(app.overrides, allow_unknown=True)
     for key in cfg.unknown:
         hint = config_module.unknown_key_hint(key)
-        output.warn(f"{cfg.path}: unknown key {key!r} ignored — {hint} "
-                    f"Remove it with `bridge config unset {key}`")
+        output.warn(f"{cfg.path}: unknown key {key!r} ignored — {hint} Remove it with `bridge config unset {key}`")
     rows = []
     for key, setting in SETTINGS.items():
         value = cfg.values[key]
@@ -71,15 +70,20 @@ def show(app, as_json: bool) -> None:
             value = redact(value)
         if key == "host.id" and value is None:
             value = cfg.host_id
-        rows.append({"key": key, "value": value, "source": cfg.sources[key], "env": setting.env,
-                     "help": setting.help})
+        rows.append({"key": key, "value": value, "source": cfg.sources[key], "env": setting.env, "help": setting.help})
     table_rows, problems = _declarations().rows(cfg)
     for key, problem in problems:
         output.warn(f"{cfg.path}: {key}: {problem} (remove it with `bridge config unset {key}`)")
     rows += table_rows
     if as_json:
-        output.data({"file": str(cfg.path), "settings": rows, "profiles": sorted(cfg.profiles()),
-                     "unknown": cfg.unknown + [key for key, _ in problems]})
+        output.data(
+            {
+                "file": str(cfg.path),
+                "settings": rows,
+                "profiles": sorted(cfg.profiles()),
+                "unknown": cfg.unknown + [key for key, _ in problems],
+            }
+        )
         return
     output.table(["KEY", "VALUE", "SOURCE"], [(r["key"], _text(r["value"]), r["source"]) for r in rows])
 

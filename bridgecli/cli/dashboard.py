@@ -8,8 +8,13 @@ from bridgecli.cli import output
 
 
 @click.command()
-@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="Port on 127.0.0.1 to serve on (0: any free port).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port on 127.0.0.1 to serve on (0: any free port).",
+)
 @click.option("--no-open", "no_open", is_flag=True, help="Do not open the page in a browser.")
 @output.json_option
 @click.pass_obj
@@ -28,8 +33,10 @@ def dashboard(app, port: int, no_open: bool, as_json: bool) -> None:
     except ImportError:
         from bridgecli.errors import MissingDependency
 
-        raise MissingDependency("bridge dashboard needs Starlette and uvicorn, which are not installed",
-                                "pip install 'bridgecli[dashboard]'") from None
+        raise MissingDependency(
+            "bridge dashboard needs Starlette and uvicorn, which are not installed",
+            "pip install 'bridgecli[dashboard]'",
+        ) from None
     from bridgecli.dashboard.server import Dashboard
 
     server = Dashboard(app.config, port)

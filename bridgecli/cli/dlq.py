@@ -29,8 +29,10 @@ def list_(app, limit: int, as_json: bool) -> None:
     if as_json:
         output.data({"dead_letters": rows})
         return
-    output.table(["ID", "REASON", "QUEUE", "DETAIL"],
-                 [(r["id"], r["reason"], r["queue"], (r["detail"] or "")[:60]) for r in rows])
+    output.table(
+        ["ID", "REASON", "QUEUE", "DETAIL"],
+        [(r["id"], r["reason"], r["queue"], (r["detail"] or "")[:60]) for r in rows],
+    )
     if not rows:
         output.note("bridge.dlq is empty")
 

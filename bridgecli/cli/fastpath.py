@@ -101,6 +101,7 @@ def _prune(directory: str) -> None:
 
 # --- bridge --help ------------------------------------------------------------------------
 
+
 def help_width() -> int:
     """The width click's HelpFormatter uses: terminal columns as ``shutil.get_terminal_size``
     finds them, capped at the root's max_content_width, minus 2, at least 50."""
@@ -141,6 +142,7 @@ def root_help() -> tuple[str, str] | None:
 
 
 # --- TAB ---------------------------------------------------------------------------------
+
 
 def split_arg_string(string: str) -> list[str]:
     """click's ``split_arg_string``: shlex, but a missing closing quote keeps the partial word."""
@@ -217,8 +219,11 @@ def _complete_command(node: dict[str, Any], incomplete: str) -> list[Any]:
     if incomplete and not incomplete[0].isalnum():
         for param in node["params"]:
             if param["option"] and not param["hidden"]:
-                items += [CompletionItem(n, help=param["help"])
-                          for n in [*param["opts"], *param["secondary_opts"]] if n.startswith(incomplete)]
+                items += [
+                    CompletionItem(n, help=param["help"])
+                    for n in [*param["opts"], *param["secondary_opts"]]
+                    if n.startswith(incomplete)
+                ]
     return items
 
 

@@ -6,8 +6,12 @@ import click
 
 
 @click.command()
-@click.option("--log-format", type=click.Choice(["human", "json"]), default=None,
-              help="Log lines for humans or JSON (config gateway.log_format, env BRIDGE_GATEWAY_LOG_FORMAT).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["human", "json"]),
+    default=None,
+    help="Log lines for humans or JSON (config gateway.log_format, env BRIDGE_GATEWAY_LOG_FORMAT).",
+)
 @click.pass_obj
 def gateway(app, log_format: str | None) -> None:
     """Run this host's gateway (blocking consumer loop).
@@ -17,10 +21,10 @@ def gateway(app, log_format: str | None) -> None:
     publishes for local senders, and serves the local socket that makes one-shot commands
     fast. Run it in tmux or under a service manager; Ctrl-C / SIGTERM stop it cleanly.
     """
+    import sys
+
     from bridgecli.gateway import log as glog
     from bridgecli.gateway.daemon import Gateway
-
-    import sys
 
     # the I/O thread, delivery workers and socket clients hand work to each other: a short
     # GIL switch interval keeps each hand-off from waiting out the default 5 ms slice

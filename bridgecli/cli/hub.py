@@ -31,13 +31,24 @@ def hub() -> None:
 
 
 @hub.command()
-@click.option("--listen", "listen", multiple=True, metavar="ADDR[:PORT]",
-              help="An address of this machine that other hosts reach (amqps, port 5671 unless "
-                   "taken). Repeatable. Kept for later starts.")
-@click.option("--name", "names", multiple=True, metavar="DNSNAME",
-              help="A DNS name of this machine to put in the server certificate. Repeatable.")
-@click.option("--timeout", type=float, default=90.0, show_default=True,
-              help="Seconds to wait for the node and the registrar.")
+@click.option(
+    "--listen",
+    "listen",
+    multiple=True,
+    metavar="ADDR[:PORT]",
+    help="An address of this machine that other hosts reach (amqps, port 5671 unless "
+    "taken). Repeatable. Kept for later starts.",
+)
+@click.option(
+    "--name",
+    "names",
+    multiple=True,
+    metavar="DNSNAME",
+    help="A DNS name of this machine to put in the server certificate. Repeatable.",
+)
+@click.option(
+    "--timeout", type=float, default=90.0, show_default=True, help="Seconds to wait for the node and the registrar."
+)
 @output.json_option
 @click.pass_obj
 def start(app, listen: tuple[str, ...], names: tuple[str, ...], timeout: float, as_json: bool) -> None:
@@ -52,9 +63,15 @@ def start(app, listen: tuple[str, ...], names: tuple[str, ...], timeout: float, 
     result = lifecycle.start(app.config, list(listen), list(names), timeout)
     settings = result.settings
     if as_json:
-        output.data({"hub": settings.hub_id, "addresses": settings.addresses,
-                     "ca_fingerprint": result.ca_fingerprint, "already_running": result.already_running,
-                     "seconds": round(result.seconds, 2)})
+        output.data(
+            {
+                "hub": settings.hub_id,
+                "addresses": settings.addresses,
+                "ca_fingerprint": result.ca_fingerprint,
+                "already_running": result.already_running,
+                "seconds": round(result.seconds, 2),
+            }
+        )
         return
     for address in settings.addresses:
         output.line(f"amqps://{address}/")
@@ -96,19 +113,28 @@ def status(as_json: bool) -> None:
         return
     output.line("running" if state["running"] else "stopped")
     registrar = state["registrar"]
-    output.table(["FIELD", "VALUE"], [
-        ("hub", state["hub"]), ("addresses", ", ".join(state["addresses"])),
-        ("ca", f"sha256:{state['ca_fingerprint']}"),
-        ("registrar", f"pid {registrar['pid']}" if registrar["alive"] else "not running"),
-        ("hosts", state["hosts"]), ("open invites", state["open_invites"]), ("dir", state["dir"])])
+    output.table(
+        ["FIELD", "VALUE"],
+        [
+            ("hub", state["hub"]),
+            ("addresses", ", ".join(state["addresses"])),
+            ("ca", f"sha256:{state['ca_fingerprint']}"),
+            ("registrar", f"pid {registrar['pid']}" if registrar["alive"] else "not running"),
+            ("hosts", state["hosts"]),
+            ("open invites", state["open_invites"]),
+            ("dir", state["dir"]),
+        ],
+    )
 
 
 @hub.command()
 @click.argument("host_id")
-@click.option("--expires", type=DURATION, default="1h", show_default=True,
-              help="How long the invite can be used (e.g. 30m, 2h).")
-@click.option("--replace", is_flag=True,
-              help="Re-invite a host that has already joined (its old credential stops working).")
+@click.option(
+    "--expires", type=DURATION, default="1h", show_default=True, help="How long the invite can be used (e.g. 30m, 2h)."
+)
+@click.option(
+    "--replace", is_flag=True, help="Re-invite a host that has already joined (its old credential stops working)."
+)
 @output.json_option
 def invite(host_id: str, expires: float, replace: bool, as_json: bool) -> None:
     """Print a one-time invite for the host that will have id HOST_ID.
@@ -124,8 +150,10 @@ def invite(host_id: str, expires: float, replace: bool, as_json: bool) -> None:
         output.data(made)
         return
     output.line(made["invite"])
-    output.note(f"bridge: invite {made['id']} for {host_id}, valid until {_when(made['expires'])}; "
-                f"on {host_id}: bridge join '<the line above>'")
+    output.note(
+        f"bridge: invite {made['id']} for {host_id}, valid until {_when(made['expires'])}; "
+        f"on {host_id}: bridge join '<the line above>'"
+    )
 
 
 @hub.command()
@@ -144,8 +172,9 @@ def invites(revoke_id: str | None, show_all: bool, as_json: bool) -> None:
     if as_json:
         output.data({"invites": rows})
         return
-    output.table(["ID", "HOST", "STATE", "EXPIRES"], [(r["id"], r["host"], r["state"], _when(r["expires"]))
-                                                     for r in rows])
+    output.table(
+        ["ID", "HOST", "STATE", "EXPIRES"], [(r["id"], r["host"], r["state"], _when(r["expires"])) for r in rows]
+    )
 
 
 @hub.command()
@@ -158,11 +187,18 @@ def hosts(as_json: bool) -> None:
     if as_json:
         output.data({"hosts": rows})
         return
-    output.table(["HOST", "JOINED", "GATEWAY", "ENTITIES"], [
-        (r["host"] + (" (hub)" if r["hub"] else ""),
-         "revoked " + _when(r["revoked"]) if r["revoked"] else _when(r["joined"]),
-         "connected" if r["gateway_connected"] else "-",
-         ", ".join(e["label"] or e["gid"][:8] for e in r["entities"]) or "-") for r in rows])
+    output.table(
+        ["HOST", "JOINED", "GATEWAY", "ENTITIES"],
+        [
+            (
+                r["host"] + (" (hub)" if r["hub"] else ""),
+                "revoked " + _when(r["revoked"]) if r["revoked"] else _when(r["joined"]),
+                "connected" if r["gateway_connected"] else "-",
+                ", ".join(e["label"] or e["gid"][:8] for e in r["entities"]) or "-",
+            )
+            for r in rows
+        ],
+    )
 
 
 @hub.command()
@@ -180,5 +216,7 @@ def revoke(host_id: str, as_json: bool) -> None:
     if as_json:
         output.data(result)
         return
-    output.note(f"bridge: revoked {host_id}: {result['connections_closed']} connection(s) closed; "
-                f"its {result['gids_kept']} inbox(es) keep their messages until it joins again")
+    output.note(
+        f"bridge: revoked {host_id}: {result['connections_closed']} connection(s) closed; "
+        f"its {result['gids_kept']} inbox(es) keep their messages until it joins again"
+    )

@@ -31,17 +31,28 @@ def join(app, invite: str, force: bool, as_json: bool) -> None:
     checks = doctor.run(lambda: load(app.overrides))
     failed = [c for c in checks if c.status == doctor.FAIL]
     if as_json:
-        output.data({"hub": joined.hub, "host": joined.host, "address": joined.address,
-                     "config": str(joined.config_file), "ca": str(joined.ca_file),
-                     "ca_fingerprint": joined.ca_fingerprint, "checks": [c.as_dict() for c in checks]})
+        output.data(
+            {
+                "hub": joined.hub,
+                "host": joined.host,
+                "address": joined.address,
+                "config": str(joined.config_file),
+                "ca": str(joined.ca_file),
+                "ca_fingerprint": joined.ca_fingerprint,
+                "checks": [c.as_dict() for c in checks],
+            }
+        )
     else:
-        output.line(f"joined hub {joined.hub} as host {joined.host} (amqps://{joined.address}, "
-                    f"CA sha256:{joined.ca_fingerprint[:16]}…)")
+        output.line(
+            f"joined hub {joined.hub} as host {joined.host} (amqps://{joined.address}, "
+            f"CA sha256:{joined.ca_fingerprint[:16]}…)"
+        )
         for check in checks:
             output.note(f"  {check.status:<4} {check.name}: {check.detail}")
     if os.environ.get("BRIDGE_BROKER_URI") or os.environ.get("BRIDGE_HOST_ID"):
-        output.warn("BRIDGE_BROKER_URI / BRIDGE_HOST_ID are set in this environment and override "
-                    "what join wrote; unset them")
+        output.warn(
+            "BRIDGE_BROKER_URI / BRIDGE_HOST_ID are set in this environment and override what join wrote; unset them"
+        )
     if failed:
         output.warn(f"doctor: {failed[0].name}: {failed[0].detail}")
     else:

@@ -20,18 +20,38 @@ from bridgecli.errors import ConfigError, GatewayUnavailable, MissingDependency
 
 
 @click.command()
-@click.option("--label", "-l", default=None, envvar="BRIDGE_MCP_LABEL", show_envvar=True,
-              help="Label of this session's entity (default: the role, e.g. main). Re-attaches to an "
-                   "existing hold entity with that label, so replies held for an earlier session are kept.")
-@click.option("--role", "-r", type=click.Choice(["main", "orchestrator"]), default="main", show_default=True,
-              help="The entity's role in the roster.")
-@click.option("--browser/--no-browser", "browser", default=None,
-              help="Offer the browser tools and join the browser-broker election on browser.port "
-                   "(default on; env BRIDGE_MCP_BROWSER, config mcp.browser).")
-@click.option("--messaging/--no-messaging", "messaging", default=None,
-              help="Offer the messaging tools, which need this host's gateway (default on; env "
-                   "BRIDGE_MCP_MESSAGING, config mcp.messaging). --no-messaging: browser tools only, "
-                   "no gateway needed.")
+@click.option(
+    "--label",
+    "-l",
+    default=None,
+    envvar="BRIDGE_MCP_LABEL",
+    show_envvar=True,
+    help="Label of this session's entity (default: the role, e.g. main). Re-attaches to an "
+    "existing hold entity with that label, so replies held for an earlier session are kept.",
+)
+@click.option(
+    "--role",
+    "-r",
+    type=click.Choice(["main", "orchestrator"]),
+    default="main",
+    show_default=True,
+    help="The entity's role in the roster.",
+)
+@click.option(
+    "--browser/--no-browser",
+    "browser",
+    default=None,
+    help="Offer the browser tools and join the browser-broker election on browser.port "
+    "(default on; env BRIDGE_MCP_BROWSER, config mcp.browser).",
+)
+@click.option(
+    "--messaging/--no-messaging",
+    "messaging",
+    default=None,
+    help="Offer the messaging tools, which need this host's gateway (default on; env "
+    "BRIDGE_MCP_MESSAGING, config mcp.messaging). --no-messaging: browser tools only, "
+    "no gateway needed.",
+)
 @click.pass_obj
 def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool | None) -> None:
     """Run the stdio MCP server for a main or orchestrator session.
@@ -50,11 +70,11 @@ def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool
     use_browser = cfg.get("mcp.browser") if browser is None else browser
     use_messaging = cfg.get("mcp.messaging") if messaging is None else messaging
     if not (use_browser or use_messaging):
-        raise ConfigError("bridge mcp has nothing to serve with both --no-messaging and --no-browser",
-                          "drop one of them")
+        raise ConfigError(
+            "bridge mcp has nothing to serve with both --no-messaging and --no-browser", "drop one of them"
+        )
     _check_sdk()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="bridge mcp: %(levelname)s: %(message)s")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="bridge mcp: %(levelname)s: %(message)s")
     logging.getLogger("bridgecli.mcp.browser").setLevel(logging.INFO)  # host/guest changes: worth a line
     from bridgecli.mcp.link import GatewayLink, SessionLock
 
@@ -65,8 +85,9 @@ def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool
             link.attach(label or role, role)  # raises before any protocol traffic
         except GatewayUnavailable as exc:
             hint = f"{exc.hint}; " if exc.hint else ""
-            raise GatewayUnavailable(exc.message, f"{hint}or run `bridge mcp --no-messaging` for the "
-                                                  "browser tools only") from None
+            raise GatewayUnavailable(
+                exc.message, f"{hint}or run `bridge mcp --no-messaging` for the browser tools only"
+            ) from None
         lock = SessionLock(link.gid)
         lock.acquire(link.label)  # held until the process exits
     nudge_after = float(cfg.values["messaging.nudge_after"])
@@ -81,8 +102,9 @@ def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool
     if use_browser:
         from bridgecli.mcp import browser_tools
 
-        tool_sets.append(browser_tools.tool_set(cfg.get("browser.port"), cfg.get("browser.token"),
-                                                f"mcp-{label or role}"))
+        tool_sets.append(
+            browser_tools.tool_set(cfg.get("browser.port"), cfg.get("browser.token"), f"mcp-{label or role}")
+        )
         notes.append(browser_tools.BROWSER_INSTRUCTIONS)
     anyio.run(serve, link, nudge_after, tool_sets, notes)
 

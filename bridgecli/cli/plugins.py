@@ -23,8 +23,7 @@ def plugins(as_json: bool) -> None:
     loaded = plugin_mod.get()
     infos = sorted(loaded.infos.values(), key=lambda i: (not i.builtin, i.name))
     rows = [
-        {"name": i.name, "version": i.version, "builtin": i.builtin, "hooks": i.hooks,
-         "provides": i.provides}
+        {"name": i.name, "version": i.version, "builtin": i.builtin, "hooks": i.hooks, "provides": i.provides}
         for i in infos
     ]
     if as_json:
@@ -43,5 +42,7 @@ def plugins(as_json: bool) -> None:
     if loaded.failures:
         from bridgecli.errors import PluginError
 
-        raise PluginError(f"{len(loaded.failures)} plugin(s) failed to load: {', '.join(loaded.failures)}",
-                          "fix or uninstall them (details above); everything else works")
+        raise PluginError(
+            f"{len(loaded.failures)} plugin(s) failed to load: {', '.join(loaded.failures)}",
+            "fix or uninstall them (details above); everything else works",
+        )

@@ -29,13 +29,21 @@ def _human(message: dict) -> None:
 
 
 @click.command()
-@click.option("--as", "gid", metavar="GID|LABEL", envvar="BRIDGE_GID", show_envvar=True,
-              shell_complete=complete.local_targets,
-              help="Whose messages (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).")
-@click.option("--wait", "-w", type=DURATION, default=0.0, metavar="DUR",
-              help="If nothing is held, wait up to DUR for a message.")
-@click.option("--peer", metavar="GID|LABEL", default=None,
-              help="Only the messages from this sender; the others stay held.")
+@click.option(
+    "--as",
+    "gid",
+    metavar="GID|LABEL",
+    envvar="BRIDGE_GID",
+    show_envvar=True,
+    shell_complete=complete.local_targets,
+    help="Whose messages (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).",
+)
+@click.option(
+    "--wait", "-w", type=DURATION, default=0.0, metavar="DUR", help="If nothing is held, wait up to DUR for a message."
+)
+@click.option(
+    "--peer", metavar="GID|LABEL", default=None, help="Only the messages from this sender; the others stay held."
+)
 @click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True)
 @output.json_option
 @click.pass_obj

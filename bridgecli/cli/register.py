@@ -9,10 +9,21 @@ from bridgecli.cli import complete, output
 
 @click.command()
 @click.option("--label", "-l", required=True, help="Human name, unique on this host (e.g. reviewer).")
-@click.option("--role", "-r", type=click.Choice(["agent", "main", "orchestrator"]), default="agent",
-              show_default=True, help="agent = typed into; main/orchestrator = pulls (MCP).")
-@click.option("--deliver", "-d", required=True, metavar="BACKEND[:ADDRESS]",
-              help="How messages reach it: hold, exec:COMMAND, tmux:%3, herdr:w1:p2 …")
+@click.option(
+    "--role",
+    "-r",
+    type=click.Choice(["agent", "main", "orchestrator"]),
+    default="agent",
+    show_default=True,
+    help="agent = typed into; main/orchestrator = pulls (MCP).",
+)
+@click.option(
+    "--deliver",
+    "-d",
+    required=True,
+    metavar="BACKEND[:ADDRESS]",
+    help="How messages reach it: hold, exec:COMMAND, tmux:%3, herdr:w1:p2 …",
+)
 @output.json_option
 @click.pass_obj
 def register(app, label: str, role: str, deliver: str, as_json: bool) -> None:
@@ -52,8 +63,10 @@ def unregister(app, target: str, as_json: bool) -> None:
         output.data(result)
     else:
         moved = result.get("dead_lettered") or 0
-        output.note(f"unregistered {result['entity']['label']} ({result['entity']['gid']})"
-                    + (f"; {moved} waiting message(s) moved to bridge.dlq" if moved else ""))
+        output.note(
+            f"unregistered {result['entity']['label']} ({result['entity']['gid']})"
+            + (f"; {moved} waiting message(s) moved to bridge.dlq" if moved else "")
+        )
 
 
 @click.command()
@@ -72,5 +85,7 @@ def entities(as_json: bool) -> None:
     if as_json:
         output.data({"entities": rows})
         return
-    output.table(["LABEL", "GID", "ROLE", "DELIVER", "HELD"],
-                 [(r["label"], short(r["gid"]), r["role"], r["deliver"], r.get("held", 0)) for r in rows])
+    output.table(
+        ["LABEL", "GID", "ROLE", "DELIVER", "HELD"],
+        [(r["label"], short(r["gid"]), r["role"], r["deliver"], r.get("held", 0)) for r in rows],
+    )

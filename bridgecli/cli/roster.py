@@ -19,17 +19,24 @@ def _fetch(app, host: str | None) -> dict:
 
 def _render(result: dict) -> None:
     now = time.time()
-    output.table(["LABEL", "GID", "HOST", "ROLE", "STATUS", "LAST SEEN"],
-                 [(e["label"], e["gid"][:8], e["host"], e["role"], e["status"], f"{now - e['last_seen']:.0f}s ago")
-                  for e in result["entries"]])
+    output.table(
+        ["LABEL", "GID", "HOST", "ROLE", "STATUS", "LAST SEEN"],
+        [
+            (e["label"], e["gid"][:8], e["host"], e["role"], e["status"], f"{now - e['last_seen']:.0f}s ago")
+            for e in result["entries"]
+        ],
+    )
     hosts = ", ".join(g["host"] for g in result["gateways"]) or "none"
     output.note(f"{len(result['entries'])} entities; live gateways: {hosts}")
 
 
 @click.command()
 @click.option("--host", default=None, metavar="H", shell_complete=complete.hosts, help="Only entities on host H.")
-@click.option("--watch", is_flag=True,
-              help="Redraw every interval until Ctrl-C (with --json: one compact JSON document per line).")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Redraw every interval until Ctrl-C (with --json: one compact JSON document per line).",
+)
 @output.json_option
 @click.pass_obj
 def roster(app, host: str | None, watch: bool, as_json: bool) -> None:

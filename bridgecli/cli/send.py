@@ -29,16 +29,19 @@ def _click_option(option: send_options.Option):
     if option.kind is None:
         return click.option(*option.flags, option.dest, is_flag=True, help=option.help, **extra)
     kind = DURATION if option.kind == "duration" else None
-    return click.option(*option.flags, option.dest, type=kind, default=None, metavar=option.metavar,
-                        help=option.help, **extra)
+    return click.option(
+        *option.flags, option.dest, type=kind, default=None, metavar=option.metavar, help=option.help, **extra
+    )
 
 
 def _options(command: str):
     """Decorate a command with its options from :data:`~bridgecli.send_options.COMMANDS`."""
+
     def decorate(func):
         for option in reversed(COMMANDS[command]):
             func = _click_option(option)(func)
         return func
+
     return decorate
 
 

@@ -40,8 +40,7 @@ def _completion(param: click.Parameter) -> list[Any]:
         return ["none"]
     if isinstance(param.type, click.Choice) and method is click.Choice.shell_complete:
         ctx = click.Context(click.Command("x"))
-        return ["choice", [param.type.normalize_choice(c, ctx) for c in param.type.choices],
-                param.type.case_sensitive]
+        return ["choice", [param.type.normalize_choice(c, ctx) for c in param.type.choices], param.type.case_sensitive]
     if isinstance(param.type, click.Path) and method is click.Path.shell_complete:
         return ["path", "dir" if param.type.dir_okay and not param.type.file_okay else "file"]
     if isinstance(param.type, click.File) and method is click.File.shell_complete:
@@ -51,20 +50,27 @@ def _completion(param: click.Parameter) -> list[Any]:
 
 def _param(param: click.Parameter) -> dict[str, Any]:
     is_option = isinstance(param, click.Option)
-    return {"option": is_option, "name": param.name, "opts": list(param.opts),
-            "secondary_opts": list(param.secondary_opts), "nargs": param.nargs,
-            "help": param.help if is_option else None,
-            "hidden": bool(getattr(param, "hidden", False)), "multiple": bool(param.multiple),
-            "flag": bool(isinstance(param, click.Option) and (param.is_flag or param.count)),
-            "complete": _completion(param)}
+    return {
+        "option": is_option,
+        "name": param.name,
+        "opts": list(param.opts),
+        "secondary_opts": list(param.secondary_opts),
+        "nargs": param.nargs,
+        "help": param.help if is_option else None,
+        "hidden": bool(getattr(param, "hidden", False)),
+        "multiple": bool(param.multiple),
+        "flag": bool(isinstance(param, click.Option) and (param.is_flag or param.count)),
+        "complete": _completion(param),
+    }
 
 
 def _node(command: click.Command, ctx: click.Context) -> dict[str, Any]:
     params = command.get_params(ctx)
     node: dict[str, Any] = {
         "params": [_param(p) for p in params],
-        "prefixes": sorted({opt[0] for p in params if isinstance(p, click.Option)
-                            for opt in [*p.opts, *p.secondary_opts]}),
+        "prefixes": sorted(
+            {opt[0] for p in params if isinstance(p, click.Option) for opt in [*p.opts, *p.secondary_opts]}
+        ),
         "chain": bool(isinstance(command, click.Group) and command.chain),
         "commands": None,
     }
@@ -110,8 +116,7 @@ def build() -> dict[str, Any]:
 
     with contextlib.redirect_stderr(io.StringIO()):  # click's own path reports plugin failures
         tree = _node(root, click.Context(root, info_name="bridge", **CONTEXT_SETTINGS))
-    return {"key": key(), "tree": tree, "help": {}, "clean": not plugins.get().failures,
-            "depends": _depends_on()}
+    return {"key": key(), "tree": tree, "help": {}, "clean": not plugins.get().failures, "depends": _depends_on()}
 
 
 def render_help() -> tuple[str, str]:

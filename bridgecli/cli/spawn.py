@@ -10,18 +10,35 @@ from bridgecli.cli.params import DURATION
 
 @click.command()
 @click.argument("profile", shell_complete=complete.profiles)
-@click.option("--host", "-H", required=True, metavar="H", shell_complete=complete.hosts,
-              help="Host whose gateway runs the profile.")
+@click.option(
+    "--host",
+    "-H",
+    required=True,
+    metavar="H",
+    shell_complete=complete.hosts,
+    help="Host whose gateway runs the profile.",
+)
 @click.option("--label", "-l", default=None, help="Label of the new entity (default: from the profile).")
-@click.option("--wait-ready", type=DURATION, default=None, metavar="DUR",
-              help="How long the launcher may take to become ready (default: the profile's "
-                   "ready_timeout on host H, else 30s).")
-@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", shell_complete=complete.local_targets,
-              help="Requester identity (logged).")
+@click.option(
+    "--wait-ready",
+    type=DURATION,
+    default=None,
+    metavar="DUR",
+    help="How long the launcher may take to become ready (default: the profile's ready_timeout on host H, else 30s).",
+)
+@click.option(
+    "--from",
+    "sender",
+    metavar="GID|LABEL",
+    envvar="BRIDGE_GID",
+    shell_complete=complete.local_targets,
+    help="Requester identity (logged).",
+)
 @output.json_option
 @click.pass_obj
-def spawn(app, profile: str, host: str, label: str | None, wait_ready: float | None, sender: str | None,
-          as_json: bool) -> None:
+def spawn(
+    app, profile: str, host: str, label: str | None, wait_ready: float | None, sender: str | None, as_json: bool
+) -> None:
     """Start an agent from a profile on a host (cross-host spawn).
 
     Gateway H looks PROFILE up in its own bridge.toml ([profiles.PROFILE]: launcher,
@@ -44,8 +61,14 @@ def spawn(app, profile: str, host: str, label: str | None, wait_ready: float | N
 
 @click.command()
 @click.argument("target", shell_complete=complete.targets)
-@click.option("--from", "sender", metavar="GID|LABEL", envvar="BRIDGE_GID", shell_complete=complete.local_targets,
-              help="Requester identity (logged).")
+@click.option(
+    "--from",
+    "sender",
+    metavar="GID|LABEL",
+    envvar="BRIDGE_GID",
+    shell_complete=complete.local_targets,
+    help="Requester identity (logged).",
+)
 @output.json_option
 @click.pass_obj
 def stop(app, target: str, sender: str | None, as_json: bool) -> None:

@@ -29,19 +29,33 @@ def status(as_json: bool) -> None:
     if broker["connected"] and broker.get("publishing") is False:  # the publish lane's own connection
         state = "connected, publishing DISCONNECTED (reconnecting)"
     server = broker.get("server") or {}
-    output.line(f"host       {result['host']} (gateway {result['version']}, pid {result['pid']}, "
-                f"up {result['uptime']:.0f}s)")
-    output.line(f"broker     {state} {', '.join(broker['uris'])} "
-                f"{server.get('product', '')} {server.get('version', '')}")
+    output.line(
+        f"host       {result['host']} (gateway {result['version']}, pid {result['pid']}, up {result['uptime']:.0f}s)"
+    )
+    output.line(
+        f"broker     {state} {', '.join(broker['uris'])} {server.get('product', '')} {server.get('version', '')}"
+    )
     dlq = result["dlq_depth"] if result["dlq_depth"] is not None else "?"
     output.line(f"dedup      {result['dedup_size']} ids    dlq {dlq}")
     for name, value in (result.get("extra") or {}).items():
         output.line(f"{name:<10} {value}")
     for queue in result.get("elsewhere") or []:
-        output.line(f"CONFLICT   {queue} is consumed by another client (a second gateway with a copy of "
-                    "this host's files?): not served here until it goes away")
+        output.line(
+            f"CONFLICT   {queue} is consumed by another client (a second gateway with a copy of "
+            "this host's files?): not served here until it goes away"
+        )
     output.line("")
-    output.table(["LABEL", "GID", "ROLE", "DELIVER", "READY", "HELD"],
-                 [(e["label"] + (" (consumed elsewhere)" if e.get("elsewhere") else ""), short(e["gid"]),
-                   e["role"], e["deliver"], "?" if e.get("ready") is None else e["ready"], e["held"])
-                  for e in result["entities"]])
+    output.table(
+        ["LABEL", "GID", "ROLE", "DELIVER", "READY", "HELD"],
+        [
+            (
+                e["label"] + (" (consumed elsewhere)" if e.get("elsewhere") else ""),
+                short(e["gid"]),
+                e["role"],
+                e["deliver"],
+                "?" if e.get("ready") is None else e["ready"],
+                e["held"],
+            )
+            for e in result["entities"]
+        ],
+    )

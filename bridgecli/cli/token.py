@@ -49,12 +49,15 @@ def show(app, as_json: bool) -> None:
 
     data = token_file.read()
     if data is None:
-        raise NotFound(f"no token file at {token_file.path()}",
-                       "start the broker with `bridge browser serve`, or run `bridge token rotate`")
+        raise NotFound(
+            f"no token file at {token_file.path()}",
+            "start the broker with `bridge browser serve`, or run `bridge token rotate`",
+        )
     explicit = app.config.get("browser.token")
     if explicit and explicit != data["token"]:
-        output.warn(f"{app.config.sources['browser.token']} sets a different token; the next "
-                    "broker host will write that one")
+        output.warn(
+            f"{app.config.sources['browser.token']} sets a different token; the next broker host will write that one"
+        )
     if as_json:
         output.data({"path": str(token_file.path()), **data})
     else:
@@ -76,8 +79,10 @@ def rotate(app, as_json: bool) -> None:
         output.data({"path": str(token_file.path()), **(token_file.read() or {})})
     else:
         output.line(new)
-    output.note("wrote a new token: restart the broker host (`bridge browser serve`) and paste "
-                "the token into the browser extension")
+    output.note(
+        "wrote a new token: restart the broker host (`bridge browser serve`) and paste "
+        "the token into the browser extension"
+    )
 
 
 @token.command("set")
@@ -88,8 +93,9 @@ def set_(app, value: str) -> None:
     from bridgecli.browser import token_file
 
     if len(value) < 16 or not value.isprintable() or any(c.isspace() for c in value):
-        raise ConfigError("a token needs at least 16 printable characters and no spaces",
-                          "generate one with `bridge token rotate`")
+        raise ConfigError(
+            "a token needs at least 16 printable characters and no spaces", "generate one with `bridge token rotate`"
+        )
     current = token_file.read() if token_file.path().exists() else None
     port = current.get("port", _port(app)) if current else _port(app)
     token_file.write(port, value)

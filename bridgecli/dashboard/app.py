@@ -36,8 +36,7 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
-def create_app(token: str, port: int, collector: Collector, traffic: Traffic,
-               dead_letters: DeadLetterView) -> Guard:
+def create_app(token: str, port: int, collector: Collector, traffic: Traffic, dead_letters: DeadLetterView) -> Guard:
     """The ASGI app for one dashboard; ``token`` and ``port`` are what :class:`Guard` checks."""
 
     async def index(request: Request) -> Response:
@@ -47,8 +46,7 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic,
         return JSONResponse({"now": time.time(), "version": collector.version, **collector.snapshot})
 
     async def events(request: Request) -> Response:
-        return StreamingResponse(_stream(request), media_type="text/event-stream",
-                                 headers={"X-Accel-Buffering": "no"})
+        return StreamingResponse(_stream(request), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
     async def _stream(request: Request) -> AsyncIterator[str]:
         sent_version, seq = -1, max(0, traffic.last_seq - BATCH_LIMIT)
@@ -81,7 +79,7 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic,
             return body
         ids = None if body.get("all") is True else body.get("ids")
         if ids is not None and not (isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids)):
-            return JSONResponse({"error": "send {\"ids\": [ID, ...]} or {\"all\": true}"}, 400)
+            return JSONResponse({"error": 'send {"ids": [ID, ...]} or {"all": true}'}, 400)
         return await _operation(lambda: {"retried": dead_letters.retry(ids)})
 
     async def dlq_purge(request: Request) -> Response:

@@ -41,13 +41,28 @@ class BrowserView:
         agents = [a for a in answer.get("agents", []) if a.get("label") != LABEL]
         owners = {group: a.get("label") or a["id"] for a in agents for group in a.get("groups", [])}
         self._last = {
-            "running": True, "port": self.port,
-            "executors": [{"id": t["id"], "label": t["label"], "kind": t.get("kind"), "default": t["default"],
-                           "groups": t.get("groups", [])} for t in answer["targets"]],
+            "running": True,
+            "port": self.port,
+            "executors": [
+                {
+                    "id": t["id"],
+                    "label": t["label"],
+                    "kind": t.get("kind"),
+                    "default": t["default"],
+                    "groups": t.get("groups", []),
+                }
+                for t in answer["targets"]
+            ],
             "agents": [{"id": a["id"], "label": a.get("label"), "groups": a.get("groups", [])} for a in agents],
-            "groups": [{"group": g["group"], "executor": g.get("label") or g["executor"],
-                        "owner": "orphan" if g["owner"] == "orphan" else owners.get(g["group"], "an agent"),
-                        "connected": g["connected"]} for g in groups],
+            "groups": [
+                {
+                    "group": g["group"],
+                    "executor": g.get("label") or g["executor"],
+                    "owner": "orphan" if g["owner"] == "orphan" else owners.get(g["group"], "an agent"),
+                    "connected": g["connected"],
+                }
+                for g in groups
+            ],
         }
         return self._last
 
@@ -56,8 +71,9 @@ class BrowserView:
             from bridgecli.browser.connect import BrowserBridge
 
             self.close()
-            self._bridge = BrowserBridge(self.port, self.token, label=LABEL, allow_host=False,
-                                         failover=False, connect_timeout=2.0).start()
+            self._bridge = BrowserBridge(
+                self.port, self.token, label=LABEL, allow_host=False, failover=False, connect_timeout=2.0
+            ).start()
         return self._bridge
 
     def close(self) -> None:

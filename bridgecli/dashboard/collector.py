@@ -35,8 +35,15 @@ def gateway_view(socket_path: str | None = None) -> dict[str, Any] | None:
         for entity in status["entities"]:
             if entity.get("held"):
                 answer = client.call("held", gid=entity["gid"], timeout=5)
-                held.append({"gid": entity["gid"], "label": entity["label"], "role": entity["role"],
-                             "held": answer["held"], "oldest": answer["oldest"]})
+                held.append(
+                    {
+                        "gid": entity["gid"],
+                        "label": entity["label"],
+                        "role": entity["role"],
+                        "held": answer["held"],
+                        "oldest": answer["oldest"],
+                    }
+                )
     return {"status": status, "roster": roster, "held": held}
 
 
@@ -88,8 +95,14 @@ class Collector:
     """Builds :attr:`snapshot` (a JSON-able dict) every ``period`` seconds on its own thread;
     ``version`` grows whenever it changed, so the event stream sends it only then."""
 
-    def __init__(self, config: Config, feed: BrokerFeed, dead_letters: DeadLetterView,
-                 browser: Callable[[], dict[str, Any]] | None = None, period: float = 0.5) -> None:
+    def __init__(
+        self,
+        config: Config,
+        feed: BrokerFeed,
+        dead_letters: DeadLetterView,
+        browser: Callable[[], dict[str, Any]] | None = None,
+        period: float = 0.5,
+    ) -> None:
         self.config = config
         self.feed = feed
         self.dead_letters = dead_letters
@@ -136,8 +149,10 @@ class Collector:
             local, missing = None, [f"the local gateway did not answer ({exc})"]
         if local is None:
             if not missing:
-                missing.append("no local gateway on this host: held messages and this host's status are not "
-                               "shown; the fleet comes from roster heartbeats — start `bridge gateway` to see them")
+                missing.append(
+                    "no local gateway on this host: held messages and this host's status are not "
+                    "shown; the fleet comes from roster heartbeats — start `bridge gateway` to see them"
+                )
             gateways = [g.__dict__ for g in self.feed.roster.gateways()]
             entries = [e.as_dict() for e in self.feed.roster.entries()]
         else:
@@ -146,8 +161,10 @@ class Collector:
             # feed which host each gid is on (for the rates) from the first second
             self.feed.roster.load(entries)
         if not self.feed.connected:
-            missing.append(f"no broker connection ({self.feed.error or 'connecting'}): traffic, the roster "
-                           "and dead letters are not live — check `bridge doctor`")
+            missing.append(
+                f"no broker connection ({self.feed.error or 'connecting'}): traffic, the roster "
+                "and dead letters are not live — check `bridge doctor`"
+            )
         elif self.feed.dead_letter_error:
             missing.append(f"dead-letter rates are not shown: {self.feed.dead_letter_error}")
         self.dead_letters.refresh(local["status"].get("dlq_depth") if local else None)

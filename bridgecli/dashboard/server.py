@@ -25,8 +25,9 @@ class Dashboard:
             self.sock.bind((BIND, port))
         except OSError as exc:
             self.sock.close()
-            raise Conflict(f"cannot listen on {BIND}:{port} ({exc.strerror})",
-                           "pass another --port, or --port 0 for any free one") from None
+            raise Conflict(
+                f"cannot listen on {BIND}:{port} ({exc.strerror})", "pass another --port, or --port 0 for any free one"
+            ) from None
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         self.token = secrets.token_urlsafe(32)
@@ -52,8 +53,9 @@ class Dashboard:
         collector = Collector(self.config, feed, dead_letters, browser.snapshot)
         collector.start()
         app = create_app(self.token, self.port, collector, traffic, dead_letters)
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off",
-                                               timeout_graceful_shutdown=1, access_log=False))
+        server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, access_log=False)
+        )
         try:
             server.run(sockets=[self.sock])
         finally:

@@ -69,8 +69,13 @@ class Traffic:
         ``sender_host`` and delivered to ``recipient_host`` (each when known)."""
         with self._lock:
             self._seq += 1
-            row = dict(row, seq=self._seq, seen=time.time(), size=len(row.get("content") or row.get("body") or ""),
-                       toHost=recipient_host)
+            row = dict(
+                row,
+                seq=self._seq,
+                seen=time.time(),
+                size=len(row.get("content") or row.get("body") or ""),
+                toHost=recipient_host,
+            )
             if len(self._rows) == self._rows.maxlen:
                 old = self._rows[0]
                 old_id = old.get("msgId")

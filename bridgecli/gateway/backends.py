@@ -32,8 +32,11 @@ class Backends:
         entry = self._backends.get(entity.backend)
         if entry is None:
             factory = self.plugins.provider("backends", entity.backend)
-            backend = factory(BackendContext(config=self.config, state_dir=self.store.path.parent,
-                                             host_id=self.host, store=self.store))
+            backend = factory(
+                BackendContext(
+                    config=self.config, state_dir=self.store.path.parent, host_id=self.host, store=self.store
+                )
+            )
             entry = self._backends[entity.backend] = (backend, traits_of(backend))
         return entry
 
@@ -44,8 +47,9 @@ class Backends:
     def traits(self, entity: Entity) -> BackendTraits:
         return self._entry(entity)[1]
 
-    def deliver(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope,
-                tx: Transaction | None = None) -> None:
+    def deliver(
+        self, entity: Entity, backend: DeliveryBackend, envelope: Envelope, tx: Transaction | None = None
+    ) -> None:
         """Hand one message to ``backend`` and write its dedup record (unless the backend
         records it itself), in ``tx`` when given; any failure comes out as a DeliveryError."""
         traits = self.traits(entity)  # ``backend`` is this entity's: its traits are cached

@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import log as glog
-from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage, Transaction
 from bridgecli.gateway.waiters import Waiter, Waiters
+from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage, Transaction
 from bridgecli.interfaces import RecordingBackend, traits_of
 
 if TYPE_CHECKING:
@@ -49,8 +50,14 @@ class Burst:
     def __len__(self) -> int:
         return len(self.deliveries)
 
-    def add(self, tag: int, entity: "Entity", backend: "DeliveryBackend", envelope: Envelope,
-            deliver: Callable[[Transaction], None]) -> int:
+    def add(
+        self,
+        tag: int,
+        entity: Entity,
+        backend: DeliveryBackend,
+        envelope: Envelope,
+        deliver: Callable[[Transaction], None],
+    ) -> int:
         """Take ``envelope`` into the open transaction: handed to a waiter for it, else
         ``deliver(tx)`` (the backend's write, in that transaction). Whatever ``deliver`` raises
         leaves it out of the burst. Returns how many deliveries the burst now has."""
@@ -61,7 +68,7 @@ class Burst:
         self.deliveries.append((tag, entity, envelope))
         return len(self.deliveries)
 
-    def hand_off(self, backend: "DeliveryBackend", envelope: Envelope) -> bool:
+    def hand_off(self, backend: DeliveryBackend, envelope: Envelope) -> bool:
         """Hold a message as already taken by a local ``send --wait`` / ``poll --wait`` that
         waits for it: one write (its dedup record, state ``drained``) in the open transaction,
         instead of holding it and then draining it in a second transaction from the API
@@ -120,8 +127,13 @@ class Burst:
                 raise
             for tag, _, _ in batch:
                 channel.basic_nack(tag, requeue=True)
-            glog.event(logger, "store commit failed; burst requeued", logging.ERROR, count=len(batch),
-                       error=f"{type(exc).__name__}: {exc}")
+            glog.event(
+                logger,
+                "store commit failed; burst requeued",
+                logging.ERROR,
+                count=len(batch),
+                error=f"{type(exc).__name__}: {exc}",
+            )
             return []
         if not batch:
             return []

@@ -22,8 +22,16 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, ShowRequest,
-                                    SpawnRequest, StopRequest, UnregisterRequest)
+    from bridgecli.requests import (
+        PollRequest,
+        RegisterRequest,
+        RosterRequest,
+        SendRequest,
+        ShowRequest,
+        SpawnRequest,
+        StopRequest,
+        UnregisterRequest,
+    )
 
 _ERROR_TYPES: dict[str, type[BridgeError]] = {
     ExitCode.CONFIG.name: errors.ConfigError,
@@ -65,7 +73,7 @@ class GatewayClient:
         self.path = path
 
     @classmethod
-    def connect(cls, path: Path | str | None = None, timeout: float = 2.0) -> "GatewayClient | None":
+    def connect(cls, path: Path | str | None = None, timeout: float = 2.0) -> GatewayClient | None:
         if path is None:
             from bridgecli import paths
 
@@ -74,21 +82,22 @@ class GatewayClient:
         sock.settimeout(timeout)
         try:
             sock.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError, socket.timeout, OSError):
+        except (TimeoutError, FileNotFoundError, ConnectionRefusedError, OSError):
             sock.close()
             return None
         sock.settimeout(None)
         return cls(sock, path)
 
     @classmethod
-    def require(cls, path: Path | str | None = None) -> "GatewayClient":
+    def require(cls, path: Path | str | None = None) -> GatewayClient:
         client = cls.connect(path)
         if client is None:
             from bridgecli import paths
 
             where = path or paths.gateway_socket()
-            raise GatewayUnavailable(f"no gateway is listening on {where}",
-                                     "start one with `bridge gateway` (e.g. in tmux)")
+            raise GatewayUnavailable(
+                f"no gateway is listening on {where}", "start one with `bridge gateway` (e.g. in tmux)"
+            )
         return client
 
     def call(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
@@ -100,15 +109,18 @@ class GatewayClient:
             self._file.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
             self._file.flush()
             line = self._file.readline()
-        except socket.timeout:
-            raise errors.Timeout(f"the gateway did not answer {op!r} within {timeout:g}s",
-                                 "check `bridge status` and the gateway's log") from None
+        except TimeoutError:
+            raise errors.Timeout(
+                f"the gateway did not answer {op!r} within {timeout:g}s", "check `bridge status` and the gateway's log"
+            ) from None
         except OSError as exc:
-            raise GatewayUnavailable(f"lost the connection to the gateway ({exc})",
-                                     "check that `bridge gateway` is still running") from None
+            raise GatewayUnavailable(
+                f"lost the connection to the gateway ({exc})", "check that `bridge gateway` is still running"
+            ) from None
         if not line:
-            raise GatewayUnavailable("the gateway closed the connection",
-                                     "check that `bridge gateway` is still running")
+            raise GatewayUnavailable(
+                "the gateway closed the connection", "check that `bridge gateway` is still running"
+            )
         response = json.loads(line)
         if not response.get("ok"):
             raise error_from_wire(response.get("error") or {})
@@ -127,7 +139,7 @@ class GatewayClient:
         finally:
             self._sock.close()
 
-    def __enter__(self) -> "GatewayClient":
+    def __enter__(self) -> GatewayClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -182,7 +194,7 @@ class GatewaySession:
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> "GatewaySession":
+    def __enter__(self) -> GatewaySession:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,7 +14,8 @@ import json
 import logging
 import threading
 import uuid
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import pika
 
@@ -24,8 +25,8 @@ from bridgecli.control_client import DEFAULT_READY_TIMEOUT
 from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PluginError
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import registration
-from bridgecli.hoststate.entities import validate_label, validate_role
 from bridgecli.gateway.client import error_to_wire
+from bridgecli.hoststate.entities import validate_label, validate_role
 from bridgecli.interfaces import Entity, LaunchHandle, LaunchSpec
 
 logger = logging.getLogger("bridgecli.gateway")
@@ -89,17 +90,28 @@ class Control:
         reply_to = props.reply_to
         correlation = props.correlation_id
         requester = request.get("requester") or {}
-        glog.event(logger, f"control {request['type']} requested", profile=request.get("profile"),
-                   gid=request.get("gid"), by=requester.get("label") or requester.get("gid"),
-                   from_host=requester.get("host"), user=props.user_id)
-        threading.Thread(target=self._handle, args=(request, reply_to, correlation),
-                         name=f"control-{request['type']}", daemon=True).start()
+        glog.event(
+            logger,
+            f"control {request['type']} requested",
+            profile=request.get("profile"),
+            gid=request.get("gid"),
+            by=requester.get("label") or requester.get("gid"),
+            from_host=requester.get("host"),
+            user=props.user_id,
+        )
+        threading.Thread(
+            target=self._handle, args=(request, reply_to, correlation), name=f"control-{request['type']}", daemon=True
+        ).start()
 
     def _handle(self, request: dict[str, Any], reply_to: str | None, correlation: str | None) -> None:
         try:
             if request["type"] == "spawn":
-                result = self.spawn(request, accepted=lambda seconds: self._answer(
-                    reply_to, correlation, {"accepted": True, "waitReady": seconds}))
+                result = self.spawn(
+                    request,
+                    accepted=lambda seconds: self._answer(
+                        reply_to, correlation, {"accepted": True, "waitReady": seconds}
+                    ),
+                )
             else:
                 result = self.stop(request)
             response = {"ok": True, **result}
@@ -107,13 +119,20 @@ class Control:
             response = {"ok": False, "error": error_to_wire(exc)}
         except Exception as exc:
             glog.event(logger, "control request failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
-            response = {"ok": False, "error": {"code": "FAILURE", "message": f"{type(exc).__name__}: {exc}",
-                                               "hint": "see the target gateway's log"}}
+            response = {
+                "ok": False,
+                "error": {
+                    "code": "FAILURE",
+                    "message": f"{type(exc).__name__}: {exc}",
+                    "hint": "see the target gateway's log",
+                },
+            }
         if response["ok"]:
             glog.event(logger, f"control {request['type']} done", **{k: v for k, v in response.items() if k != "ok"})
         else:
-            glog.event(logger, f"control {request['type']} refused", logging.WARNING,
-                       error=response["error"]["message"])
+            glog.event(
+                logger, f"control {request['type']} refused", logging.WARNING, error=response["error"]["message"]
+            )
         self._answer(reply_to, correlation, response)
 
     def _answer(self, reply_to: str | None, correlation: str | None, response: dict[str, Any]) -> None:
@@ -124,18 +143,27 @@ class Control:
         if not reply_to:
             return
         if not topology.is_reply_queue(reply_to):
-            glog.event(logger, "control answer dropped", logging.WARNING, reply_to=reply_to[:80],
-                       error="reply_to is not a bridge.reply.<uuid> queue")
+            glog.event(
+                logger,
+                "control answer dropped",
+                logging.WARNING,
+                reply_to=reply_to[:80],
+                error="reply_to is not a bridge.reply.<uuid> queue",
+            )
             return
         body = json.dumps(response).encode()
         props = pika.BasicProperties(correlation_id=correlation, content_type="application/json")
-        self.gw.call_soon(lambda: self.gw.publisher.publish_raw(
-            topology.CONTROL, reply_to, body, props, mandatory=False, what="control reply"))
+        self.gw.call_soon(
+            lambda: self.gw.publisher.publish_raw(
+                topology.CONTROL, reply_to, body, props, mandatory=False, what="control reply"
+            )
+        )
 
     # --- spawn / stop -----------------------------------------------------------------
 
-    def spawn(self, request: dict[str, Any],
-              accepted: Callable[[float], None] = lambda seconds: None) -> dict[str, Any]:
+    def spawn(
+        self, request: dict[str, Any], accepted: Callable[[float], None] = lambda seconds: None
+    ) -> dict[str, Any]:
         """Run a profile; ``accepted(seconds)`` is called with the readiness gate that applies
         (the request's ``waitReady``, else the profile's ``ready_timeout``, else 30 s) once the
         request passed every check and just before the launcher starts."""
@@ -145,8 +173,10 @@ class Control:
         profile = profiles.get(name)
         if profile is None:
             known = ", ".join(sorted(profiles)) or "none"
-            raise NotFound(f"host {gw.host} has no profile {name!r} (profiles: {known})",
-                           f"add [profiles.{name}] to bridge.toml on {gw.host}")
+            raise NotFound(
+                f"host {gw.host} has no profile {name!r} (profiles: {known})",
+                f"add [profiles.{name}] to bridge.toml on {gw.host}",
+            )
         launcher_name = str(profile.get("launcher", "subprocess"))
         try:
             launcher = gw.plugins.provider("launchers", launcher_name)(gw.config)
@@ -164,8 +194,7 @@ class Control:
         if any(e.label == label for e in gw.registry.all()):
             raise Conflict(f"label {label!r} is already used on {gw.host}", "pass another --label")
         env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
-        env.update({"BRIDGE_GID": gid, "BRIDGE_HOST_ID": gw.host,
-                    "BRIDGE_GATEWAY_SOCKET": str(paths.gateway_socket())})
+        env.update({"BRIDGE_GID": gid, "BRIDGE_HOST_ID": gw.host, "BRIDGE_GATEWAY_SOCKET": str(paths.gateway_socket())})
         command = profile.get("command")
         if not command:
             raise NotFound(f"profile {name!r} on {gw.host} has no command", f"set [profiles.{name}] command")
@@ -174,20 +203,40 @@ class Control:
         if log_dir.parent != spawn_root:  # belt and braces: validate_label already refuses this
             raise ConfigError(f"bad label {label!r}", "use a plain label (no path separators)")
         log_dir.mkdir(parents=True, exist_ok=True)
-        spec = LaunchSpec(gid=gid, label=label, role=role, profile_name=name, command=command,
-                          cwd=profile.get("cwd"), env=env, profile=profile, log_dir=log_dir)
+        spec = LaunchSpec(
+            gid=gid,
+            label=label,
+            role=role,
+            profile_name=name,
+            command=command,
+            cwd=profile.get("cwd"),
+            env=env,
+            profile=profile,
+            log_dir=log_dir,
+        )
         try:
             timeout = float(request.get("waitReady") or profile.get("ready_timeout") or DEFAULT_READY_TIMEOUT)
         except (TypeError, ValueError):
-            raise ConfigError(f"profile {name!r} on {gw.host} has a bad ready_timeout",
-                              f"set [profiles.{name}] ready_timeout to a number of seconds") from None
+            raise ConfigError(
+                f"profile {name!r} on {gw.host} has a bad ready_timeout",
+                f"set [profiles.{name}] ready_timeout to a number of seconds",
+            ) from None
         accepted(timeout)
         handle = launcher.start(spec)
         try:
             launcher.wait_ready(handle, timeout)
-            entity = registration.register(gw.registry, gw.plugins, gw.config, label=label, role=role,
-                                           deliver=handle.deliver, gid=gid, launcher=launcher_name,
-                                           launch_data=dict(handle.data), grants=gw.grants)
+            entity = registration.register(
+                gw.registry,
+                gw.plugins,
+                gw.config,
+                label=label,
+                role=role,
+                deliver=handle.deliver,
+                gid=gid,
+                launcher=launcher_name,
+                launch_data=dict(handle.data),
+                grants=gw.grants,
+            )
         except BaseException:
             try:
                 launcher.stop(handle)
@@ -195,8 +244,14 @@ class Control:
                 pass
             raise
         gw.on_io(lambda: gw.attach_entity(entity))
-        return {"gid": gid, "host": gw.host, "label": label, "role": role, "deliver": handle.deliver,
-                "launcher": launcher_name}
+        return {
+            "gid": gid,
+            "host": gw.host,
+            "label": label,
+            "role": role,
+            "deliver": handle.deliver,
+            "launcher": launcher_name,
+        }
 
     def stop(self, request: dict[str, Any]) -> dict[str, Any]:
         gw = self.gw
@@ -207,11 +262,9 @@ class Control:
         stopped = False
         if entity.launcher:
             launcher = gw.plugins.provider("launchers", entity.launcher)(gw.config)
-            launcher.stop(LaunchHandle(launcher=entity.launcher, deliver=entity.deliver,
-                                       data=dict(entity.launch_data)))
+            launcher.stop(LaunchHandle(launcher=entity.launcher, deliver=entity.deliver, data=dict(entity.launch_data)))
             stopped = True
         gw.on_io(lambda: gw.detach_entity(entity, "stopped"))
         gw.registry.remove(entity.gid)
         registration.release(gw.grants, entity)
         return {"gid": entity.gid, "host": gw.host, "label": entity.label, "process_stopped": stopped}
-

@@ -14,7 +14,8 @@ import logging
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pika
 import pika.exceptions
@@ -28,21 +29,20 @@ from bridgecli.amqp.publisher import Publisher
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import DeliveryError
-from bridgecli.gateway import identity, registration
-from bridgecli.hub.claims import claimer_for
+from bridgecli.gateway import identity, iocalls, registration
 from bridgecli.gateway import log as glog
-from bridgecli.hoststate.entities import Registry, open_registry
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.deadletter import dead_letter
 from bridgecli.gateway.elsewhere import Elsewhere
+from bridgecli.gateway.inboxes import Consumer, Inboxes
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
-from bridgecli.hoststate.store import Store, StoredMessage, open_store
 from bridgecli.gateway.waiters import Waiter, Waiters
-from bridgecli.gateway import iocalls
-from bridgecli.gateway.inboxes import Consumer, Inboxes
 from bridgecli.gateway.worker import Delivery
+from bridgecli.hoststate.entities import Registry, open_registry
+from bridgecli.hoststate.store import Store, StoredMessage, open_store
+from bridgecli.hub.claims import claimer_for
 from bridgecli.interfaces import DeliveryBackend, Entity
 
 if TYPE_CHECKING:
@@ -58,8 +58,9 @@ BATCH_MAX = 256
 class Gateway:
     """One host's gateway. ``run()`` blocks until :meth:`stop` (or SIGINT/SIGTERM)."""
 
-    def __init__(self, config: Config, *, plugins: Any = None, registry: Registry | None = None,
-                 store: Store | None = None) -> None:
+    def __init__(
+        self, config: Config, *, plugins: Any = None, registry: Registry | None = None, store: Store | None = None
+    ) -> None:
         from bridgecli import plugins as plugin_mod
 
         self.config = config
@@ -134,8 +135,7 @@ class Gateway:
         recovered = self.store.recover_taken()
         if recovered:  # handed to clients that never confirmed before the last gateway died
             glog.event(logger, "held again: messages no client confirmed", count=recovered)
-        glog.event(logger, "gateway started", host=self.host, version=__version__,
-                   socket=str(self.api.path))
+        glog.event(logger, "gateway started", host=self.host, version=__version__, socket=str(self.api.path))
         try:
             while not self.should_stop.is_set():
                 try:
@@ -147,8 +147,7 @@ class Gateway:
                 try:
                     self.consume()
                 except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPError,) as exc:
-                    glog.event(logger, "broker connection lost", logging.WARNING,
-                               error=f"{type(exc).__name__}: {exc}")
+                    glog.event(logger, "broker connection lost", logging.WARNING, error=f"{type(exc).__name__}: {exc}")
                     self._on_connection_lost()
         finally:
             self._shutdown()
@@ -170,8 +169,9 @@ class Gateway:
         connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}")
         self.server_info = amqp_conn.server_info(connection)
         channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type),
-                         topology.DELAY_EXCHANGE)
+        topology.declare(
+            channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type), topology.DELAY_EXCHANGE
+        )
         channel.basic_qos(prefetch_count=self.prefetch)
         pub_channel = connection.channel()
         self.connection, self.channel = connection, channel
@@ -189,8 +189,13 @@ class Gateway:
         self.connected.set()
         if not self.lane.started:  # after the first connect: the topology is declared
             self.lane.start()
-        glog.event(logger, "connected to broker", server=self.server_info.get("product"),
-                   version=self.server_info.get("version"), entities=len(self.consumers))
+        glog.event(
+            logger,
+            "connected to broker",
+            server=self.server_info.get("product"),
+            version=self.server_info.get("version"),
+            entities=len(self.consumers),
+        )
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()
@@ -272,8 +277,13 @@ class Gateway:
                 except amqp_conn.CONNECTION_ERRORS:
                     raise
                 except Exception as exc:
-                    glog.event(logger, "periodic task failed", logging.WARNING, task=getattr(fn, "__name__", "?"),
-                               error=f"{type(exc).__name__}: {exc}")
+                    glog.event(
+                        logger,
+                        "periodic task failed",
+                        logging.WARNING,
+                        task=getattr(fn, "__name__", "?"),
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
 
     def backend_for(self, entity: Entity) -> DeliveryBackend:
         """The delivery backend of ``entity`` (a BridgeError when its plugin is missing)."""
@@ -324,8 +334,7 @@ class Gateway:
     def on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         try:
             self._handle_message(entity, generation, method, props, body)
-        except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError,
-                                              pika.exceptions.ChannelClosed):
+        except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError, pika.exceptions.ChannelClosed):
             raise
         except Exception as exc:  # a bug or a plugin surprise: keep the message, keep serving
             detail = f"{type(exc).__name__}: {exc}"
@@ -333,11 +342,18 @@ class Gateway:
             self._batch_safe_rollback()
             attempts = self.store.add_attempt(key, detail)
             if attempts >= self.max_attempts:  # never an endless hot requeue loop
-                self._dead_letter(method.delivery_tag, props, body, topology.inbox_name(entity.gid), "gateway_error",
-                                  detail, attempts)
+                self._dead_letter(
+                    method.delivery_tag, props, body, topology.inbox_name(entity.gid), "gateway_error", detail, attempts
+                )
                 return
-            glog.event(logger, "message handling failed; requeued", logging.ERROR, entity=entity.label,
-                       attempt=attempts, error=detail)
+            glog.event(
+                logger,
+                "message handling failed; requeued",
+                logging.ERROR,
+                entity=entity.label,
+                attempt=attempts,
+                error=detail,
+            )
             self.channel.basic_nack(method.delivery_tag, requeue=True)
 
     def _batch_safe_rollback(self) -> None:
@@ -355,13 +371,18 @@ class Gateway:
             self._dead_letter(method.delivery_tag, props, body, queue_name, exc.reason, exc.detail)
             return
         if envelope.recipient != entity.gid:
-            self._dead_letter(method.delivery_tag, props, body, queue_name, "recipient_mismatch",
-                              f"body is addressed to {envelope.recipient}, queue belongs to {entity.gid}")
+            self._dead_letter(
+                method.delivery_tag,
+                props,
+                body,
+                queue_name,
+                "recipient_mismatch",
+                f"body is addressed to {envelope.recipient}, queue belongs to {entity.gid}",
+            )
             return
         if props is not None and getattr(props, "user_id", None):
             envelope = Envelope(**{**envelope.__dict__, "user_id": props.user_id})
-        mismatch = self._identity_policy.mode != "off" and identity.verify(
-            self.config.values, envelope, self.roster)
+        mismatch = self._identity_policy.mode != "off" and identity.verify(self.config.values, envelope, self.roster)
         if mismatch:
             self._dead_letter(method.delivery_tag, props, body, queue_name, "sender_mismatch", mismatch)
             return
@@ -379,8 +400,13 @@ class Gateway:
         # acks follow in _flush_batch (end of this burst of deliveries, or BATCH_MAX)
         backend = self.backend_for(entity)
         try:
-            size = self.burst.add(method.delivery_tag, entity, backend, envelope,
-                                  lambda tx: self.backends.deliver(entity, backend, envelope, tx))
+            size = self.burst.add(
+                method.delivery_tag,
+                entity,
+                backend,
+                envelope,
+                lambda tx: self.backends.deliver(entity, backend, envelope, tx),
+            )
         except DeliveryError as exc:
             self._flush_batch()
             attempts = self.store.add_attempt(envelope.msg_id, str(exc))
@@ -399,8 +425,14 @@ class Gateway:
             _, entity, envelope = batch[0]
             self._log_delivered(entity, envelope)
         elif batch:  # one line per committed burst: a log line per message would cost more than the delivery
-            glog.event(logger, "delivered", count=len(batch), entities=len({e.gid for _, e, _ in batch}),
-                       first=batch[0][2].msg_id, last=batch[-1][2].msg_id)
+            glog.event(
+                logger,
+                "delivered",
+                count=len(batch),
+                entities=len({e.gid for _, e, _ in batch}),
+                first=batch[0][2].msg_id,
+                last=batch[-1][2].msg_id,
+            )
 
     # --- delivering ---------------------------------------------------------------------
 
@@ -412,8 +444,14 @@ class Gateway:
         self.waiters.notify(envelope)
 
     def _log_delivered(self, entity: Entity, envelope: Envelope) -> None:
-        glog.event(logger, "delivered", entity=entity.label, kind=envelope.kind, msg=envelope.msg_id,
-                   sender=envelope.sender_label or envelope.sender[:8])
+        glog.event(
+            logger,
+            "delivered",
+            entity=entity.label,
+            kind=envelope.kind,
+            msg=envelope.msg_id,
+            sender=envelope.sender_label or envelope.sender[:8],
+        )
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Queue ``fn`` for the I/O thread (thread-safe; see :func:`.iocalls.call_soon`)."""
@@ -421,6 +459,7 @@ class Gateway:
 
     def ack_soon(self, item: Delivery) -> None:
         """Ack a worker's delivery on the I/O thread, unless its channel has been replaced."""
+
         def ack() -> None:
             if item.generation == self.generation and self.channel is not None:
                 self.burst.at_worker.discard(item.tag)
@@ -430,6 +469,7 @@ class Gateway:
 
     def dead_letter_soon(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
         """Dead-letter a worker's delivery on the I/O thread, unless its channel was replaced."""
+
         def move() -> None:
             if item.generation == self.generation:
                 self.burst.at_worker.discard(item.tag)
@@ -437,8 +477,9 @@ class Gateway:
 
         self.call_soon(move)
 
-    def _dead_letter(self, tag: int, props: Any, body: bytes, queue_name: str, reason: str,
-                     detail: str, attempts: int | None = None) -> None:
+    def _dead_letter(
+        self, tag: int, props: Any, body: bytes, queue_name: str, reason: str, detail: str, attempts: int | None = None
+    ) -> None:
         assert self.publisher is not None and self.channel is not None
         dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
 
@@ -454,7 +495,8 @@ class Gateway:
         from bridgecli.resolve import resolve_target
 
         return self.once_roster_complete(
-            lambda: resolve_target(target, registry=self.registry, roster=self.roster, force=force))
+            lambda: resolve_target(target, registry=self.registry, roster=self.roster, force=force)
+        )
 
     def once_roster_complete(self, lookup: Callable[[], T]) -> T:
         """Run ``lookup`` (something that consults the roster); while it raises
@@ -473,8 +515,14 @@ class Gateway:
 
     # --- waiting for held messages (API threads; see .waiters) ----------------------------
 
-    def add_waiter(self, recipient: str, in_reply_to: str | None = None, claims: int = 0,
-                   two_phase: bool = False, peer: str | None = None) -> Waiter:
+    def add_waiter(
+        self,
+        recipient: str,
+        in_reply_to: str | None = None,
+        claims: int = 0,
+        two_phase: bool = False,
+        peer: str | None = None,
+    ) -> Waiter:
         return self.waiters.add(recipient, in_reply_to, claims=claims, two_phase=two_phase, peer=peer)
 
     def remove_waiter(self, waiter: Waiter) -> None:
@@ -495,5 +543,6 @@ class Gateway:
     def queue_depths(self) -> dict[str, int]:
         """Ready counts of each local inbox and of the DLQ (I/O thread)."""
         assert self.connection is not None
-        return iocalls.message_counts(self.connection, [topology.inbox_name(g) for g in self.consumers]
-                                      + [topology.DLQ])
+        return iocalls.message_counts(
+            self.connection, [topology.inbox_name(g) for g in self.consumers] + [topology.DLQ]
+        )

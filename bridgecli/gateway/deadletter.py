@@ -27,8 +27,9 @@ def drain_to_dlq(channel: Any, publisher: Publisher | None, queue_name: str, rea
         if method is None:
             return moved
         headers = dict(props.headers or {})
-        headers.update({topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail,
-                        topology.QUEUE_HEADER: queue_name})
+        headers.update(
+            {topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail, topology.QUEUE_HEADER: queue_name}
+        )
         props.headers = headers
         if publisher is not None:
             publisher.publish_raw(topology.DLX, method.routing_key, body, props, mandatory=False)
@@ -38,20 +39,35 @@ def drain_to_dlq(channel: Any, publisher: Publisher | None, queue_name: str, rea
         moved += 1
 
 
-def dead_letter(publisher: Publisher, channel: Any, tag: int, props: Any, body: bytes, queue_name: str,
-                reason: str, detail: str, attempts: int | None = None) -> None:
+def dead_letter(
+    publisher: Publisher,
+    channel: Any,
+    tag: int,
+    props: Any,
+    body: bytes,
+    queue_name: str,
+    reason: str,
+    detail: str,
+    attempts: int | None = None,
+) -> None:
     """Publish one delivery to ``bridge.dlx`` with the reason in headers, then ack it on
     ``channel``: the message is never dropped silently and never blocks the queue."""
     headers = dict(getattr(props, "headers", None) or {})
-    headers.update({topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail[:1000],
-                    topology.QUEUE_HEADER: queue_name})
+    headers.update(
+        {topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail[:1000], topology.QUEUE_HEADER: queue_name}
+    )
     if attempts is not None:
         headers[topology.ATTEMPTS_HEADER] = attempts
     properties = pika.BasicProperties(
-        message_id=getattr(props, "message_id", None), correlation_id=getattr(props, "correlation_id", None),
-        type=getattr(props, "type", None), timestamp=getattr(props, "timestamp", None),
-        app_id=getattr(props, "app_id", None), content_type=getattr(props, "content_type", None),
-        delivery_mode=2, headers=headers)
+        message_id=getattr(props, "message_id", None),
+        correlation_id=getattr(props, "correlation_id", None),
+        type=getattr(props, "type", None),
+        timestamp=getattr(props, "timestamp", None),
+        app_id=getattr(props, "app_id", None),
+        content_type=getattr(props, "content_type", None),
+        delivery_mode=2,
+        headers=headers,
+    )
     routing_key = queue_name.split(".")[1] if queue_name.startswith("agent.") else queue_name
     publisher.publish_raw(topology.DLX, routing_key, body, properties, mandatory=False, what="dead letter")
     channel.basic_ack(tag)

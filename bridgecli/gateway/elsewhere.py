@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from bridgecli.gateway import log as glog
 
@@ -72,13 +73,22 @@ class Elsewhere:
         if entry is None:
             entry = self._entries[queue] = _Entry(what, retry)
             if own_leftover:
-                glog.event(logger, "queue still has this gateway's previous consumer; waiting for the broker "
-                           "to drop it", queue=queue, what=what)
+                glog.event(
+                    logger,
+                    "queue still has this gateway's previous consumer; waiting for the broker to drop it",
+                    queue=queue,
+                    what=what,
+                )
             else:
-                glog.event(logger, "queue is consumed by another client; not serving it here until it goes away",
-                           logging.WARNING, queue=queue, what=what,
-                           hint="another gateway with a copy of this host's files? (a cloned VM, a restored "
-                                "snapshot, a shared home directory): stop it")
+                glog.event(
+                    logger,
+                    "queue is consumed by another client; not serving it here until it goes away",
+                    logging.WARNING,
+                    queue=queue,
+                    what=what,
+                    hint="another gateway with a copy of this host's files? (a cloned VM, a restored "
+                    "snapshot, a shared home directory): stop it",
+                )
         elif not own_leftover:
             entry.interval = min(entry.interval * 2, 30.0)
         entry.next_at = time.monotonic() + entry.interval

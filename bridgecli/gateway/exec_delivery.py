@@ -33,18 +33,32 @@ class ExecBackend:
 
     def deliver(self, entity: Entity, envelope: Envelope) -> None:
         body = json.dumps({**envelope.to_wire(), "authenticatedUser": envelope.user_id}, ensure_ascii=False)
-        env = {**os.environ, "BRIDGE_GID": entity.gid, "BRIDGE_MSG_ID": envelope.msg_id,
-               "BRIDGE_FROM": envelope.sender, "BRIDGE_KIND": envelope.kind}
+        env = {
+            **os.environ,
+            "BRIDGE_GID": entity.gid,
+            "BRIDGE_MSG_ID": envelope.msg_id,
+            "BRIDGE_FROM": envelope.sender,
+            "BRIDGE_KIND": envelope.kind,
+        }
         try:
-            proc = subprocess.run(["/bin/sh", "-c", entity.address or "false"], input=body.encode(),
-                                  capture_output=True, timeout=TIMEOUT, env=env)
+            proc = subprocess.run(
+                ["/bin/sh", "-c", entity.address or "false"],
+                input=body.encode(),
+                capture_output=True,
+                timeout=TIMEOUT,
+                env=env,
+            )
         except subprocess.TimeoutExpired:
-            raise DeliveryError(f"exec command for {entity.label} did not finish in {TIMEOUT:g}s",
-                                "make the command faster or return sooner") from None
+            raise DeliveryError(
+                f"exec command for {entity.label} did not finish in {TIMEOUT:g}s",
+                "make the command faster or return sooner",
+            ) from None
         if proc.returncode != 0:
             tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
-            raise DeliveryError(f"exec command for {entity.label} exited {proc.returncode}: {' | '.join(tail)}",
-                                "fix the command; the message will be retried")
+            raise DeliveryError(
+                f"exec command for {entity.label} exited {proc.returncode}: {' | '.join(tail)}",
+                "fix the command; the message will be retried",
+            )
 
     def status(self, entity: Entity) -> str:
         return "idle"

@@ -34,15 +34,17 @@ class HoldBackend:
     def deliver(self, entity: Entity, envelope: Envelope, tx: Transaction | None = None) -> None:
         self.record(envelope, HELD, tx=tx)
 
-    def record(self, envelope: Envelope, state: str, received: float | None = None,
-               tx: Transaction | None = None) -> bool:
+    def record(
+        self, envelope: Envelope, state: str, received: float | None = None, tx: Transaction | None = None
+    ) -> bool:
         """Write the message (and its dedup record) as ``state``: ``held``, or ``drained`` when
         the gateway hands it to a waiting local call at once. False for a duplicate."""
         try:
             return self.store.record(envelope, state, received=received, tx=tx)
         except Exception as exc:  # sqlite full/locked: retryable
-            raise DeliveryError(f"cannot hold message {envelope.msg_id}: {exc}",
-                                "check free space in the state dir") from exc
+            raise DeliveryError(
+                f"cannot hold message {envelope.msg_id}: {exc}", "check free space in the state dir"
+            ) from exc
 
     def status(self, entity: Entity) -> str:
         return "idle"

@@ -29,19 +29,22 @@ class IdentityPolicy:
     trusted_users: frozenset[str] = frozenset()
 
     @classmethod
-    def from_config(cls, values: dict[str, Any]) -> "IdentityPolicy":
+    def from_config(cls, values: dict[str, Any]) -> IdentityPolicy:
         trusted = values.get("security.trusted_users") or ""
-        return cls(mode=values.get("security.sender_check") or "off",
-                   host_user=values.get("security.host_user") or "{host}",
-                   trusted_users=frozenset(u.strip() for u in trusted.split(",") if u.strip()))
+        return cls(
+            mode=values.get("security.sender_check") or "off",
+            host_user=values.get("security.host_user") or "{host}",
+            trusted_users=frozenset(u.strip() for u in trusted.split(",") if u.strip()),
+        )
 
     def expected_user(self, host: str) -> str:
         """The RabbitMQ user that host ``host`` must publish as."""
         return self.host_user.replace("{host}", host)
 
 
-def check_sender(policy: IdentityPolicy, *, user_id: str | None, from_host: str | None,
-                 roster_host: str | None = None) -> str | None:
+def check_sender(
+    policy: IdentityPolicy, *, user_id: str | None, from_host: str | None, roster_host: str | None = None
+) -> str | None:
     """None when the claimed origin is acceptable, else a one-line reason for the DLQ.
 
     ``roster_host`` is where the roster says the sender gid lives (None: unknown, e.g. the
@@ -59,11 +62,12 @@ def check_sender(policy: IdentityPolicy, *, user_id: str | None, from_host: str 
         return f"message from user {user_id!r} names no fromHost"
     expected = policy.expected_user(from_host)
     if user_id != expected:
-        return (f"fromHost {from_host!r} must be published by user {expected!r}, "
-                f"but was published by {user_id!r}")
+        return f"fromHost {from_host!r} must be published by user {expected!r}, but was published by {user_id!r}"
     if roster_host is not None and roster_host != from_host:
-        return (f"sender gid is announced on host {roster_host!r}, but the message claims "
-                f"fromHost {from_host!r} (user {user_id!r})")
+        return (
+            f"sender gid is announced on host {roster_host!r}, but the message claims "
+            f"fromHost {from_host!r} (user {user_id!r})"
+        )
     return None
 
 
@@ -80,5 +84,4 @@ def verify(values: dict[str, Any], envelope: Envelope, roster: Any = None) -> st
         except Exception:  # the roster is advisory here; never fail a delivery on it
             entry = None
         roster_host = getattr(entry, "host", None) if entry is not None else None
-    return check_sender(policy, user_id=envelope.user_id, from_host=envelope.sender_host,
-                        roster_host=roster_host)
+    return check_sender(policy, user_id=envelope.user_id, from_host=envelope.sender_host, roster_host=roster_host)

@@ -8,8 +8,9 @@ its own, kept across reconnects (a second worker for one entity would break its 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from bridgecli.amqp import topology
 from bridgecli.errors import BridgeError
@@ -83,16 +84,23 @@ class Inboxes:
         try:
             backend = host.backends.for_entity(entity)
         except BridgeError as exc:
-            glog.event(logger, "entity has no usable backend; not consuming", logging.ERROR,
-                       entity=entity.label, error=str(exc))
+            glog.event(
+                logger,
+                "entity has no usable backend; not consuming",
+                logging.ERROR,
+                entity=entity.label,
+                error=str(exc),
+            )
             return
         if not host.backends.traits(entity).inline and consumer.worker is None:
             consumer.worker = EntityWorker(host, entity, backend)
             consumer.worker.start()
         generation = host.generation
         consumer.tag = host.channel.basic_consume(
-            queue, lambda ch, method, props, body: host.on_message(entity, generation, method, props, body),
-            exclusive=host.exclusive)
+            queue,
+            lambda ch, method, props, body: host.on_message(entity, generation, method, props, body),
+            exclusive=host.exclusive,
+        )
 
     def _reattach(self, entity: Entity) -> None:
         if entity.gid in self.consumers and self.consumers[entity.gid].tag is None:
@@ -112,8 +120,13 @@ class Inboxes:
         if host.connection is not None:
             side = host.connection.channel()  # a 404 here must not close the consumer channel
             try:
-                moved = drain_to_dlq(side, host.publisher, topology.inbox_name(entity.gid),
-                                     "recipient_unregistered", f"entity {entity.label} was unregistered")
+                moved = drain_to_dlq(
+                    side,
+                    host.publisher,
+                    topology.inbox_name(entity.gid),
+                    "recipient_unregistered",
+                    f"entity {entity.label} was unregistered",
+                )
                 if side.is_open:
                     side.queue_delete(topology.inbox_name(entity.gid))
             finally:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 import pika
 import pika.exceptions
@@ -39,13 +40,18 @@ def call_soon(connection: pika.BlockingConnection | None, fn: Callable[[], None]
         pass  # connection gone: the broker redelivers
 
 
-def run_on_io(current: Callable[[], pika.BlockingConnection | None], connected: threading.Event,
-              fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+def run_on_io(
+    current: Callable[[], pika.BlockingConnection | None],
+    connected: threading.Event,
+    fn: Callable[[], Any],
+    timeout: float = 30.0,
+) -> Any:
     """Run ``fn`` on the I/O thread of the connection ``current()`` returns, once ``connected``,
     and return its result (from any other thread); BrokerUnavailable when that cannot be."""
     if not connected.wait(timeout=min(timeout, 5.0)):
-        raise BrokerUnavailable("the gateway is not connected to the broker right now",
-                                "see the gateway's log; it reconnects by itself")
+        raise BrokerUnavailable(
+            "the gateway is not connected to the broker right now", "see the gateway's log; it reconnects by itself"
+        )
     future: Future = Future()
 
     def call() -> None:
@@ -65,8 +71,7 @@ def run_on_io(current: Callable[[], pika.BlockingConnection | None], connected: 
         future.cancel()
         raise BrokerUnavailable("the gateway's broker connection is stalled", "retry in a moment") from None
     except amqp_conn.CONNECTION_ERRORS as exc:
-        raise BrokerUnavailable(f"lost the broker connection ({type(exc).__name__})",
-                                "retry in a moment") from None
+        raise BrokerUnavailable(f"lost the broker connection ({type(exc).__name__})", "retry in a moment") from None
 
 
 def message_counts(connection: pika.BlockingConnection, queues: list[str]) -> dict[str, int]:

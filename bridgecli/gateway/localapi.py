@@ -14,8 +14,9 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, Conflict, Rejected
@@ -60,8 +61,10 @@ class LocalApi:
             except OSError:
                 self.path.unlink()  # stale socket of a dead gateway
             else:
-                raise Conflict(f"a gateway is already running on {self.path}",
-                               "stop it first, or give this one other XDG_RUNTIME_DIR / BRIDGE_GATEWAY_SOCKET")
+                raise Conflict(
+                    f"a gateway is already running on {self.path}",
+                    "stop it first, or give this one other XDG_RUNTIME_DIR / BRIDGE_GATEWAY_SOCKET",
+                )
             finally:
                 probe.close()
         api = self
@@ -128,21 +131,27 @@ class LocalApi:
         op = request.pop("op")
         handler: Callable[..., dict[str, Any]] | None = operations.OPS.get(op)
         if handler is None:
-            return _error(Rejected(f"unknown operation {op!r}",
-                                   "the CLI and the gateway may be different versions; restart the gateway"))
+            return _error(
+                Rejected(
+                    f"unknown operation {op!r}",
+                    "the CLI and the gateway may be different versions; restart the gateway",
+                )
+            )
         started = time.monotonic()
         try:
             result = handler(self.gateway, **request)
         except BridgeError as exc:
             return _error(exc)
         except TypeError as exc:
-            return _error(Rejected(f"bad parameters for {op}: {exc}",
-                                   "check the request fields; after an upgrade of bridge, restart the gateway"))
+            return _error(
+                Rejected(
+                    f"bad parameters for {op}: {exc}",
+                    "check the request fields; after an upgrade of bridge, restart the gateway",
+                )
+            )
         except Exception as exc:
-            glog.event(logger, "local API operation failed", logging.ERROR, op=op,
-                       error=f"{type(exc).__name__}: {exc}")
-            return _error(BridgeError(f"gateway failed on {op}: {type(exc).__name__}: {exc}",
-                                      "see the gateway's log"))
+            glog.event(logger, "local API operation failed", logging.ERROR, op=op, error=f"{type(exc).__name__}: {exc}")
+            return _error(BridgeError(f"gateway failed on {op}: {type(exc).__name__}: {exc}", "see the gateway's log"))
         if logger.isEnabledFor(logging.DEBUG):  # the op's own events are logged at INFO already
             glog.event(logger, "api", logging.DEBUG, op=op, ms=round((time.monotonic() - started) * 1000, 1))
         return {"ok": True, **result}

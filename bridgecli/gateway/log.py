@@ -6,7 +6,8 @@ import json
 import logging
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: (whole second, its HH:MM:SS): gateways log several lines a second, strftime each time is not free
 _last_stamp: tuple[int, str] = (-1, "")
@@ -38,14 +39,12 @@ def _json_line(created: float, level: str, message: str, fields: dict[str, Any])
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return _json_line(record.created, record.levelname.lower(), record.getMessage(),
-                          getattr(record, "fields", {}))
+        return _json_line(record.created, record.levelname.lower(), record.getMessage(), getattr(record, "fields", {}))
 
 
 class _HumanFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return _human_line(record.created, record.levelname.lower(), record.getMessage(),
-                           getattr(record, "fields", {}))
+        return _human_line(record.created, record.levelname.lower(), record.getMessage(), getattr(record, "fields", {}))
 
 
 class _LineHandler(logging.StreamHandler):
@@ -72,8 +71,13 @@ class _LineHandler(logging.StreamHandler):
             self.handleError(logging.LogRecord("bridgecli.gateway", level, __file__, 0, message, None, None))
 
 
-_LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warning",
-                logging.ERROR: "error", logging.CRITICAL: "critical"}
+_LEVEL_NAMES = {
+    logging.DEBUG: "debug",
+    logging.INFO: "info",
+    logging.WARNING: "warning",
+    logging.ERROR: "error",
+    logging.CRITICAL: "critical",
+}
 
 
 def setup(fmt: str = "human") -> logging.Logger:

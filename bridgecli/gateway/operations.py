@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from bridgecli import __version__, messaging
 from bridgecli import roster as roster_mod
@@ -20,8 +21,15 @@ from bridgecli.gateway import registration
 from bridgecli.hoststate.entities import short
 from bridgecli.hoststate.store import DELIVERED, DRAINED, TAKEN
 from bridgecli.hoststate.wire import entity_dict, message_dict
-from bridgecli.requests import (PollRequest, RegisterRequest, RosterRequest, SendRequest, SpawnRequest,
-                                StopRequest, UnregisterRequest)
+from bridgecli.requests import (
+    PollRequest,
+    RegisterRequest,
+    RosterRequest,
+    SendRequest,
+    SpawnRequest,
+    StopRequest,
+    UnregisterRequest,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -36,7 +44,7 @@ PENDING = "pending"
 CONFIRM_TIMEOUT = 30.0
 
 
-def op_status(gw: "Gateway") -> dict[str, Any]:
+def op_status(gw: Gateway) -> dict[str, Any]:
     from bridgecli.amqp.uri import resolve_broker_uri
 
     depths: dict[str, int] = {}
@@ -63,23 +71,44 @@ def op_status(gw: "Gateway") -> dict[str, Any]:
         uris = [redact(u) for u in resolve_broker_uri(gw.config)]
     except Exception:
         uris = []
-    return {"host": gw.host, "version": __version__, "pid": os.getpid(), "uptime": round(time.time() - gw.started, 1),
-            "broker": {"connected": gw.connected.is_set(), "publishing": gw.lane.ready.is_set(),
-                       "uris": uris, "server": gw.server_info},
-            "store": {"synchronous": store_mode, "sync_before_ack": True, "syncs": gw.store.syncs},
-            "elsewhere": sorted(list(gw.elsewhere)), "entities": entities, "dedup_size": gw.store.size(),
-            "dlq_depth": depths.get("bridge.dlq"),
-            "extra": {name: fn() for name, fn in gw.status_extras.items()}}
+    return {
+        "host": gw.host,
+        "version": __version__,
+        "pid": os.getpid(),
+        "uptime": round(time.time() - gw.started, 1),
+        "broker": {
+            "connected": gw.connected.is_set(),
+            "publishing": gw.lane.ready.is_set(),
+            "uris": uris,
+            "server": gw.server_info,
+        },
+        "store": {"synchronous": store_mode, "sync_before_ack": True, "syncs": gw.store.syncs},
+        "elsewhere": sorted(list(gw.elsewhere)),
+        "entities": entities,
+        "dedup_size": gw.store.size(),
+        "dlq_depth": depths.get("bridge.dlq"),
+        "extra": {name: fn() for name, fn in gw.status_extras.items()},
+    }
 
 
-def op_register(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+def op_register(gw: Gateway, **wire: Any) -> dict[str, Any]:
     request = RegisterRequest.from_wire(wire)
-    return {"entity": entity_dict(_register(gw, label=request.label, role=request.role, deliver=request.deliver,
-                                            gid=request.gid, launcher=request.launcher,
-                                            launch_data=request.launch_data))}
+    return {
+        "entity": entity_dict(
+            _register(
+                gw,
+                label=request.label,
+                role=request.role,
+                deliver=request.deliver,
+                gid=request.gid,
+                launcher=request.launcher,
+                launch_data=request.launch_data,
+            )
+        )
+    }
 
 
-def _register(gw: "Gateway", **fields: Any) -> Any:
+def _register(gw: Gateway, **fields: Any) -> Any:
     """Store an entity and start serving it (its inbox consumed, its presence announced)."""
     entity = registration.register(gw.registry, gw.plugins, gw.config, grants=gw.grants, **fields)
     try:
@@ -90,19 +119,20 @@ def _register(gw: "Gateway", **fields: Any) -> Any:
     return entity
 
 
-def _sender(gw: "Gateway", given: str | None, result: dict[str, Any]) -> messaging.Identity:
+def _sender(gw: Gateway, given: str | None, result: dict[str, Any]) -> messaging.Identity:
     """Who speaks (:func:`bridgecli.sender.resolve`); a default identity registered just now
     is reported in ``result["registered"]`` for the client to tell its user."""
     from bridgecli import sender
 
-    identity, created = sender.resolve(gw.registry, given, host_id=gw.host,
-                                       register=lambda **fields: _register(gw, **fields))
+    identity, created = sender.resolve(
+        gw.registry, given, host_id=gw.host, register=lambda **fields: _register(gw, **fields)
+    )
     if created is not None:
         result["registered"] = {"gid": created.gid, "label": created.label}
     return identity
 
 
-def op_unregister(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+def op_unregister(gw: Gateway, **wire: Any) -> dict[str, Any]:
     entity = gw.registry.resolve(UnregisterRequest.from_wire(wire).target)
     moved = gw.on_io(lambda: gw.detach_entity(entity))
     gw.registry.remove(entity.gid)
@@ -110,7 +140,7 @@ def op_unregister(gw: "Gateway", **wire: Any) -> dict[str, Any]:
     return {"entity": entity_dict(entity), "dead_lettered": moved}
 
 
-def op_entities(gw: "Gateway") -> dict[str, Any]:
+def op_entities(gw: Gateway) -> dict[str, Any]:
     rows = []
     for entity in gw.registry.all():
         row = entity_dict(entity)
@@ -119,11 +149,11 @@ def op_entities(gw: "Gateway") -> dict[str, Any]:
     return {"entities": rows}
 
 
-def op_resolve(gw: "Gateway", target: str, force: bool = False) -> dict[str, Any]:
+def op_resolve(gw: Gateway, target: str, force: bool = False) -> dict[str, Any]:
     return {"gid": gw.resolve_target(target, force=force)}
 
 
-def op_send(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+def op_send(gw: Gateway, **wire: Any) -> dict[str, Any]:
     """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional wait
     (:class:`~bridgecli.requests.SendRequest`). With ``confirm`` the reply of a ``wait``
     stays recoverable until the client confirms it (op ``confirm``; it is held again if the
@@ -135,8 +165,12 @@ def op_send(gw: "Gateway", **wire: Any) -> dict[str, Any]:
     envelopes = messaging.compose_request(request, identity, to, host=gw.host, max_content_bytes=gw.max_content)
     if request.bulk:
         gw.publish(envelopes, delay_ms=request.delay_ms, timeout=max(30.0, len(envelopes) * 0.05))
-        return {"msgIds": [e.msg_id for e in envelopes], "to": to.recipient,
-                "kind": envelopes[0].kind if envelopes else None, **result}
+        return {
+            "msgIds": [e.msg_id for e in envelopes],
+            "to": to.recipient,
+            "kind": envelopes[0].kind if envelopes else None,
+            **result,
+        }
     [envelope] = envelopes
     result = {"msgId": envelope.msg_id, "to": to.recipient, "kind": envelope.kind, **result}
     if not request.wait:
@@ -153,9 +187,16 @@ def op_send(gw: "Gateway", **wire: Any) -> dict[str, Any]:
                 waiter.event.set()
 
         confirmed.add_done_callback(on_confirm)
-        result["reply"] = _await_reply(gw, waiter, identity.gid, envelope.msg_id, float(request.wait), confirmed,
-                                       look_first=request.new_id is not None,
-                                       mark=TAKEN if request.confirm else DRAINED)
+        result["reply"] = _await_reply(
+            gw,
+            waiter,
+            identity.gid,
+            envelope.msg_id,
+            float(request.wait),
+            confirmed,
+            look_first=request.new_id is not None,
+            mark=TAKEN if request.confirm else DRAINED,
+        )
         if request.confirm and result["reply"].get("state") != DELIVERED:
             result[PENDING] = [result["reply"]["msgId"]]
         return result
@@ -163,8 +204,16 @@ def op_send(gw: "Gateway", **wire: Any) -> dict[str, Any]:
         gw.remove_waiter(waiter)
 
 
-def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: float,
-                 confirm: Future, look_first: bool = True, mark: str = DRAINED) -> dict[str, Any]:
+def _await_reply(
+    gw: Gateway,
+    waiter: Any,
+    gid: str,
+    msg_id: str,
+    timeout: float,
+    confirm: Future,
+    look_first: bool = True,
+    mark: str = DRAINED,
+) -> dict[str, Any]:
     """Wait for the reply and the message's confirm *together*: a reply proves delivery, so
     once it is here the confirm no longer matters (a persistent message may be confirmed only
     after the broker's next disk sync). A failed confirm ends the wait with its error; at the
@@ -188,8 +237,10 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             await_confirm(confirm, started + CONFIRM_TIMEOUT)
-            raise Timeout(f"no reply to {msg_id} within {timeout:g}s",
-                          "the reply will be held for you: collect it later with `bridge poll`")
+            raise Timeout(
+                f"no reply to {msg_id} within {timeout:g}s",
+                "the reply will be held for you: collect it later with `bridge poll`",
+            )
         woken = waiter.event.wait(min(remaining, 1.0))
         waiter.event.clear()
         # reset only when seen set, and before the look: a reply committed after that sets it
@@ -202,31 +253,43 @@ def _await_reply(gw: "Gateway", waiter: Any, gid: str, msg_id: str, timeout: flo
             look = not woken
 
 
-def op_poll(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+def op_poll(gw: Gateway, **wire: Any) -> dict[str, Any]:
     """Drain held messages (:class:`~bridgecli.requests.PollRequest`); with ``peek`` return
     them without draining — the caller then confirms with op ``ack`` once it has handed them
     on (no loss if it dies in between). With ``confirm`` they are taken, not drained, until
     the client confirms them (op ``confirm``), and held again if it goes away first. With
     ``peer`` (a gid or label) only that sender's messages are taken; the others stay held."""
     request = PollRequest.from_wire(wire)
-    gid, wait, limit, peek, confirm, peer = (request.gid, request.wait, request.limit, request.peek,
-                                             request.confirm, request.peer)
+    gid, wait, limit, peek, confirm, peer = (
+        request.gid,
+        request.wait,
+        request.limit,
+        request.peek,
+        request.confirm,
+        request.peer,
+    )
     peer_gid = gw.resolve_target(peer, force=True) if peer else None
     registered: dict[str, Any] = {}
     identity = _sender(gw, gid, registered)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
     mark = TAKEN if confirm else DRAINED
     # a draining poll takes messages handed over at hold time; a peek only wants the wakeup
-    waiter = gw.add_waiter(identity.gid, claims=0 if peek else int(limit), two_phase=confirm,
-                           peer=peer_gid) if wait else None
+    waiter = (
+        gw.add_waiter(identity.gid, claims=0 if peek else int(limit), two_phase=confirm, peer=peer_gid)
+        if wait
+        else None
+    )
     try:
         while True:
             if peek:
                 messages = gw.store.peek(identity.gid, limit=int(limit), sender=peer_gid)
             else:
                 handed = gw.take_handed(waiter) if waiter is not None else []
-                messages = (gw.store.drain(identity.gid, limit=int(limit) - len(handed), mark=mark,
-                                           sender=peer_gid) if len(handed) < limit else [])
+                messages = (
+                    gw.store.drain(identity.gid, limit=int(limit) - len(handed), mark=mark, sender=peer_gid)
+                    if len(handed) < limit
+                    else []
+                )
                 if handed:
                     messages = sorted(messages + handed, key=lambda m: m.received)
             if messages or waiter is None or time.monotonic() >= deadline:
@@ -243,21 +306,20 @@ def op_poll(gw: "Gateway", **wire: Any) -> dict[str, Any]:
             gw.remove_waiter(waiter)
 
 
-def op_confirm(gw: "Gateway", msg_ids: list[str]) -> dict[str, Any]:
+def op_confirm(gw: Gateway, msg_ids: list[str]) -> dict[str, Any]:
     """The client has the messages a ``confirm`` poll or send handed it (see :data:`PENDING`)."""
     ids = [str(m) for m in msg_ids]
     return {"confirmed": gw.store.confirm(ids), "confirmedIds": ids}
 
 
-def op_ack(gw: "Gateway", msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
+def op_ack(gw: Gateway, msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
     """Confirm messages returned by ``poll`` with ``peek``: they leave the hold."""
     registered: dict[str, Any] = {}
     identity = _sender(gw, gid, registered)
     return {"gid": identity.gid, "acked": gw.store.ack(identity.gid, list(msg_ids)), **registered}
 
 
-def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0,
-            baseline: int | None = None) -> dict[str, Any]:
+def op_held(gw: Gateway, gid: str | None = None, wait: float = 0.0, baseline: int | None = None) -> dict[str, Any]:
     """How many messages are held for an entity, without draining them. With ``wait``,
     block until at least one is — or, given ``baseline``, until the count differs from it
     (the MCP server uses this to push notifications without re-polling)."""
@@ -270,8 +332,7 @@ def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0,
             count = gw.store.held_count(identity.gid)
             changed = count != baseline if baseline is not None else count > 0
             if changed or waiter is None or time.monotonic() >= deadline:
-                return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid),
-                        **registered}
+                return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid), **registered}
             waiter.event.wait(min(deadline - time.monotonic(), 1.0))
             waiter.event.clear()
     finally:
@@ -279,30 +340,37 @@ def op_held(gw: "Gateway", gid: str | None = None, wait: float = 0.0,
             gw.remove_waiter(waiter)
 
 
-def op_show(gw: "Gateway", msg_id: str) -> dict[str, Any]:
+def op_show(gw: Gateway, msg_id: str) -> dict[str, Any]:
     original = messaging.original_message(gw.store, msg_id)
     stored = gw.store.get(original.msg_id)
     return {"message": message_dict(stored or original)}
 
 
-def op_roster(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+def op_roster(gw: Gateway, **wire: Any) -> dict[str, Any]:
     host = RosterRequest.from_wire(wire).host
     view = gw.roster
     if view is None:
         return {"entries": [], "gateways": [], "interval": None}
-    return {"entries": [e.as_dict() for e in view.entries(host)],
-            "gateways": [g.__dict__ for g in view.gateways()],
-            "interval": gw.config.values["roster.interval"]}
+    return {
+        "entries": [e.as_dict() for e in view.entries(host)],
+        "gateways": [g.__dict__ for g in view.gateways()],
+        "interval": gw.config.values["roster.interval"],
+    }
 
 
-def op_spawn(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+def op_spawn(gw: Gateway, **wire: Any) -> dict[str, Any]:
     from bridgecli import control_client
 
     request = SpawnRequest.from_wire(wire)
     gw.once_roster_complete(lambda: control_client.require_live_host(gw.roster, request.host))
-    result = control_client.spawn(gw.config, profile=request.profile, host=request.host, label=request.label,
-                                  wait_ready=float(request.wait_ready) if request.wait_ready else None,
-                                  requester=_requester(gw, request.sender))
+    result = control_client.spawn(
+        gw.config,
+        profile=request.profile,
+        host=request.host,
+        label=request.label,
+        wait_ready=float(request.wait_ready) if request.wait_ready else None,
+        requester=_requester(gw, request.sender),
+    )
     # the answer can overtake the new entity's first heartbeat: put it in our view now, so
     # `bridge send <new gid>` right after `bridge spawn` is not refused as unannounced
     if gw.roster is not None:
@@ -310,7 +378,7 @@ def op_spawn(gw: "Gateway", **wire: Any) -> dict[str, Any]:
     return result
 
 
-def op_stop(gw: "Gateway", **wire: Any) -> dict[str, Any]:
+def op_stop(gw: Gateway, **wire: Any) -> dict[str, Any]:
     from bridgecli import control_client
 
     request = StopRequest.from_wire(wire)
@@ -322,8 +390,7 @@ def op_stop(gw: "Gateway", **wire: Any) -> dict[str, Any]:
         local = gw.registry.get(gid)
         host = local.host if local else (entry.host if entry else None)
         if host is None:
-            raise NotFoundError(f"{target!r} is not in the roster, so its host is unknown",
-                                "check `bridge roster`")
+            raise NotFoundError(f"{target!r} is not in the roster, so its host is unknown", "check `bridge roster`")
         control_client.require_live_host(gw.roster, host)
         return gid, host
 
@@ -332,7 +399,7 @@ def op_stop(gw: "Gateway", **wire: Any) -> dict[str, Any]:
     return control_client.request(gw.config, host, payload, timeout=30)
 
 
-def _requester(gw: "Gateway", sender: str | None) -> dict[str, Any]:
+def _requester(gw: Gateway, sender: str | None) -> dict[str, Any]:
     from bridgecli.control_client import requester_identity
 
     return requester_identity(gw.registry, sender, gw.host)

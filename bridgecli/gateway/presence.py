@@ -16,7 +16,8 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import pika
 
@@ -85,11 +86,15 @@ class Presence:
         gw.on_stop_hooks.append(self.on_stop)
         gw.add_periodic(min(0.25, self.interval / 4), self._tick)
         gw.add_periodic(min(1.0, self.interval / 2), self.expire)
-        gw.add_status("roster", lambda: (f"{len(self.view.entries())} entities on "
-                                         f"{len(self.view.gateways())} gateways; "
-                                         f"heartbeats sent {self.sent}, received {self.received}"
-                                         + ("" if self.listener and self.listener.connected.is_set()
-                                            else "; roster listener not connected")))
+        gw.add_status(
+            "roster",
+            lambda: (
+                f"{len(self.view.entries())} entities on "
+                f"{len(self.view.gateways())} gateways; "
+                f"heartbeats sent {self.sent}, received {self.received}"
+                + ("" if self.listener and self.listener.connected.is_set() else "; roster listener not connected")
+            ),
+        )
         self._status_thread.start()
         self.listener = RosterListener(gw.config, gw.host, self._on_frame, on_connected=self._listening)
 
@@ -122,10 +127,16 @@ class Presence:
         if self.listener is not None:
             self.listener.stop()
         try:
-            frames = [(entity.gid, roster_mod.gone_frame(host=self.gw.host, gid=entity.gid, reason="gateway stopped"))
-                      for entity in self.gw.registry.all()]
-            frames.append((roster_mod.GATEWAY_KEY, roster_mod.gone_frame(
-                host=self.gw.host, gid=roster_mod.GATEWAY_KEY, reason="gateway stopped")))
+            frames = [
+                (entity.gid, roster_mod.gone_frame(host=self.gw.host, gid=entity.gid, reason="gateway stopped"))
+                for entity in self.gw.registry.all()
+            ]
+            frames.append(
+                (
+                    roster_mod.GATEWAY_KEY,
+                    roster_mod.gone_frame(host=self.gw.host, gid=roster_mod.GATEWAY_KEY, reason="gateway stopped"),
+                )
+            )
             self._publish_all(frames)
         except Exception as exc:
             glog.event(logger, "could not announce shutdown", logging.WARNING, error=str(exc))
@@ -145,10 +156,12 @@ class Presence:
         """Hand (gid, body) frames to the gateway's publish lane (never the consuming
         connection; see PublishLane.send_soft). Roster frames are soft state: no confirm wait,
         not persistent, expiring after three intervals."""
-        props = pika.BasicProperties(content_type="application/json", delivery_mode=1,
-                                     expiration=str(int(self.interval * 1000 * 3)))
-        if self.gw.lane.send_soft([(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body, props)
-                                   for gid, body in frames]):
+        props = pika.BasicProperties(
+            content_type="application/json", delivery_mode=1, expiration=str(int(self.interval * 1000 * 3))
+        )
+        if self.gw.lane.send_soft(
+            [(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body, props) for gid, body in frames]
+        ):
             self.sent += len(frames)
 
     def _publish(self, gid: str, body: bytes) -> None:
@@ -156,8 +169,12 @@ class Presence:
 
     def _heartbeat(self, entity: Entity) -> tuple[str, bytes]:
         return entity.gid, roster_mod.heartbeat_frame(
-            host=self.gw.host, version=__version__, interval=self.interval, entity=entity,
-            status=self.statuses.get(entity.gid, "unknown"))
+            host=self.gw.host,
+            version=__version__,
+            interval=self.interval,
+            entity=entity,
+            status=self.statuses.get(entity.gid, "unknown"),
+        )
 
     def heartbeat_one(self, entity: Entity) -> None:
         self._publish_all([self._heartbeat(entity)])
@@ -165,9 +182,19 @@ class Presence:
     def heartbeat_all(self) -> None:
         entities = self.gw.registry.all()
         frames = [self._heartbeat(entity) for entity in entities]
-        frames.append((roster_mod.GATEWAY_KEY, roster_mod.heartbeat_frame(
-            host=self.gw.host, version=__version__, interval=self.interval, entities=len(entities),
-            profiles=self.gw.config.profiles(), started=self.gw.started)))
+        frames.append(
+            (
+                roster_mod.GATEWAY_KEY,
+                roster_mod.heartbeat_frame(
+                    host=self.gw.host,
+                    version=__version__,
+                    interval=self.interval,
+                    entities=len(entities),
+                    profiles=self.gw.config.profiles(),
+                    started=self.gw.started,
+                ),
+            )
+        )
         self._publish_all(frames)
 
     def announce_gone(self, gid: str, reason: str) -> None:
@@ -206,7 +233,8 @@ class Presence:
         try:
             if entity.launcher:
                 launched = self._launcher(entity.launcher).status(
-                    LaunchHandle(launcher=entity.launcher, deliver=entity.deliver, data=dict(entity.launch_data)))
+                    LaunchHandle(launcher=entity.launcher, deliver=entity.deliver, data=dict(entity.launch_data))
+                )
                 if launched == "gone":
                     return launched
             return self.gw.backend_for(entity).status(entity)

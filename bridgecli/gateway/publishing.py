@@ -36,8 +36,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("bridgecli.gateway")
 
 #: errors after which the lane's connection (or its channel) is no good any more
-_BROKEN = amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError, pika.exceptions.ChannelClosed,
-                                         pika.exceptions.ChannelWrongStateError)
+_BROKEN = amqp_conn.CONNECTION_ERRORS + (
+    pika.exceptions.AMQPConnectionError,
+    pika.exceptions.ChannelClosed,
+    pika.exceptions.ChannelWrongStateError,
+)
 #: how long opening the lane's channel and turning on confirms may take
 OPEN_TIMEOUT = 10.0
 #: after a nack, how long new publishes wait for the old channel's outstanding confirms
@@ -100,8 +103,14 @@ class PublishLane:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        keep_connected(self._stop, "publish lane", connect=self._connect, serve=self._serve, close=self._close,
-                       lost=_BROKEN + (pika.exceptions.AMQPError,))
+        keep_connected(
+            self._stop,
+            "publish lane",
+            connect=self._connect,
+            serve=self._serve,
+            close=self._close,
+            lost=_BROKEN + (pika.exceptions.AMQPError,),
+        )
 
     def _serve(self) -> None:
         while not self._stop.is_set() and not self._broken:
@@ -137,14 +146,15 @@ class PublishLane:
         drives), in confirm mode, with our ack/nack, return and close callbacks."""
         channel = amqp_conn.open_async_channel(connection, OPEN_TIMEOUT, "publish")
         # a channel renewed after a nack may still answer late: only the current one counts
-        channel.add_on_return_callback(
-            lambda *args: self._on_return(*args) if channel is self._channel else None)
+        channel.add_on_return_callback(lambda *args: self._on_return(*args) if channel is self._channel else None)
         channel.add_on_close_callback(self._on_channel_closed)
         confirming: list[Any] = []
-        channel.confirm_delivery(lambda frame: self._on_confirm(frame) if channel is self._channel else None,
-                                 callback=confirming.append)
-        amqp_conn.wait_for_callback(connection, confirming, OPEN_TIMEOUT,
-                                    "the broker did not turn on publisher confirms")
+        channel.confirm_delivery(
+            lambda frame: self._on_confirm(frame) if channel is self._channel else None, callback=confirming.append
+        )
+        amqp_conn.wait_for_callback(
+            connection, confirming, OPEN_TIMEOUT, "the broker did not turn on publisher confirms"
+        )
         return channel
 
     def _close(self) -> None:
@@ -162,9 +172,13 @@ class PublishLane:
             lost.extend(self._queued)
             self._queued = set()
         for future in lost:
-            _fail(future, BrokerUnavailable(
-                "lost the broker connection before the broker confirmed the message",
-                "it may or may not have been delivered: resend with the same --id (a repeat is dropped)"))
+            _fail(
+                future,
+                BrokerUnavailable(
+                    "lost the broker connection before the broker confirmed the message",
+                    "it may or may not have been delivered: resend with the same --id (a repeat is dropped)",
+                ),
+            )
 
     # --- publishing (any thread) --------------------------------------------------------
 
@@ -174,16 +188,16 @@ class PublishLane:
         for future in self.submit(envelopes, delay_ms=delay_ms, timeout=timeout):
             await_confirm(future, deadline)
 
-    def submit(self, envelopes: list[Envelope], delay_ms: int | None = None,
-               timeout: float = 30.0) -> list[Future]:
+    def submit(self, envelopes: list[Envelope], delay_ms: int | None = None, timeout: float = 30.0) -> list[Future]:
         """Hand ``envelopes`` to the lane thread and return one future per message, resolved
         by its confirm (or failed with its typed error) — for a caller that has something
         better to wait for, such as the reply that proves delivery (``send --wait``)."""
         if not envelopes:
             return []
         if not self.ready.wait(timeout=min(timeout, 5.0)):
-            raise BrokerUnavailable("the gateway is not connected to the broker right now",
-                                    "see the gateway's log; it reconnects by itself")
+            raise BrokerUnavailable(
+                "the gateway is not connected to the broker right now", "see the gateway's log; it reconnects by itself"
+            )
         connection = self._connection
         if connection is None:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment")
@@ -246,8 +260,11 @@ class PublishLane:
         except Exception as exc:
             if isinstance(exc, _BROKEN) or self._channel is None:
                 self._broken = True  # the loop reconnects; _close fails what is in flight
-            error = exc if isinstance(exc, BrokerUnavailable) else BrokerUnavailable(
-                f"publishing failed ({type(exc).__name__}: {exc})", "retry in a moment")
+            error = (
+                exc
+                if isinstance(exc, BrokerUnavailable)
+                else BrokerUnavailable(f"publishing failed ({type(exc).__name__}: {exc})", "retry in a moment")
+            )
             for _, future in batch[published:]:
                 _fail(future, error)
 
@@ -290,8 +307,14 @@ class PublishLane:
             else:
                 if not entry.future.done():
                     entry.future.set_result(None)
-                glog.event(logger, "sent", kind=entry.envelope.kind, msg=entry.envelope.msg_id,
-                           to=entry.envelope.recipient, delay_ms=entry.delay_ms or 0)
+                glog.event(
+                    logger,
+                    "sent",
+                    kind=entry.envelope.kind,
+                    msg=entry.envelope.msg_id,
+                    to=entry.envelope.recipient,
+                    delay_ms=entry.delay_ms or 0,
+                )
 
     def _renew_channel_after_nack(self) -> None:
         """Publish on a fresh confirm channel after the broker nacked a message (lane thread).
@@ -312,12 +335,21 @@ class PublishLane:
         if old is not None and old.is_open:
             old.close()
         for future in stuck:
-            _fail(future, BrokerUnavailable(
-                "the broker did not confirm the message before its channel was renewed",
-                "it may or may not have been delivered: resend with the same --id (a repeat is dropped)"))
+            _fail(
+                future,
+                BrokerUnavailable(
+                    "the broker did not confirm the message before its channel was renewed",
+                    "it may or may not have been delivered: resend with the same --id (a repeat is dropped)",
+                ),
+            )
         deferred, self._deferred = self._deferred, []
-        glog.event(logger, "publish channel renewed after a nack", logging.WARNING, waiting=len(deferred),
-                   unconfirmed=len(stuck))
+        glog.event(
+            logger,
+            "publish channel renewed after a nack",
+            logging.WARNING,
+            waiting=len(deferred),
+            unconfirmed=len(stuck),
+        )
         for batch, delay_ms in deferred:
             self._publish_batch(batch, delay_ms)
 
@@ -334,9 +366,10 @@ def await_confirm(future: Future, deadline: float) -> None:
     try:
         future.result(timeout=max(0.0, deadline - time.monotonic()))
     except TimeoutError:
-        raise BrokerUnavailable("the broker did not confirm the message in time",
-                                "the broker may be blocking publishers (memory or disk alarm): "
-                                "see `bridge doctor` and the broker's log") from None
+        raise BrokerUnavailable(
+            "the broker did not confirm the message in time",
+            "the broker may be blocking publishers (memory or disk alarm): see `bridge doctor` and the broker's log",
+        ) from None
 
 
 def _fail(future: Future, error: Exception) -> None:

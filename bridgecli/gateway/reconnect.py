@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import pika.exceptions
 import tenacity
@@ -22,9 +22,15 @@ def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what
 
     def log_retry(state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
-        glog.event(logger, "broker unreachable, retrying", logging.WARNING, connection=what,
-                   attempt=state.attempt_number, wait=f"{state.next_action.sleep:.1f}s" if state.next_action else "",
-                   error=str(exc))
+        glog.event(
+            logger,
+            "broker unreachable, retrying",
+            logging.WARNING,
+            connection=what,
+            attempt=state.attempt_number,
+            wait=f"{state.next_action.sleep:.1f}s" if state.next_action else "",
+            error=str(exc),
+        )
 
     def sleep(seconds: float) -> None:
         stop.wait(seconds)
@@ -32,7 +38,8 @@ def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what
     retrying = tenacity.Retrying(
         wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
         retry=tenacity.retry_if_exception_type(
-            amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)),
+            amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)
+        ),
         stop=tenacity.stop_when_event_set(stop),
         sleep=sleep,
         before_sleep=log_retry,
@@ -40,9 +47,15 @@ def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what
     retrying(connect)
 
 
-def keep_connected(stop: threading.Event, what: str, *, connect: Callable[[], None],
-                   serve: Callable[[], None], close: Callable[[], None],
-                   lost: tuple[type[BaseException], ...]) -> None:
+def keep_connected(
+    stop: threading.Event,
+    what: str,
+    *,
+    connect: Callable[[], None],
+    serve: Callable[[], None],
+    close: Callable[[], None],
+    lost: tuple[type[BaseException], ...],
+) -> None:
     """The life of a gateway side connection (publish lane, roster listener) on its own
     thread: connect with :func:`retry_until_stopped`, ``serve`` until it returns or raises one
     of ``lost`` (logged as "<what> connection lost"), ``close``, pause briefly, again — until
@@ -57,8 +70,9 @@ def keep_connected(stop: threading.Event, what: str, *, connect: Callable[[], No
         try:
             serve()
         except lost as exc:
-            glog.event(logger, f"{what.split()[0]} connection lost", logging.WARNING,
-                       error=f"{type(exc).__name__}: {exc}")
+            glog.event(
+                logger, f"{what.split()[0]} connection lost", logging.WARNING, error=f"{type(exc).__name__}: {exc}"
+            )
         close()
         if not stop.is_set():
             stop.wait(0.2)

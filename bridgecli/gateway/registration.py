@@ -21,16 +21,33 @@ def check_backend(plugins: Any, config: Config, deliver: str) -> None:
     backend.check_address(address)
 
 
-def register(registry: Registry, plugins: Any, config: Config, *, label: str, role: str, deliver: str,
-             gid: str | None = None, launcher: str | None = None, launch_data: dict | None = None,
-             grants: Any = None) -> Entity:
+def register(
+    registry: Registry,
+    plugins: Any,
+    config: Config,
+    *,
+    label: str,
+    role: str,
+    deliver: str,
+    gid: str | None = None,
+    launcher: str | None = None,
+    launch_data: dict | None = None,
+    grants: Any = None,
+) -> Entity:
     """Validate and store a new entity; with ``grants`` (a hub's claimer) also own its gid at
     the hub, so that its inbox may be declared. Nothing is stored when the hub refuses."""
     validate_label(label)
     validate_role(role)
     check_backend(plugins, config, deliver)
-    entity = registry.add(label=label, role=role, deliver=deliver, host=config.host_id, gid=gid,
-                          launcher=launcher, launch_data=launch_data)
+    entity = registry.add(
+        label=label,
+        role=role,
+        deliver=deliver,
+        host=config.host_id,
+        gid=gid,
+        launcher=launcher,
+        launch_data=launch_data,
+    )
     if grants is not None:
         try:
             grants.claim([entity])
@@ -52,8 +69,12 @@ def reclaim(grants: Any, entities: list[Entity]) -> None:
     try:
         grants.claim(entities)
     except BridgeError as exc:
-        glog.event(logging.getLogger("bridgecli.gateway"), "hub refused or did not answer a grant claim",
-                   logging.WARNING, error=str(exc))
+        glog.event(
+            logging.getLogger("bridgecli.gateway"),
+            "hub refused or did not answer a grant claim",
+            logging.WARNING,
+            error=str(exc),
+        )
 
 
 def release(grants: Any, entity: Entity) -> None:
@@ -64,5 +85,4 @@ def release(grants: Any, entity: Entity) -> None:
     try:
         grants.release([entity.gid])
     except Exception as exc:
-        logging.getLogger("bridgecli.gateway").warning("could not give gid %s back to the hub: %s",
-                                                       entity.gid, exc)
+        logging.getLogger("bridgecli.gateway").warning("could not give gid %s back to the hub: %s", entity.gid, exc)

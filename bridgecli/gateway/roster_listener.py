@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pika.exceptions
 
@@ -36,8 +37,13 @@ class RosterListener:
     """Feeds every frame of ``roster.<host>`` to ``on_frame(method, body)`` from its own thread;
     ``on_connected()`` runs after each (re)connect, once the consumer is in place."""
 
-    def __init__(self, config: Config, host: str, on_frame: Callable[[Any, bytes], None],
-                 on_connected: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        host: str,
+        on_frame: Callable[[Any, bytes], None],
+        on_connected: Callable[[], None] = lambda: None,
+    ) -> None:
         self.config = config
         self.host = host
         self.on_frame = on_frame
@@ -60,8 +66,9 @@ class RosterListener:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        keep_connected(self._stop, "roster listener", connect=self._connect, serve=self._serve, close=self._close,
-                       lost=_BROKEN)
+        keep_connected(
+            self._stop, "roster listener", connect=self._connect, serve=self._serve, close=self._close, lost=_BROKEN
+        )
 
     def _serve(self) -> None:
         while not self._stop.is_set() and not self._broken:
@@ -90,18 +97,22 @@ class RosterListener:
         channel = amqp_conn.open_async_channel(connection, OPEN_TIMEOUT, "roster")
         channel.add_on_close_callback(self._on_channel_closed)
         started: list[Any] = []
-        channel.basic_consume(topology.roster_queue(self.host).name,
-                              lambda _ch, method, _props, body: self.on_frame(method, body),
-                              auto_ack=True, callback=self._on_consuming(started))
-        amqp_conn.wait_for_callback(connection, started, OPEN_TIMEOUT,
-                                    "the broker did not start the roster consumer")
+        channel.basic_consume(
+            topology.roster_queue(self.host).name,
+            lambda _ch, method, _props, body: self.on_frame(method, body),
+            auto_ack=True,
+            callback=self._on_consuming(started),
+        )
+        amqp_conn.wait_for_callback(connection, started, OPEN_TIMEOUT, "the broker did not start the roster consumer")
 
     def _on_consuming(self, started: list[Any]) -> Callable[[Any], None]:
         """Consume-ok: connected from here, since frames can follow in the same pump that
         delivers it, before ``_connect`` returns."""
+
         def consuming(frame: Any) -> None:
             self.connected.set()
             started.append(frame)
+
         return consuming
 
     def _on_channel_closed(self, channel: Any, reason: Exception) -> None:

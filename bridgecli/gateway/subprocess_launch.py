@@ -28,8 +28,13 @@ NAME = "subprocess"
 PROFILE_SETTINGS = (
     Setting("deliver", str, "hold", "How messages reach the new entity (BACKEND[:ADDRESS])."),
     Setting("ready_line", str, None, "Regex: ready once a line of its stdout matches.", check=regexes),
-    Setting("ready_grace", float, 0.5, "Without ready_line: ready when still alive after this many seconds.",
-            check=non_negative),
+    Setting(
+        "ready_grace",
+        float,
+        0.5,
+        "Without ready_line: ready when still alive after this many seconds.",
+        check=non_negative,
+    ),
 )
 
 
@@ -72,16 +77,32 @@ class SubprocessLauncher:
         env = {**os.environ, **spec.env}
         try:
             with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-                proc = subprocess.Popen(argv, cwd=spec.cwd or None, env=env, stdout=out, stderr=err,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=spec.cwd or None,
+                    env=env,
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
         except (OSError, ValueError) as exc:
-            raise BridgeError(f"cannot start {spec.profile_name!r}: {exc}",
-                              "check the profile's command and cwd") from None
+            raise BridgeError(
+                f"cannot start {spec.profile_name!r}: {exc}", "check the profile's command and cwd"
+            ) from None
         deliver = str(spec.profile.get("deliver", "hold"))
-        return LaunchHandle(launcher=NAME, deliver=deliver, data={
-            "pid": proc.pid, "stdout": str(stdout_path), "stderr": str(stderr_path),
-            "ready_line": spec.profile.get("ready_line"), "ready_grace": float(spec.profile.get("ready_grace", 0.5)),
-            "profile": spec.profile_name})
+        return LaunchHandle(
+            launcher=NAME,
+            deliver=deliver,
+            data={
+                "pid": proc.pid,
+                "stdout": str(stdout_path),
+                "stderr": str(stderr_path),
+                "ready_line": spec.profile.get("ready_line"),
+                "ready_grace": float(spec.profile.get("ready_grace", 0.5)),
+                "profile": spec.profile_name,
+            },
+        )
 
     def wait_ready(self, handle: LaunchHandle, timeout: float) -> None:
         data = handle.data
@@ -92,8 +113,10 @@ class SubprocessLauncher:
         while time.monotonic() < deadline:
             if not _alive(pid):
                 stderr = _tail(Path(data["stderr"])) or "no stderr"
-                raise BridgeError(f"{data['profile']} exited before it was ready: {stderr}",
-                                  "fix the profile's command (its stderr is shown above)")
+                raise BridgeError(
+                    f"{data['profile']} exited before it was ready: {stderr}",
+                    "fix the profile's command (its stderr is shown above)",
+                )
             if pattern is not None:
                 try:
                     text = Path(data["stdout"]).read_text(errors="replace")
@@ -104,9 +127,11 @@ class SubprocessLauncher:
             elif time.monotonic() - start >= data.get("ready_grace", 0.5):
                 return
             time.sleep(0.05)
-        raise Timeout(f"{data['profile']} was not ready within {timeout:g}s"
-                      + (f" (no stdout line matched {data['ready_line']!r})" if pattern else ""),
-                      "raise --wait-ready, or check the agent's log: " + data["stdout"])
+        raise Timeout(
+            f"{data['profile']} was not ready within {timeout:g}s"
+            + (f" (no stdout line matched {data['ready_line']!r})" if pattern else ""),
+            "raise --wait-ready, or check the agent's log: " + data["stdout"],
+        )
 
     def stop(self, handle: LaunchHandle) -> None:
         pid = int(handle.data["pid"])

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import log as glog
@@ -35,7 +36,7 @@ class Waiter:
     #: ``send --wait`` sets only ``event``, so that wakeup needs no look into the store
     notified: bool = False
     #: messages recorded as drained for it, committed, not yet picked up (:meth:`Waiters.take_handed`)
-    handed: list["StoredMessage"] = field(default_factory=list)
+    handed: list[StoredMessage] = field(default_factory=list)
     #: its client confirms what it gets: hand-offs are recorded ``taken``, not ``drained``
     two_phase: bool = False
     #: a poll for one peer's messages only (its gid), or None for anyone's
@@ -46,7 +47,7 @@ class Waiters:
     """The registry of waiters. ``lock`` guards the list and every waiter's ``handed``;
     ``store`` takes back what a waiter leaves behind."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.lock = threading.Lock()
         self._waiting: list[Waiter] = []
@@ -63,8 +64,14 @@ class Waiters:
         """Whether ``waiter`` is still registered (caller holds :attr:`lock`)."""
         return waiter in self._waiting
 
-    def add(self, recipient: str, in_reply_to: str | None = None, claims: int = 0,
-            two_phase: bool = False, peer: str | None = None) -> Waiter:
+    def add(
+        self,
+        recipient: str,
+        in_reply_to: str | None = None,
+        claims: int = 0,
+        two_phase: bool = False,
+        peer: str | None = None,
+    ) -> Waiter:
         waiter = Waiter(recipient, in_reply_to, claims=claims, two_phase=two_phase, peer=peer)
         with self.lock:
             self._waiting.append(waiter)
@@ -82,7 +89,7 @@ class Waiters:
             for stored in leftover:
                 self.notify(stored.envelope)
 
-    def take_handed(self, waiter: Waiter) -> list["StoredMessage"]:
+    def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
         """The messages handed to ``waiter`` since it last looked (an API thread's call)."""
         with self.lock:
             handed, waiter.handed = waiter.handed, []
@@ -104,7 +111,8 @@ class Waiters:
         with self.lock:
             for waiter in self._waiting:
                 if waiter.recipient == envelope.recipient and (
-                        waiter.in_reply_to is None or waiter.in_reply_to == envelope.in_reply_to):
+                    waiter.in_reply_to is None or waiter.in_reply_to == envelope.in_reply_to
+                ):
                     waiter.notified = True
                     waiter.event.set()
 

@@ -55,10 +55,10 @@ class WorkerHost(Protocol):
     def deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
         """Deliver, write the dedup record and announce; raises DeliveryError."""
 
-    def ack_soon(self, item: "Delivery") -> None:
+    def ack_soon(self, item: Delivery) -> None:
         """Ack ``item`` from the I/O thread (thread-safe)."""
 
-    def dead_letter_soon(self, item: "Delivery", reason: str, detail: str, attempts: int) -> None:
+    def dead_letter_soon(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
         """Dead-letter ``item`` from the I/O thread (thread-safe)."""
 
 
@@ -77,7 +77,7 @@ class EntityWorker(threading.Thread):
         self.gateway = gateway
         self.entity = entity
         self.backend = backend
-        self.items: "queue.Queue[Delivery | None]" = queue.Queue()
+        self.items: queue.Queue[Delivery | None] = queue.Queue()
 
     def run(self) -> None:
         while True:
@@ -103,8 +103,15 @@ class EntityWorker(threading.Thread):
                 gw.deliver_once(entity, backend, item.envelope)
             except DeliveryError as exc:
                 attempts = gw.store.add_attempt(item.envelope.msg_id, str(exc))
-                glog.event(logger, "delivery failed", logging.WARNING, entity=entity.label,
-                           msg=item.envelope.msg_id, attempt=attempts, error=str(exc))
+                glog.event(
+                    logger,
+                    "delivery failed",
+                    logging.WARNING,
+                    entity=entity.label,
+                    msg=item.envelope.msg_id,
+                    attempt=attempts,
+                    error=str(exc),
+                )
                 if not exc.retryable or attempts >= gw.max_attempts:
                     gw.dead_letter_soon(item, "delivery_failed", str(exc), attempts)
                     return
@@ -117,7 +124,7 @@ class EntityWorker(threading.Thread):
             return
 
 
-def drain_queue(items: "queue.Queue") -> None:
+def drain_queue(items: queue.Queue) -> None:
     """Forget queued (not yet started) deliveries: the broker redelivers them."""
     try:
         while True:

@@ -38,8 +38,10 @@ CREATE TABLE IF NOT EXISTS entities (
 
 def validate_label(label: str) -> str:
     if not LABEL_RE.match(label):
-        raise ConfigError(f"bad label {label!r}",
-                          "use 1-64 characters from letters, digits and _ . @ - (start with a letter or digit)")
+        raise ConfigError(
+            f"bad label {label!r}",
+            "use 1-64 characters from letters, digits and _ . @ - (start with a letter or digit)",
+        )
     return label
 
 
@@ -124,12 +126,28 @@ class Registry:
 
     @staticmethod
     def _entity(row: sqlite3.Row) -> Entity:
-        return Entity(gid=row["gid"], label=row["label"], role=row["role"], deliver=row["deliver"],
-                      host=row["host"], created=row["created"], launcher=row["launcher"],
-                      launch_data=json.loads(row["launch_data"] or "{}"))
+        return Entity(
+            gid=row["gid"],
+            label=row["label"],
+            role=row["role"],
+            deliver=row["deliver"],
+            host=row["host"],
+            created=row["created"],
+            launcher=row["launcher"],
+            launch_data=json.loads(row["launch_data"] or "{}"),
+        )
 
-    def add(self, *, label: str, role: str, deliver: str, host: str, gid: str | None = None,
-            launcher: str | None = None, launch_data: dict | None = None) -> Entity:
+    def add(
+        self,
+        *,
+        label: str,
+        role: str,
+        deliver: str,
+        host: str,
+        gid: str | None = None,
+        launcher: str | None = None,
+        launch_data: dict | None = None,
+    ) -> Entity:
         """Mint a gid (unless given) and store the entity. A label already used on this host
         is refused: labels are how people address entities, so one host keeps them unique."""
         validate_label(label)
@@ -141,12 +159,15 @@ class Registry:
             db.execute("BEGIN IMMEDIATE")
             clash = db.execute("SELECT gid FROM entities WHERE label = ?", (label,)).fetchone()
             if clash:
-                raise Conflict(f"label {label!r} is already registered on this host (gid {clash['gid']})",
-                               f"pick another label or `bridge unregister {label}` first")
+                raise Conflict(
+                    f"label {label!r} is already registered on this host (gid {clash['gid']})",
+                    f"pick another label or `bridge unregister {label}` first",
+                )
             db.execute(
                 "INSERT INTO entities (gid, label, role, deliver, host, created, launcher, launch_data)"
                 " VALUES (?,?,?,?,?,?,?,?)",
-                (gid, label, role, deliver, host, time.time(), launcher, json.dumps(launch_data or {})))
+                (gid, label, role, deliver, host, time.time(), launcher, json.dumps(launch_data or {})),
+            )
         self._invalidate()
         entity = self.get(gid)
         assert entity is not None
@@ -201,10 +222,11 @@ class Registry:
             return matches[0]
         if len(matches) > 1:
             listing = ", ".join(f"{e.label} ({short(e.gid)})" for e in matches)
-            raise Ambiguous(f"{target!r} matches several entities on this host: {listing}",
-                            "use the full gid")
-        raise NotFound(f"no entity {target!r} is registered on this host",
-                       "see `bridge entities`, or register it with `bridge register`")
+            raise Ambiguous(f"{target!r} matches several entities on this host: {listing}", "use the full gid")
+        raise NotFound(
+            f"no entity {target!r} is registered on this host",
+            "see `bridge entities`, or register it with `bridge register`",
+        )
 
 
 def default_path() -> Path:

@@ -14,9 +14,9 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope
@@ -176,7 +176,7 @@ class Store:
         def __exit__(self, exc_type, exc, tb) -> None:
             pass
 
-    def _tx(self, tx: "Transaction | None" = None) -> "_Tx | _Joined":
+    def _tx(self, tx: Transaction | None = None) -> _Tx | _Joined:
         return Store._Tx(self._db()) if tx is None else Store._Joined(tx.db)
 
     # --- bursts (the gateway's I/O thread) -------------------------------------------
@@ -217,7 +217,7 @@ class Store:
         level = self._db().execute("PRAGMA synchronous").fetchone()[0]
         return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
 
-    def begin(self) -> "Transaction":
+    def begin(self) -> Transaction:
         """Open one write transaction on this thread's connection; the writes given it join
         it, so a burst of deliveries costs one commit instead of one each."""
         db = self._db()
@@ -228,21 +228,35 @@ class Store:
 
     def seen(self, msg_id: str) -> bool:
         """True when ``msg_id`` was already taken (held, delivered or drained): a duplicate."""
-        row = self._db().execute("SELECT 1 FROM messages WHERE msg_id = ? AND state != 'delivering'",
-                                 (msg_id,)).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT 1 FROM messages WHERE msg_id = ? AND state != 'delivering'", (msg_id,))
+            .fetchone()
+        )
         return row is not None
 
-    def stage(self, envelope: Envelope, tx: "Transaction | None" = None) -> None:
+    def stage(self, envelope: Envelope, tx: Transaction | None = None) -> None:
         """Make a message visible to ``reply``/``show`` while its backend works on it."""
         with self._tx(tx) as db:
             db.execute(
                 "INSERT OR IGNORE INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
                 " user_id, state, received) VALUES (?,?,?,?,?,?,?,?,?)",
-                (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind, envelope.in_reply_to,
-                 _body(envelope), envelope.user_id, DELIVERING, time.time()))
+                (
+                    envelope.msg_id,
+                    envelope.recipient,
+                    envelope.sender,
+                    envelope.kind,
+                    envelope.in_reply_to,
+                    _body(envelope),
+                    envelope.user_id,
+                    DELIVERING,
+                    time.time(),
+                ),
+            )
 
-    def record(self, envelope: Envelope, state: str, received: float | None = None,
-               tx: "Transaction | None" = None) -> bool:
+    def record(
+        self, envelope: Envelope, state: str, received: float | None = None, tx: Transaction | None = None
+    ) -> bool:
         """Record a received message as ``held``, ``delivered`` or — handed to a waiting
         ``poll``/``send --wait`` in the same step — ``drained`` (``taken`` when that client
         confirms). Returns False (and changes
@@ -256,9 +270,18 @@ class Store:
                 "INSERT INTO messages (msg_id, recipient, sender, kind, in_reply_to, body,"
                 " user_id, state, received, drained) VALUES (?,?,?,?,?,?,?,?,?,?)"
                 " ON CONFLICT(msg_id) DO UPDATE SET state = excluded.state WHERE state = 'delivering'",
-                (envelope.msg_id, envelope.recipient, envelope.sender, envelope.kind,
-                 envelope.in_reply_to, _body(envelope),
-                 envelope.user_id, state, received, received if state in (DRAINED, TAKEN) else None),
+                (
+                    envelope.msg_id,
+                    envelope.recipient,
+                    envelope.sender,
+                    envelope.kind,
+                    envelope.in_reply_to,
+                    _body(envelope),
+                    envelope.user_id,
+                    state,
+                    received,
+                    received if state in (DRAINED, TAKEN) else None,
+                ),
             )
             if envelope.msg_id in self._attempted:  # rare: skip the DELETE on the hot path
                 db.execute("DELETE FROM attempts WHERE msg_id = ?", (envelope.msg_id,))
@@ -270,16 +293,20 @@ class Store:
                 self.prune(tx)
         return inserted
 
-    def prune(self, tx: "Transaction | None" = None) -> int:
+    def prune(self, tx: Transaction | None = None) -> int:
         """Forget the oldest non-held ids beyond the dedup window (and stale attempt counts)."""
         with self._tx(tx) as db:
-            db.execute("DELETE FROM attempts WHERE msg_id IN (SELECT msg_id FROM messages"
-                       " WHERE state IN ('held', 'delivered', 'drained'))")
+            db.execute(
+                "DELETE FROM attempts WHERE msg_id IN (SELECT msg_id FROM messages"
+                " WHERE state IN ('held', 'delivered', 'drained'))"
+            )
             cur = db.execute(
                 "DELETE FROM messages WHERE state NOT IN ('held', 'delivering', 'taken') AND msg_id IN ("
                 " SELECT msg_id FROM messages WHERE state NOT IN ('held', 'delivering', 'taken')"
                 " ORDER BY received DESC"
-                " LIMIT -1 OFFSET ?)", (self.dedup_window,))
+                " LIMIT -1 OFFSET ?)",
+                (self.dedup_window,),
+            )
             return cur.rowcount
 
     # --- attempts -----------------------------------------------------------------------
@@ -291,7 +318,9 @@ class Store:
             db.execute(
                 "INSERT INTO attempts (msg_id, count, last_error, updated) VALUES (?, 1, ?, ?)"
                 " ON CONFLICT(msg_id) DO UPDATE SET count = count + 1, last_error = excluded.last_error,"
-                " updated = excluded.updated", (msg_id, error[:500], time.time()))
+                " updated = excluded.updated",
+                (msg_id, error[:500], time.time()),
+            )
             return db.execute("SELECT count FROM attempts WHERE msg_id = ?", (msg_id,)).fetchone()[0]
 
     def clear_attempts(self, msg_id: str) -> None:
@@ -300,8 +329,14 @@ class Store:
 
     # --- holding and draining -----------------------------------------------------------
 
-    def drain(self, recipient: str, limit: int = 100, in_reply_to: str | None = None,
-              mark: str = DRAINED, sender: str | None = None) -> list[StoredMessage]:
+    def drain(
+        self,
+        recipient: str,
+        limit: int = 100,
+        in_reply_to: str | None = None,
+        mark: str = DRAINED,
+        sender: str | None = None,
+    ) -> list[StoredMessage]:
         """Take held messages for ``recipient`` (oldest first; only ``sender``'s when given)
         and mark them ``mark`` (:data:`TAKEN` for a client that confirms once it has them)."""
         query = "SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
@@ -322,15 +357,19 @@ class Store:
         with self._tx() as db:
             rows = db.execute(query, args).fetchall()
             now = time.time()
-            db.executemany("UPDATE messages SET state = ?, drained = ? WHERE msg_id = ?",
-                           [(mark, now, row["msg_id"]) for row in rows])
+            db.executemany(
+                "UPDATE messages SET state = ?, drained = ? WHERE msg_id = ?",
+                [(mark, now, row["msg_id"]) for row in rows],
+            )
         return [_row_to_message(row) for row in rows]
 
     def take_reply(self, recipient: str, in_reply_to: str, mark: str = DRAINED) -> StoredMessage | None:
         """The answer to ``in_reply_to`` received for ``recipient``: marked ``mark`` if it was
         held, returned as is if its backend already delivered it."""
-        query = ("SELECT * FROM messages WHERE recipient = ? AND in_reply_to = ?"
-                 " AND state NOT IN ('drained', 'taken') ORDER BY received LIMIT 1")
+        query = (
+            "SELECT * FROM messages WHERE recipient = ? AND in_reply_to = ?"
+            " AND state NOT IN ('drained', 'taken') ORDER BY received LIMIT 1"
+        )
         db = self._db()
         while True:
             # read first, outside a transaction: `send --wait` checks several times per message
@@ -341,8 +380,10 @@ class Store:
             if row["state"] != HELD:
                 return _row_to_message(row)  # its backend delivered it: nothing to take
             with self._tx() as tx:
-                taken = tx.execute("UPDATE messages SET state = ?, drained = ? WHERE msg_id = ?"
-                                   " AND state = 'held'", (mark, time.time(), row["msg_id"])).rowcount
+                taken = tx.execute(
+                    "UPDATE messages SET state = ?, drained = ? WHERE msg_id = ? AND state = 'held'",
+                    (mark, time.time(), row["msg_id"]),
+                ).rowcount
             if taken:
                 return _row_to_message(row)
             # drained by someone else in between: look again
@@ -351,14 +392,17 @@ class Store:
         """Put messages that were taken for a waiter or a client which left without them back
         on hold (see ``Burst.hand_off``); returns how many were."""
         with self._tx() as db:
-            return db.executemany("UPDATE messages SET state = 'held', drained = NULL WHERE msg_id = ?"
-                                  " AND state IN ('drained', 'taken')", [(m,) for m in msg_ids]).rowcount
+            return db.executemany(
+                "UPDATE messages SET state = 'held', drained = NULL WHERE msg_id = ? AND state IN ('drained', 'taken')",
+                [(m,) for m in msg_ids],
+            ).rowcount
 
     def confirm(self, msg_ids: list[str]) -> int:
         """A client has the :data:`TAKEN` messages ``msg_ids``: they are drained for good."""
         with self._tx() as db:
-            return db.executemany("UPDATE messages SET state = 'drained' WHERE msg_id = ? AND state = 'taken'",
-                                  [(m,) for m in msg_ids]).rowcount
+            return db.executemany(
+                "UPDATE messages SET state = 'drained' WHERE msg_id = ? AND state = 'taken'", [(m,) for m in msg_ids]
+            ).rowcount
 
     def recover_taken(self) -> int:
         """Hold again what was handed to clients that never confirmed (the gateway died in
@@ -369,28 +413,42 @@ class Store:
     def peek(self, recipient: str, limit: int = 100, sender: str | None = None) -> list[StoredMessage]:
         """Held messages for ``recipient`` (only ``sender``'s when given) without taking them
         (see :meth:`ack`)."""
-        rows = self._db().execute("SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
-                                  " AND (? IS NULL OR sender = ?) ORDER BY received LIMIT ?",
-                                  (recipient, sender, sender, limit)).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                "SELECT * FROM messages WHERE recipient = ? AND state = 'held'"
+                " AND (? IS NULL OR sender = ?) ORDER BY received LIMIT ?",
+                (recipient, sender, sender, limit),
+            )
+            .fetchall()
+        )
         return [_row_to_message(row) for row in rows]
 
     def ack(self, recipient: str, msg_ids: list[str]) -> int:
         """Mark peeked messages drained once the client has them; returns how many were."""
         with self._tx() as db:
-            cur = db.executemany("UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?"
-                                 " AND recipient = ? AND state = 'held'",
-                                 [(time.time(), m.lower(), recipient) for m in msg_ids])
+            cur = db.executemany(
+                "UPDATE messages SET state = 'drained', drained = ? WHERE msg_id = ?"
+                " AND recipient = ? AND state = 'held'",
+                [(time.time(), m.lower(), recipient) for m in msg_ids],
+            )
             return cur.rowcount
 
     def held_count(self, recipient: str | None = None) -> int:
         if recipient is None:
             return self._db().execute("SELECT COUNT(*) FROM messages WHERE state = 'held'").fetchone()[0]
-        return self._db().execute(
-            "SELECT COUNT(*) FROM messages WHERE state = 'held' AND recipient = ?", (recipient,)).fetchone()[0]
+        return (
+            self._db()
+            .execute("SELECT COUNT(*) FROM messages WHERE state = 'held' AND recipient = ?", (recipient,))
+            .fetchone()[0]
+        )
 
     def oldest_held(self, recipient: str) -> float | None:
-        row = self._db().execute(
-            "SELECT MIN(received) FROM messages WHERE state = 'held' AND recipient = ?", (recipient,)).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT MIN(received) FROM messages WHERE state = 'held' AND recipient = ?", (recipient,))
+            .fetchone()
+        )
         return row[0]
 
     def get(self, msg_id: str) -> StoredMessage | None:
@@ -399,8 +457,9 @@ class Store:
 
     def find_prefix(self, prefix: str) -> list[StoredMessage]:
         """Messages whose id starts with ``prefix`` (for short ids typed by humans)."""
-        rows = self._db().execute("SELECT * FROM messages WHERE msg_id LIKE ? LIMIT 5",
-                                  (prefix.lower() + "%",)).fetchall()
+        rows = (
+            self._db().execute("SELECT * FROM messages WHERE msg_id LIKE ? LIMIT 5", (prefix.lower() + "%",)).fetchall()
+        )
         return [_row_to_message(row) for row in rows]
 
     def size(self) -> int:
@@ -408,7 +467,8 @@ class Store:
 
     def held(self, recipient: str) -> Iterator[StoredMessage]:
         for row in self._db().execute(
-                "SELECT * FROM messages WHERE recipient = ? AND state = 'held' ORDER BY received", (recipient,)):
+            "SELECT * FROM messages WHERE recipient = ? AND state = 'held' ORDER BY received", (recipient,)
+        ):
             yield _row_to_message(row)
 
     def close(self) -> None:

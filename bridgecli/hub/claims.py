@@ -68,8 +68,9 @@ class GrantClaimer:
     (API threads, the gateway's I/O thread at connect) take turns on one lazily opened
     connection, reopened once when it broke."""
 
-    def __init__(self, config: Config, timeout: float = DEFAULT_TIMEOUT,
-                 only_while: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self, config: Config, timeout: float = DEFAULT_TIMEOUT, only_while: Callable[[], bool] | None = None
+    ) -> None:
         self.config = config
         self.timeout = timeout
         self._only_while = only_while
@@ -111,11 +112,14 @@ class GrantClaimer:
                 except CONNECTION_ERRORS + (pika.exceptions.AMQPError,) as exc:
                     self._drop()
                     if isinstance(exc, pika.exceptions.ChannelClosedByBroker) and exc.reply_code == 404:
-                        raise BrokerUnavailable("the hub's registrar is not running (no bridge.registrar)",
-                                                "on the hub: `bridge hub start`") from None
+                        raise BrokerUnavailable(
+                            "the hub's registrar is not running (no bridge.registrar)", "on the hub: `bridge hub start`"
+                        ) from None
                     if attempt == 2:
-                        raise BrokerUnavailable(f"cannot reach the hub's registrar ({type(exc).__name__})",
-                                                "check the broker connection: `bridge doctor`") from None
+                        raise BrokerUnavailable(
+                            f"cannot reach the hub's registrar ({type(exc).__name__})",
+                            "check the broker connection: `bridge doctor`",
+                        ) from None
         if not answer.get("ok"):
             raise error_from_answer(answer)
         return answer
@@ -132,16 +136,25 @@ class GrantClaimer:
         correlation = str(uuid.uuid4())
         user = self._user()
         self._channel.basic_publish(
-            EXCHANGE, ROUTING_KEY, json.dumps(payload).encode(),
-            pika.BasicProperties(reply_to=REPLY_TO, correlation_id=correlation, user_id=user,
-                                 content_type="application/json",
-                                 expiration=str(int(self.timeout * 1000))))
+            EXCHANGE,
+            ROUTING_KEY,
+            json.dumps(payload).encode(),
+            pika.BasicProperties(
+                reply_to=REPLY_TO,
+                correlation_id=correlation,
+                user_id=user,
+                content_type="application/json",
+                expiration=str(int(self.timeout * 1000)),
+            ),
+        )
         deadline = time.monotonic() + self.timeout
         while correlation not in self._answers:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Timeout(f"the hub's registrar did not answer within {self.timeout:g}s",
-                              "is the hub running? on the hub: `bridge hub status`")
+                raise Timeout(
+                    f"the hub's registrar did not answer within {self.timeout:g}s",
+                    "is the hub running? on the hub: `bridge hub status`",
+                )
             self._connection.process_data_events(time_limit=min(left, 0.2))
         return self._answers.pop(correlation)
 

@@ -56,8 +56,14 @@ class Invite:
 
     def encode(self) -> str:
         """The single line ``bridge hub invite`` prints."""
-        payload = {"hub": self.hub, "host": self.host, "addrs": list(self.addresses),
-                   "id": self.invite_id, "secret": self.secret, "exp": int(self.expires)}
+        payload = {
+            "hub": self.hub,
+            "host": self.host,
+            "addrs": list(self.addresses),
+            "id": self.invite_id,
+            "secret": self.secret,
+            "exp": int(self.expires),
+        }
         body = json.dumps(payload, separators=(",", ":")).encode()
         return f"{PREFIX}{VERSION}.{_b64(body)}.{_b64(self.ca_der)}"
 
@@ -76,24 +82,39 @@ def decode(text: str) -> Invite:
     """Parse an invite line; raise :class:`InviteError` naming what is wrong with it."""
     text = text.strip().strip("'\"")
     if not text.startswith(PREFIX):
-        raise InviteError(f"not a bridge invite (it should start with {PREFIX!r})",
-                          "paste the whole line `bridge hub invite` printed, in quotes")
-    parts = text[len(PREFIX):].split(".")
+        raise InviteError(
+            f"not a bridge invite (it should start with {PREFIX!r})",
+            "paste the whole line `bridge hub invite` printed, in quotes",
+        )
+    parts = text[len(PREFIX) :].split(".")
     if len(parts) != 3 or parts[0] != VERSION:
-        raise InviteError("malformed invite (wrong number of parts or unknown version)",
-                          "paste the whole line, in quotes; " + ASK_AGAIN)
+        raise InviteError(
+            "malformed invite (wrong number of parts or unknown version)",
+            "paste the whole line, in quotes; " + ASK_AGAIN,
+        )
     try:
         payload = json.loads(_unb64(parts[1]))
         ca_der = _unb64(parts[2])
-        invite = Invite(hub=str(payload["hub"]), host=str(payload["host"]),
-                        addresses=tuple(str(a) for a in payload["addrs"]),
-                        invite_id=str(payload["id"]), secret=str(payload["secret"]),
-                        expires=float(payload["exp"]), ca_der=ca_der)
+        invite = Invite(
+            hub=str(payload["hub"]),
+            host=str(payload["host"]),
+            addresses=tuple(str(a) for a in payload["addrs"]),
+            invite_id=str(payload["id"]),
+            secret=str(payload["secret"]),
+            expires=float(payload["exp"]),
+            ca_der=ca_der,
+        )
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
-        raise InviteError("malformed invite (it does not decode: truncated or altered?)",
-                          "paste the whole line, in quotes; " + ASK_AGAIN) from None
-    if not _ID_RE.match(invite.invite_id) or not invite.addresses or not invite.secret \
-            or not ca_der.startswith(b"\x30"):
+        raise InviteError(
+            "malformed invite (it does not decode: truncated or altered?)",
+            "paste the whole line, in quotes; " + ASK_AGAIN,
+        ) from None
+    if (
+        not _ID_RE.match(invite.invite_id)
+        or not invite.addresses
+        or not invite.secret
+        or not ca_der.startswith(b"\x30")
+    ):
         raise InviteError("malformed invite (a field is missing or invalid)", ASK_AGAIN)
     for address in invite.addresses:
         split_address(address)

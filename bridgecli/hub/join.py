@@ -70,23 +70,30 @@ def check_address(address: str, context: ssl.SSLContext, fingerprint: str) -> tu
     try:
         raw = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
-        raise BrokerUnavailable(f"cannot reach the hub at {host}:{port} ({exc.strerror or exc})",
-                                "check that `bridge hub start` runs there, the address, and any firewall "
-                                f"between the hosts (TCP {port})") from None
+        raise BrokerUnavailable(
+            f"cannot reach the hub at {host}:{port} ({exc.strerror or exc})",
+            f"check that `bridge hub start` runs there, the address, and any firewall between the hosts (TCP {port})",
+        ) from None
     try:
         with context.wrap_socket(raw, server_hostname=host):
             pass
     except ssl.SSLCertVerificationError as exc:
         reason = exc.verify_message or str(exc)
         if "not yet valid" in reason or "expired" in reason:
-            raise ClockSkew(f"TLS: the hub's certificate at {host}:{port} is {reason} by this host's clock",
-                            "set the time right on both machines (e.g. enable NTP) and join again") from None
-        raise TlsError(f"TLS: the server at {host}:{port} is not the hub this invite is for ({reason}; "
-                       f"the invite trusts only CA sha256:{fingerprint[:16]}…)",
-                       "check the address, or ask the hub's operator for a new invite") from None
+            raise ClockSkew(
+                f"TLS: the hub's certificate at {host}:{port} is {reason} by this host's clock",
+                "set the time right on both machines (e.g. enable NTP) and join again",
+            ) from None
+        raise TlsError(
+            f"TLS: the server at {host}:{port} is not the hub this invite is for ({reason}; "
+            f"the invite trusts only CA sha256:{fingerprint[:16]}…)",
+            "check the address, or ask the hub's operator for a new invite",
+        ) from None
     except (ssl.SSLError, OSError) as exc:
-        raise TlsError(f"TLS handshake with {host}:{port} failed ({exc})",
-                       "is that the hub's amqps port? see `bridge hub status` on the hub") from None
+        raise TlsError(
+            f"TLS handshake with {host}:{port} failed ({exc})",
+            "is that the hub's amqps port? see `bridge hub status` on the hub",
+        ) from None
     return host, port
 
 
@@ -95,18 +102,24 @@ def _existing_conflicts(invite: invite_mod.Invite, force: bool) -> None:
 
     answer = ping()
     if answer is not None:
-        raise Conflict(f"a gateway of the old configuration is running (pid {answer.get('pid', '?')})",
-                       "stop it first (Ctrl-C in its pane), then join again and start `bridge gateway`")
+        raise Conflict(
+            f"a gateway of the old configuration is running (pid {answer.get('pid', '?')})",
+            "stop it first (Ctrl-C in its pane), then join again and start `bridge gateway`",
+        )
     if force:
         return
     old_uri = _file_value("broker", "uri")
     if old_uri and not any(a in old_uri for a in invite.addresses):
-        raise Conflict(f"this host already uses another broker ({redact(old_uri)})",
-                       "join anyway with `bridge join --force INVITE` (the old broker.uri is replaced)")
+        raise Conflict(
+            f"this host already uses another broker ({redact(old_uri)})",
+            "join anyway with `bridge join --force INVITE` (the old broker.uri is replaced)",
+        )
     old_host = _file_value("host", "id")
     if old_host and old_host != invite.host:
-        raise Conflict(f"this host's id is {old_host!r} but the invite is for {invite.host!r}",
-                       f"ask for an invite for {old_host}, or join anyway with `--force`")
+        raise Conflict(
+            f"this host's id is {old_host!r} but the invite is for {invite.host!r}",
+            f"ask for an invite for {old_host}, or join anyway with `--force`",
+        )
 
 
 def _when(stamp: float) -> str:
@@ -122,17 +135,22 @@ def _file_value(section: str, key: str) -> Any:
         return None
 
 
-def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invite,
-          password: str) -> dict[str, Any]:
+def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invite, password: str) -> dict[str, Any]:
     """Log in as the invite's enrolment user and ask the registrar for this host's user."""
     import pika
     import pika.exceptions
 
     params = pika.ConnectionParameters(
-        host=host, port=port, credentials=pika.PlainCredentials(invite.enrol_user, invite.secret),
-        ssl_options=pika.SSLOptions(context, host), heartbeat=0, socket_timeout=CONNECT_TIMEOUT,
-        stack_timeout=CONNECT_TIMEOUT * 2, connection_attempts=1,
-        client_properties={"connection_name": "bridge-join", "product": "bridgecli"})
+        host=host,
+        port=port,
+        credentials=pika.PlainCredentials(invite.enrol_user, invite.secret),
+        ssl_options=pika.SSLOptions(context, host),
+        heartbeat=0,
+        socket_timeout=CONNECT_TIMEOUT,
+        stack_timeout=CONNECT_TIMEOUT * 2,
+        connection_attempts=1,
+        client_properties={"connection_name": "bridge-join", "product": "bridgecli"},
+    )
     try:
         connection = pika.BlockingConnection(params)
     except pika.exceptions.ProbableAuthenticationError:
@@ -140,30 +158,44 @@ def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invi
             raise InviteError(f"this invite expired at {_when(invite.expires)}", invite_mod.ASK_AGAIN) from None
         raise InviteError("the hub refused this invite: it was used or revoked", invite_mod.ASK_AGAIN) from None
     except pika.exceptions.AMQPError as exc:
-        raise BrokerUnavailable(f"the hub at {host}:{port} did not complete the AMQP handshake ({type(exc).__name__})",
-                                "see the hub's broker log (`bridge broker logs` there)") from None
+        raise BrokerUnavailable(
+            f"the hub at {host}:{port} did not complete the AMQP handshake ({type(exc).__name__})",
+            "see the hub's broker log (`bridge broker logs` there)",
+        ) from None
     try:
         channel = connection.channel()
         answers: list[bytes] = []
         channel.basic_consume(REPLY_TO, lambda ch, m, p, body: answers.append(body), auto_ack=True)
         request = {"op": "enrol", "host": invite.host, "password": password, "time": time.time()}
         try:
-            channel.basic_publish(EXCHANGE, ROUTING_KEY, json.dumps(request).encode(),
-                                  pika.BasicProperties(reply_to=REPLY_TO, correlation_id=str(uuid.uuid4()),
-                                                       user_id=invite.enrol_user, content_type="application/json",
-                                                       expiration=str(int(ANSWER_TIMEOUT * 1000))))
+            channel.basic_publish(
+                EXCHANGE,
+                ROUTING_KEY,
+                json.dumps(request).encode(),
+                pika.BasicProperties(
+                    reply_to=REPLY_TO,
+                    correlation_id=str(uuid.uuid4()),
+                    user_id=invite.enrol_user,
+                    content_type="application/json",
+                    expiration=str(int(ANSWER_TIMEOUT * 1000)),
+                ),
+            )
             deadline = time.monotonic() + ANSWER_TIMEOUT
             while not answers and time.monotonic() < deadline:
                 connection.process_data_events(time_limit=0.2)
         except pika.exceptions.ChannelClosedByBroker as exc:
-            raise BrokerUnavailable(f"the hub's broker refused the enrolment ({exc.reply_text})",
-                                    "is the hub's registrar running? `bridge hub status` on the hub") from None
+            raise BrokerUnavailable(
+                f"the hub's broker refused the enrolment ({exc.reply_text})",
+                "is the hub's registrar running? `bridge hub status` on the hub",
+            ) from None
         except pika.exceptions.ConnectionClosedByBroker as exc:
-            raise InviteError(f"the hub closed the enrolment connection ({exc.reply_text})",
-                              invite_mod.ASK_AGAIN) from None
+            raise InviteError(
+                f"the hub closed the enrolment connection ({exc.reply_text})", invite_mod.ASK_AGAIN
+            ) from None
         if not answers:
-            raise Timeout(f"the hub's registrar did not answer within {ANSWER_TIMEOUT:g}s",
-                          "check `bridge hub status` on the hub")
+            raise Timeout(
+                f"the hub's registrar did not answer within {ANSWER_TIMEOUT:g}s", "check `bridge hub status` on the hub"
+            )
         answer = json.loads(answers[0])
     finally:
         if connection.is_open:
@@ -174,8 +206,10 @@ def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invi
         raise error(f"the hub refused: {message}", hint)
     hub_time = answer.get("hubTime")
     if isinstance(hub_time, (int, float)) and abs(hub_time - time.time()) > MAX_CLOCK_SKEW:
-        raise ClockSkew(f"this host's clock is {time.time() - hub_time:+.0f}s off the hub's",
-                        "set the time right on both machines (e.g. enable NTP)")
+        raise ClockSkew(
+            f"this host's clock is {time.time() - hub_time:+.0f}s off the hub's",
+            "set the time right on both machines (e.g. enable NTP)",
+        )
     return answer
 
 
@@ -214,16 +248,34 @@ def join(text: str, force: bool = False) -> Joined:
         except BrokerUnavailable as exc:
             problems.append(exc)
     if reached is None:
-        raise problems[0] if len(problems) == 1 else BrokerUnavailable(
-            "cannot reach the hub at any of its addresses: " + "; ".join(p.message for p in problems),
-            problems[0].hint)
+        raise (
+            problems[0]
+            if len(problems) == 1
+            else BrokerUnavailable(
+                "cannot reach the hub at any of its addresses: " + "; ".join(p.message for p in problems),
+                problems[0].hint,
+            )
+        )
     host, port = reached
     password = secrets.token_urlsafe(32)
     answer = enrol(host, port, context, invite, password)
     ca_file = write_ca(invite)
     shown = f"[{host}]" if ":" in host else host
-    set_values({"broker.uri": f"amqps://{quote(answer['user'], safe='')}:{password}@{shown}:{port}/",
-                "broker.tls_ca": str(ca_file), "hub.id": invite.hub, "host.id": invite.host,
-                "security.sender_check": "host", "security.trusted_users": LOCAL_USER})
-    return Joined(hub=invite.hub, host=invite.host, address=f"{shown}:{port}", config_file=paths.config_file(),
-                  ca_file=ca_file, ca_fingerprint=invite.ca_fingerprint)
+    set_values(
+        {
+            "broker.uri": f"amqps://{quote(answer['user'], safe='')}:{password}@{shown}:{port}/",
+            "broker.tls_ca": str(ca_file),
+            "hub.id": invite.hub,
+            "host.id": invite.host,
+            "security.sender_check": "host",
+            "security.trusted_users": LOCAL_USER,
+        }
+    )
+    return Joined(
+        hub=invite.hub,
+        host=invite.host,
+        address=f"{shown}:{port}",
+        config_file=paths.config_file(),
+        ca_file=ca_file,
+        ca_fingerprint=invite.ca_fingerprint,
+    )

@@ -55,8 +55,7 @@ class HubSettings:
     def addresses(self) -> list[str]:
         """The ``ADDR:PORT`` a joining host may dial: every named listener, then every name."""
         port = self.listen[0][1] if self.listen else DEFAULT_AMQPS_PORT
-        shown = [f"[{a}]:{p}" if ":" in a else f"{a}:{p}" for a, p in self.listen
-                 if a not in ("0.0.0.0", "::")]
+        shown = [f"[{a}]:{p}" if ":" in a else f"{a}:{p}" for a, p in self.listen if a not in ("0.0.0.0", "::")]
         return shown + [f"{n}:{port}" for n in self.names]
 
 

@@ -42,8 +42,9 @@ def parse_listen(text: str) -> tuple[str, int | None]:
         if number is not None and not 0 < number < 65536:
             raise ValueError
     except ValueError:
-        raise ConfigError(f"bad --listen {text!r}",
-                          "give an IP address of this machine, optionally with :PORT (e.g. 192.0.2.10:5671)") from None
+        raise ConfigError(
+            f"bad --listen {text!r}", "give an IP address of this machine, optionally with :PORT (e.g. 192.0.2.10:5671)"
+        ) from None
     return host, number
 
 
@@ -54,17 +55,20 @@ def _choose_ports(wanted: list[tuple[str, int | None]], before: HubSettings | No
     chosen = []
     for addr, port in wanted:
         if port is None:
-            port = kept.get(addr) or (DEFAULT_AMQPS_PORT if port_is_free(DEFAULT_AMQPS_PORT, addr)
-                                      else free_port())
+            port = kept.get(addr) or (DEFAULT_AMQPS_PORT if port_is_free(DEFAULT_AMQPS_PORT, addr) else free_port())
         chosen.append((addr, port))
     return chosen
 
 
 def _tls_conf(pki: HubPki, listen: list[tuple[str, int]]) -> list[str]:
     lines = [f"listeners.ssl.{i} = {f'[{a}]' if ':' in a else a}:{p}" for i, (a, p) in enumerate(listen, 1)]
-    return lines + [f"ssl_options.cacertfile = {pki.ca_cert}", f"ssl_options.certfile = {pki.server_cert}",
-                    f"ssl_options.keyfile = {pki.server_key}", "ssl_options.verify = verify_none",
-                    "ssl_options.fail_if_no_peer_cert = false"]
+    return lines + [
+        f"ssl_options.cacertfile = {pki.ca_cert}",
+        f"ssl_options.certfile = {pki.server_cert}",
+        f"ssl_options.keyfile = {pki.server_key}",
+        "ssl_options.verify = verify_none",
+        "ssl_options.fail_if_no_peer_cert = false",
+    ]
 
 
 @dataclass
@@ -83,28 +87,44 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
     host_id = config.host_id
     wanted = [parse_listen(x) for x in listen] or [(a, p) for a, p in (before.listen if before else [])]
     if not wanted:
-        raise ConfigError("the hub needs an address to listen on",
-                          "give the address other hosts reach this machine at: `bridge hub start --listen ADDR`")
+        raise ConfigError(
+            "the hub needs an address to listen on",
+            "give the address other hosts reach this machine at: `bridge hub start --listen ADDR`",
+        )
     names = list(names) or (before.names if before else [])
-    settings = HubSettings(hub_id=before.hub_id if before else host_id, host_id=host_id,
-                           listen=_choose_ports(wanted, before), names=names,
-                           management_port=before.management_port if before else 0,
-                           registrar_pid=before.registrar_pid if before else 0)
+    settings = HubSettings(
+        hub_id=before.hub_id if before else host_id,
+        host_id=host_id,
+        listen=_choose_ports(wanted, before),
+        names=names,
+        management_port=before.management_port if before else 0,
+        registrar_pid=before.registrar_pid if before else 0,
+    )
     pki = HubPki(layout.pki_dir())
     pki.ensure_ca(settings.hub_id)
     reissued = pki.ensure_server_cert([a for a, _ in settings.listen if a not in ("0.0.0.0", "::")], names)
     running = localbroker.read_state()
-    same = (before is not None and before.active and running is not None and running.management_port
-            and before.listen == settings.listen and not reissued)
+    same = (
+        before is not None
+        and before.active
+        and running is not None
+        and running.management_port
+        and before.listen == settings.listen
+        and not reissued
+    )
     restarted_plain = running is not None and not running.management_port
     if running is not None and not same:
         localbroker.stop()
         running = None
     if running is None:
-        mgmt = settings.management_port if settings.management_port and port_is_free(settings.management_port) \
+        mgmt = (
+            settings.management_port
+            if settings.management_port and port_is_free(settings.management_port)
             else free_port()
-        result = localbroker.start(timeout, management=True, management_port=mgmt,
-                                   extra_conf=_tls_conf(pki, settings.listen))
+        )
+        result = localbroker.start(
+            timeout, management=True, management_port=mgmt, extra_conf=_tls_conf(pki, settings.listen)
+        )
         settings.management_port = result.info.management_port
     else:
         settings.management_port = running.management_port
@@ -114,8 +134,13 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
     if not pid_alive(settings.registrar_pid):
         settings.registrar_pid = _start_registrar(timeout)
         layout.save(settings)
-    return HubStart(settings, already_running=bool(same), restarted_plain_broker=bool(restarted_plain),
-                    ca_fingerprint=pki.ca_fingerprint(), seconds=time.monotonic() - began)
+    return HubStart(
+        settings,
+        already_running=bool(same),
+        restarted_plain_broker=bool(restarted_plain),
+        ca_fingerprint=pki.ca_fingerprint(),
+        seconds=time.monotonic() - began,
+    )
 
 
 def _own_local_entities(settings: HubSettings) -> None:
@@ -135,17 +160,21 @@ def _start_registrar(timeout: float) -> int:
     log = layout.registrar_log()
     offset = log.stat().st_size if log.exists() else 0
     with log.open("ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "bridgecli.hub.registrar"], stdin=subprocess.DEVNULL,
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=dict(os.environ))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bridgecli.hub.registrar"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ),
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = _read_from(log, offset)
         if "registrar serving" in text:
             return process.pid
         if process.poll() is not None:
-            raise BrokerUnavailable(f"the hub's registrar exited at start: {text.strip()[-300:]}",
-                                    f"see {log}")
+            raise BrokerUnavailable(f"the hub's registrar exited at start: {text.strip()[-300:]}", f"see {log}")
         time.sleep(0.1)
     raise Timeout(f"the hub's registrar did not start within {timeout:g}s", f"see {log}")
 
@@ -192,10 +221,20 @@ def status() -> dict[str, Any]:
         invites = [i for i in store.invites() if i.state(now) == "open"]
     finally:
         store.close()
-    return {"running": bool(settings.active and node is not None), "configured": True,
-            "hub": settings.hub_id, "host": settings.host_id, "addresses": settings.addresses,
-            "ca_fingerprint": pki.ca_fingerprint() if pki.ca_cert.exists() else None,
-            "registrar": {"pid": settings.registrar_pid or None, "alive": pid_alive(settings.registrar_pid)},
-            "broker": {"pid": node.pid if node else None, "amqp_port": node.amqp_port if node else None,
-                       "management_port": settings.management_port},
-            "hosts": len(hosts), "open_invites": len(invites), "dir": str(layout.hub_dir())}
+    return {
+        "running": bool(settings.active and node is not None),
+        "configured": True,
+        "hub": settings.hub_id,
+        "host": settings.host_id,
+        "addresses": settings.addresses,
+        "ca_fingerprint": pki.ca_fingerprint() if pki.ca_cert.exists() else None,
+        "registrar": {"pid": settings.registrar_pid or None, "alive": pid_alive(settings.registrar_pid)},
+        "broker": {
+            "pid": node.pid if node else None,
+            "amqp_port": node.amqp_port if node else None,
+            "management_port": settings.management_port,
+        },
+        "hosts": len(hosts),
+        "open_invites": len(invites),
+        "dir": str(layout.hub_dir()),
+    }

@@ -39,8 +39,9 @@ def _open() -> tuple[HubSettings, HubStore, RabbitAdmin]:
 def create_invite(host: str, expires_in: float = DEFAULT_EXPIRY, replace: bool = False) -> dict[str, Any]:
     """A new one-time invite for ``host``; returns its line and its record."""
     if not HOST_ID_RE.match(host) or host == LOCAL_USER or host.startswith(invite_mod.ENROL_USER_PREFIX):
-        raise ConfigError(f"bad host id {host!r}",
-                          "use 1-63 characters from a-z 0-9 _ - (not 'guest'), the id the new host will have")
+        raise ConfigError(
+            f"bad host id {host!r}", "use 1-63 characters from a-z 0-9 _ - (not 'guest'), the id the new host will have"
+        )
     if expires_in <= 0:
         raise ConfigError("an invite must expire in the future", "give --expires like 30m or 2h")
     settings, store, admin = _open()
@@ -49,16 +50,29 @@ def create_invite(host: str, expires_in: float = DEFAULT_EXPIRY, replace: bool =
             raise Conflict(f"{host!r} is this hub machine's own host id", "invite the other machine by its own id")
         existing = store.host(host)
         if existing and existing.revoked is None and not replace:
-            raise Conflict(f"host {host!r} has already joined this hub",
-                           f"re-issue with `bridge hub invite {host} --replace` (its old credential stops working)")
-        line = invite_mod.Invite(hub=settings.hub_id, host=host, addresses=tuple(settings.addresses),
-                                 invite_id=invite_mod.new_id(), secret=invite_mod.new_secret(),
-                                 expires=time.time() + expires_in, ca_der=HubPki(layout.pki_dir()).ca_der())
+            raise Conflict(
+                f"host {host!r} has already joined this hub",
+                f"re-issue with `bridge hub invite {host} --replace` (its old credential stops working)",
+            )
+        line = invite_mod.Invite(
+            hub=settings.hub_id,
+            host=host,
+            addresses=tuple(settings.addresses),
+            invite_id=invite_mod.new_id(),
+            secret=invite_mod.new_secret(),
+            expires=time.time() + expires_in,
+            ca_der=HubPki(layout.pki_dir()).ca_der(),
+        )
         admin.put_user(line.enrol_user, line.secret)
         admin.set_permissions(line.enrol_user, *permissions.ENROL_PERMISSIONS)
         store.add_invite(line.invite_id, host, line.expires, replace)
-        return {"invite": line.encode(), "id": line.invite_id, "host": host, "expires": line.expires,
-                "addresses": list(line.addresses)}
+        return {
+            "invite": line.encode(),
+            "id": line.invite_id,
+            "host": host,
+            "expires": line.expires,
+            "addresses": list(line.addresses),
+        }
     finally:
         store.close()
 
@@ -68,8 +82,17 @@ def list_invites() -> list[dict[str, Any]]:
     _, store, _ = _open()
     try:
         now = time.time()
-        return [{"id": r.invite_id, "host": r.host, "created": r.created, "expires": r.expires,
-                 "state": r.state(now), "replace": r.replace} for r in store.invites()]
+        return [
+            {
+                "id": r.invite_id,
+                "host": r.host,
+                "created": r.created,
+                "expires": r.expires,
+                "state": r.state(now),
+                "replace": r.replace,
+            }
+            for r in store.invites()
+        ]
     finally:
         store.close()
 
@@ -96,16 +119,31 @@ def list_hosts() -> list[dict[str, Any]]:
         for conn in admin.connections():
             if str(conn.get("client_properties", {}).get("connection_name", "")).startswith("bridge-gateway-"):
                 connected[conn.get("user", "")] = connected.get(conn.get("user", ""), 0) + 1
-        rows = [{"host": settings.host_id, "user": LOCAL_USER, "hub": True, "joined": None, "revoked": None,
-                 "gateway_connected": connected.get(LOCAL_USER, 0) > 0,
-                 "entities": [{"gid": g, "label": lbl} for g, lbl in store.gids_of(settings.host_id)]}]
+        rows = [
+            {
+                "host": settings.host_id,
+                "user": LOCAL_USER,
+                "hub": True,
+                "joined": None,
+                "revoked": None,
+                "gateway_connected": connected.get(LOCAL_USER, 0) > 0,
+                "entities": [{"gid": g, "label": lbl} for g, lbl in store.gids_of(settings.host_id)],
+            }
+        ]
         for host in store.hosts():
             if host.revoked is None:  # the statistics behind connections() lag; this does not
                 connected[host.user] = len(admin.live_connections(host.user))
-            rows.append({"host": host.host, "user": host.user, "hub": False, "joined": host.joined,
-                         "revoked": host.revoked,
-                         "gateway_connected": host.revoked is None and connected.get(host.user, 0) > 0,
-                         "entities": [{"gid": g, "label": lbl} for g, lbl in store.gids_of(host.host)]})
+            rows.append(
+                {
+                    "host": host.host,
+                    "user": host.user,
+                    "hub": False,
+                    "joined": host.joined,
+                    "revoked": host.revoked,
+                    "gateway_connected": host.revoked is None and connected.get(host.user, 0) > 0,
+                    "entities": [{"gid": g, "label": lbl} for g, lbl in store.gids_of(host.host)],
+                }
+            )
         return rows
     finally:
         store.close()

@@ -31,10 +31,19 @@ class HostPermissions:
 
     def rabbitmqctl(self, user: str, vhost: str = "/") -> list[list[str]]:
         """The ``rabbitmqctl`` argument lists that apply these permissions to ``user``."""
-        return [["set_permissions", "-p", vhost, user, self.configure, self.write, self.read],
-                ["set_topic_permissions", "-p", vhost, user, "bridge.msg", self.topic_msg_write, self.topic_msg_read],
-                ["set_topic_permissions", "-p", vhost, user, "bridge.roster", self.topic_roster_write,
-                 self.topic_roster_read]]
+        return [
+            ["set_permissions", "-p", vhost, user, self.configure, self.write, self.read],
+            ["set_topic_permissions", "-p", vhost, user, "bridge.msg", self.topic_msg_write, self.topic_msg_read],
+            [
+                "set_topic_permissions",
+                "-p",
+                vhost,
+                user,
+                "bridge.roster",
+                self.topic_roster_write,
+                self.topic_roster_read,
+            ],
+        ]
 
 
 def for_host(host: str, gids: Iterable[str], *, registrar: bool = False) -> HostPermissions:

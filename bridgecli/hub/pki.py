@@ -93,28 +93,40 @@ class HubPki:
             raise _cannot_write(self.directory, exc) from exc
         if self.ca_cert.exists():
             if not self.ca_key.exists():
-                raise ConfigError(f"the hub CA key {self.ca_key} is missing (its certificate "
-                                  f"{self.ca_cert} is there)",
-                                  f"restore {self.ca_key} from a backup; only if that is lost, "
-                                  f"remove {self.ca_cert} to create a new CA, which every host "
-                                  f"must then pair with again")
+                raise ConfigError(
+                    f"the hub CA key {self.ca_key} is missing (its certificate {self.ca_cert} is there)",
+                    f"restore {self.ca_key} from a backup; only if that is lost, "
+                    f"remove {self.ca_cert} to create a new CA, which every host "
+                    f"must then pair with again",
+                )
             return False
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"bridge hub CA {hub_id}")])
         now = _now()
         cert = (
             x509.CertificateBuilder()
-            .subject_name(name).issuer_name(name)
+            .subject_name(name)
+            .issuer_name(name)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE).not_valid_after(now + CA_VALIDITY)
+            .not_valid_before(now - BACKDATE)
+            .not_valid_after(now + CA_VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(
-                digital_signature=False, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                           critical=False)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=False,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256())
         )
         # key first: ca.pem is the marker of a complete CA
@@ -154,21 +166,30 @@ class HubPki:
             .issuer_name(ca_cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE).not_valid_after(now + SERVER_VALIDITY)
+            .not_valid_before(now - BACKDATE)
+            .not_valid_after(now + SERVER_VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                           critical=False)
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]),
-                critical=False)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                           critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-                           critical=False)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]),
+                critical=False,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
         _write_private(self.server_key, _key_pem(key))
@@ -203,15 +224,17 @@ class HubPki:
         try:
             key = serialization.load_pem_private_key(self.ca_key.read_bytes(), None)
         except FileNotFoundError:
-            raise ConfigError(f"the hub CA key {self.ca_key} is missing",
-                              f"restore it from a backup, or create the CA first in {self.directory}"
-                              ) from None
+            raise ConfigError(
+                f"the hub CA key {self.ca_key} is missing",
+                f"restore it from a backup, or create the CA first in {self.directory}",
+            ) from None
         except (OSError, ValueError, TypeError) as exc:
-            raise ConfigError(f"cannot read the hub CA key {self.ca_key}: {exc}",
-                              "restore it from a backup") from exc
+            raise ConfigError(f"cannot read the hub CA key {self.ca_key}: {exc}", "restore it from a backup") from exc
         if key.public_key() != self._load_ca_cert().public_key():
-            raise ConfigError(f"the hub CA key {self.ca_key} does not belong to {self.ca_cert}",
-                              "restore the matching pair from a backup")
+            raise ConfigError(
+                f"the hub CA key {self.ca_key} does not belong to {self.ca_cert}",
+                "restore the matching pair from a backup",
+            )
         return key
 
 
@@ -222,8 +245,9 @@ def _parse_ips(addresses: list[str]) -> list[ipaddress.IPv4Address | ipaddress.I
         try:
             ip = ipaddress.ip_address(text.strip())
         except ValueError:
-            raise ConfigError(f"{text!r} is not an IP address",
-                              "give IP addresses as addresses and host names as names") from None
+            raise ConfigError(
+                f"{text!r} is not an IP address", "give IP addresses as addresses and host names as names"
+            ) from None
         if ip not in ips:
             ips.append(ip)
     return ips
@@ -235,31 +259,34 @@ def _sans(cert: x509.Certificate) -> list[tuple[str, str]]:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return []
-    return ([("dns", n.lower()) for n in san.get_values_for_type(x509.DNSName)]
-            + [("ip", str(ip)) for ip in san.get_values_for_type(x509.IPAddress)])
+    return [("dns", n.lower()) for n in san.get_values_for_type(x509.DNSName)] + [
+        ("ip", str(ip)) for ip in san.get_values_for_type(x509.IPAddress)
+    ]
 
 
 def _load_cert(path: Path, what: str) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(path.read_bytes())
     except FileNotFoundError:
-        raise ConfigError(f"{what} {path} is missing",
-                          "create it first (the hub creates its CA and server certificate "
-                          "when it is set up)") from None
+        raise ConfigError(
+            f"{what} {path} is missing",
+            "create it first (the hub creates its CA and server certificate when it is set up)",
+        ) from None
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {what} {path}: {exc}",
-                          "restore it from a backup") from exc
+        raise ConfigError(f"cannot read {what} {path}: {exc}", "restore it from a backup") from exc
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _cannot_write(path: Path, exc: OSError) -> CannotWrite:
-    return CannotWrite(f"cannot write {path}: {exc.strerror or exc}",
-                       "nothing was replaced; check that its directory is a writable directory "
-                       "and the disk is not full, then retry")
+    return CannotWrite(
+        f"cannot write {path}: {exc.strerror or exc}",
+        "nothing was replaced; check that its directory is a writable directory and the disk is not full, then retry",
+    )
 
 
 def _write_private(path: Path, data: bytes) -> None:

@@ -39,8 +39,15 @@ def _q(part: str) -> str:
 class RabbitAdmin:
     """The management API of the node at ``host:port`` as ``user``, scoped to ``vhost``."""
 
-    def __init__(self, port: int, user: str = "guest", password: str = "guest",
-                 host: str = "127.0.0.1", vhost: str = "/", timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        port: int,
+        user: str = "guest",
+        password: str = "guest",
+        host: str = "127.0.0.1",
+        vhost: str = "/",
+        timeout: float = 10.0,
+    ) -> None:
         self.port = port
         self.user = user
         self.host = host
@@ -64,18 +71,23 @@ class RabbitAdmin:
     # --- permissions ---------------------------------------------------------------------
     def set_permissions(self, user: str, configure: str, write: str, read: str) -> None:
         """Set ``user``'s resource regexes in our vhost (replaces the previous ones)."""
-        self._request("PUT", f"/api/permissions/{_q(self.vhost)}/{_q(user)}",
-                      {"configure": configure, "write": write, "read": read})
+        self._request(
+            "PUT",
+            f"/api/permissions/{_q(self.vhost)}/{_q(user)}",
+            {"configure": configure, "write": write, "read": read},
+        )
 
     def set_topic_permissions(self, user: str, exchange: str, write: str, read: str) -> None:
         """Set ``user``'s routing-key regexes for topic ``exchange`` in our vhost."""
-        self._request("PUT", f"/api/topic-permissions/{_q(self.vhost)}/{_q(user)}",
-                      {"exchange": exchange, "write": write, "read": read})
+        self._request(
+            "PUT",
+            f"/api/topic-permissions/{_q(self.vhost)}/{_q(user)}",
+            {"exchange": exchange, "write": write, "read": read},
+        )
 
     def clear_topic_permissions(self, user: str) -> None:
         """Remove every topic permission of ``user`` in our vhost (none is fine)."""
-        self._request("DELETE", f"/api/topic-permissions/{_q(self.vhost)}/{_q(user)}",
-                      ok_404=True)
+        self._request("DELETE", f"/api/topic-permissions/{_q(self.vhost)}/{_q(user)}", ok_404=True)
 
     # --- connections ---------------------------------------------------------------------
     def connections(self, user: str | None = None) -> list[dict[str, Any]]:
@@ -96,8 +108,7 @@ class RabbitAdmin:
         A connection that is already gone is fine."""
         # header values are latin-1 on the wire and must not break the header line
         clean = " ".join(reason.split()).encode("ascii", "replace").decode("ascii")
-        self._request("DELETE", f"/api/connections/{_q(name)}", headers={"X-Reason": clean},
-                      ok_404=True)
+        self._request("DELETE", f"/api/connections/{_q(name)}", headers={"X-Reason": clean}, ok_404=True)
 
     # --- node ----------------------------------------------------------------------------
     def overview(self) -> dict[str, Any]:
@@ -124,20 +135,30 @@ class RabbitAdmin:
             if time.monotonic() + 0.2 > deadline:
                 raise BrokerUnavailable(
                     f"the broker's management API on {self.host}:{self.port} did not answer "
-                    f"within {timeout:g}s ({last.message})", last.hint)
+                    f"within {timeout:g}s ({last.message})",
+                    last.hint,
+                )
             time.sleep(0.2)
 
     # --- transport -----------------------------------------------------------------------
-    def _request(self, method: str, path: str, body: Any = None,
-                 headers: dict[str, str] | None = None, ok_404: bool = False,
-                 timeout: float | None = None) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        ok_404: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
         """Send one request; the parsed JSON answer, None for an empty one, ``_MISSING`` for
         a 404 when ``ok_404``. Any failure raises BrokerUnavailable."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            f"http://{self.host}:{self.port}{path}", data=data, method=method,
-            headers={"Authorization": self._auth, "Content-Type": "application/json",
-                     **(headers or {})})
+            f"http://{self.host}:{self.port}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": self._auth, "Content-Type": "application/json", **(headers or {})},
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 raw = response.read()
@@ -146,22 +167,25 @@ class RabbitAdmin:
                 if exc.code == 404 and ok_404:
                     return _MISSING
                 raise ManagementRefused(
-                    f"the broker's management API refused {method} {path}: "
-                    f"HTTP {exc.code} {exc.reason}{_detail(exc)}",
-                    "see the broker log (bridge broker logs)", status=exc.code) from None
+                    f"the broker's management API refused {method} {path}: HTTP {exc.code} {exc.reason}{_detail(exc)}",
+                    "see the broker log (bridge broker logs)",
+                    status=exc.code,
+                ) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             why = getattr(exc, "reason", None) or exc
             raise BrokerUnavailable(
                 f"cannot reach the broker's management API on {self.host}:{self.port} ({why})",
-                "is the hub running? `bridge hub status`") from None
+                "is the hub running? `bridge hub status`",
+            ) from None
         if not raw.strip():
             return None
         try:
             return json.loads(raw)
         except ValueError:
             raise BrokerUnavailable(
-                f"the broker's management API answered {method} {path} with something that is "
-                f"not JSON: {raw[:80]!r}", "is another service listening on its port?") from None
+                f"the broker's management API answered {method} {path} with something that is not JSON: {raw[:80]!r}",
+                "is another service listening on its port?",
+            ) from None
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

@@ -58,8 +58,9 @@ class Registrar:
     """Answers registrar requests. ``hub_host`` is the hub machine's own host id, whose
     commands connect as :data:`LOCAL_USER`; its claims record ownership but need no grant."""
 
-    def __init__(self, store: HubStore, admin: Grants, hub_id: str, hub_host: str,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store: HubStore, admin: Grants, hub_id: str, hub_host: str, clock: Callable[[], float] = time.time
+    ) -> None:
         self.store = store
         self.admin = admin
         self.hub_id = hub_id
@@ -81,8 +82,11 @@ class Registrar:
             if op in ("claim", "release"):
                 host = self._host_of(user_id)
                 if host is None:
-                    return _refusal("denied", f"broker user {user_id!r} is not a joined host",
-                                    "join this host with `bridge join INVITE`")
+                    return _refusal(
+                        "denied",
+                        f"broker user {user_id!r} is not a joined host",
+                        "join this host with `bridge join INVITE`",
+                    )
                 if op == "claim":
                     return self.claim(host, user_id, request.get("entities"))
                 return self.release(host, user_id, request.get("gids"))
@@ -124,7 +128,7 @@ class Registrar:
         with the password the joining host chose. Works once."""
         if not user_id.startswith(invite_mod.ENROL_USER_PREFIX):
             return _refusal("denied", "only an invite may enrol a host", "use `bridge join INVITE`")
-        invite_id = user_id[len(invite_mod.ENROL_USER_PREFIX):]
+        invite_id = user_id[len(invite_mod.ENROL_USER_PREFIX) :]
         record = self.store.invite(invite_id)
         now = self.clock()
         state = record.state(now) if record else "unknown"
@@ -133,19 +137,28 @@ class Registrar:
             return _refusal("invite", f"this invite is {state}", invite_mod.ASK_AGAIN)
         their_time = request.get("time")
         if isinstance(their_time, (int, float)) and abs(their_time - now) > MAX_CLOCK_SKEW:
-            return {**_refusal("clock", f"this host's clock is {their_time - now:+.0f}s off the hub's",
-                               "set the time right on both machines (e.g. enable NTP) and join again"),
-                    "hubTime": now}
+            return {
+                **_refusal(
+                    "clock",
+                    f"this host's clock is {their_time - now:+.0f}s off the hub's",
+                    "set the time right on both machines (e.g. enable NTP) and join again",
+                ),
+                "hubTime": now,
+            }
         host, password = request.get("host"), request.get("password")
         if host != record.host:
-            return _refusal("invite", f"this invite is for host {record.host!r}, not {host!r}",
-                            f"join with host id {record.host}")
+            return _refusal(
+                "invite", f"this invite is for host {record.host!r}, not {host!r}", f"join with host id {record.host}"
+            )
         if not isinstance(password, str) or len(password) < MIN_PASSWORD:
             return _refusal("invalid", "the new credential is too short", "upgrade bridge on this host")
         existing = self.store.host(host)
         if existing and existing.revoked is None and not record.replace:
-            return _refusal("conflict", f"host {host!r} has already joined this hub",
-                            f"on the hub: `bridge hub invite {host} --replace` (or revoke it first)")
+            return _refusal(
+                "conflict",
+                f"host {host!r} has already joined this hub",
+                f"on the hub: `bridge hub invite {host} --replace` (or revoke it first)",
+            )
         if not self.store.use_invite(invite_id):
             return _refusal("invite", "this invite is used", invite_mod.ASK_AGAIN)
         user = host
@@ -155,8 +168,7 @@ class Registrar:
         # deleting a user closes its connections at once: give the answer time to arrive
         self.pending_drops.append((self.clock() + ENROL_USER_GRACE, user_id))
         logger.info("host %s joined (invite %s)", host, invite_id)
-        return {"ok": True, "hub": self.hub_id, "host": host, "user": user, "hubTime": now,
-                "hubHost": self.hub_host}
+        return {"ok": True, "hub": self.hub_id, "host": host, "user": user, "hubTime": now, "hubHost": self.hub_host}
 
     def drop_due(self) -> None:
         """Delete the enrolment users whose grace period has passed."""
@@ -208,18 +220,26 @@ def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float =
             answer = registrar.handle(request, getattr(props, "user_id", None))
         except Exception as exc:  # a broker or disk failure: say so, keep serving
             logger.exception("request failed")
-            answer = _refusal("error", f"the registrar failed: {type(exc).__name__}: {exc}",
-                              "retry; if it persists, see the hub's registrar.log")
+            answer = _refusal(
+                "error",
+                f"the registrar failed: {type(exc).__name__}: {exc}",
+                "retry; if it persists, see the hub's registrar.log",
+            )
         if props.reply_to:
-            channel.basic_publish("", props.reply_to, json.dumps(answer).encode(),
-                                  pika.BasicProperties(correlation_id=props.correlation_id,
-                                                       content_type="application/json"))
+            channel.basic_publish(
+                "",
+                props.reply_to,
+                json.dumps(answer).encode(),
+                pika.BasicProperties(correlation_id=props.correlation_id, content_type="application/json"),
+            )
         channel.basic_ack(method.delivery_tag)
 
-    retrying = tenacity.Retrying(wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
-                                 retry=tenacity.retry_if_exception_type(Exception),
-                                 stop=tenacity.stop_when_event_set(should_stop),
-                                 sleep=lambda s: should_stop.wait(s))
+    retrying = tenacity.Retrying(
+        wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
+        retry=tenacity.retry_if_exception_type(Exception),
+        stop=tenacity.stop_when_event_set(should_stop),
+        sleep=lambda s: should_stop.wait(s),
+    )
     while not should_stop.is_set():
         try:
             connection = retrying(connect)

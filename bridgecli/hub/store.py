@@ -79,19 +79,22 @@ class HubStore:
 
     def host_of_user(self, user: str) -> HostRecord | None:
         """The joined (not revoked) host whose broker user is ``user``."""
-        row = self.db.execute("SELECT host, user, joined, revoked FROM hosts WHERE user=? AND revoked IS NULL",
-                              (user,)).fetchone()
+        row = self.db.execute(
+            "SELECT host, user, joined, revoked FROM hosts WHERE user=? AND revoked IS NULL", (user,)
+        ).fetchone()
         return HostRecord(*row) if row else None
 
     def hosts(self) -> list[HostRecord]:
-        return [HostRecord(*r) for r in self.db.execute(
-            "SELECT host, user, joined, revoked FROM hosts ORDER BY host")]
+        return [HostRecord(*r) for r in self.db.execute("SELECT host, user, joined, revoked FROM hosts ORDER BY host")]
 
     def add_host(self, host: str, user: str) -> None:
         """Record ``host`` as joined now (a re-join after a revoke keeps its gids)."""
-        self.db.execute("INSERT INTO hosts (host, user, joined, revoked) VALUES (?, ?, ?, NULL) "
-                        "ON CONFLICT(host) DO UPDATE SET user=excluded.user, joined=excluded.joined, "
-                        "revoked=NULL", (host, user, time.time()))
+        self.db.execute(
+            "INSERT INTO hosts (host, user, joined, revoked) VALUES (?, ?, ?, NULL) "
+            "ON CONFLICT(host) DO UPDATE SET user=excluded.user, joined=excluded.joined, "
+            "revoked=NULL",
+            (host, user, time.time()),
+        )
 
     def revoke_host(self, host: str) -> bool:
         cur = self.db.execute("UPDATE hosts SET revoked=? WHERE host=? AND revoked IS NULL", (time.time(), host))
@@ -108,11 +111,14 @@ class HubStore:
             for gid, label in entities:
                 row = self.db.execute("SELECT host FROM gids WHERE gid=?", (gid,)).fetchone()
                 if row and row[0] != host:
-                    raise Conflict(f"gid {gid} belongs to host {row[0]}",
-                                   "a gid can only be served by the host that registered it")
-                self.db.execute("INSERT INTO gids (gid, host, label, claimed) VALUES (?, ?, ?, ?) "
-                                "ON CONFLICT(gid) DO UPDATE SET label=excluded.label",
-                                (gid, host, label, time.time()))
+                    raise Conflict(
+                        f"gid {gid} belongs to host {row[0]}", "a gid can only be served by the host that registered it"
+                    )
+                self.db.execute(
+                    "INSERT INTO gids (gid, host, label, claimed) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(gid) DO UPDATE SET label=excluded.label",
+                    (gid, host, label, time.time()),
+                )
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -124,8 +130,10 @@ class HubStore:
         return cur.rowcount
 
     def gids_of(self, host: str) -> list[tuple[str, str | None]]:
-        return [(g, lbl) for g, lbl in self.db.execute(
-            "SELECT gid, label FROM gids WHERE host=? ORDER BY claimed, gid", (host,))]
+        return [
+            (g, lbl)
+            for g, lbl in self.db.execute("SELECT gid, label FROM gids WHERE host=? ORDER BY claimed, gid", (host,))
+        ]
 
     def owner(self, gid: str) -> str | None:
         row = self.db.execute("SELECT host FROM gids WHERE gid=?", (gid,)).fetchone()
@@ -133,25 +141,34 @@ class HubStore:
 
     # --- invites -----------------------------------------------------------------------
     def add_invite(self, invite_id: str, host: str, expires: float, replace: bool) -> None:
-        self.db.execute("INSERT INTO invites (id, host, created, expires, replace) VALUES (?, ?, ?, ?, ?)",
-                        (invite_id, host, time.time(), expires, int(replace)))
+        self.db.execute(
+            "INSERT INTO invites (id, host, created, expires, replace) VALUES (?, ?, ?, ?, ?)",
+            (invite_id, host, time.time(), expires, int(replace)),
+        )
 
     def invite(self, invite_id: str) -> InviteRecord | None:
-        row = self.db.execute("SELECT id, host, created, expires, used, revoked, replace FROM invites "
-                              "WHERE id=?", (invite_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT id, host, created, expires, used, revoked, replace FROM invites WHERE id=?", (invite_id,)
+        ).fetchone()
         return _invite_record(row) if row else None
 
     def invites(self) -> list[InviteRecord]:
-        return [_invite_record(r) for r in self.db.execute(
-            "SELECT id, host, created, expires, used, revoked, replace FROM invites ORDER BY created")]
+        return [
+            _invite_record(r)
+            for r in self.db.execute(
+                "SELECT id, host, created, expires, used, revoked, replace FROM invites ORDER BY created"
+            )
+        ]
 
     def use_invite(self, invite_id: str) -> bool:
         """Mark an open invite used; False when it was not open (used, revoked: once only)."""
-        cur = self.db.execute("UPDATE invites SET used=? WHERE id=? AND used IS NULL AND revoked IS NULL",
-                              (time.time(), invite_id))
+        cur = self.db.execute(
+            "UPDATE invites SET used=? WHERE id=? AND used IS NULL AND revoked IS NULL", (time.time(), invite_id)
+        )
         return cur.rowcount > 0
 
     def revoke_invite(self, invite_id: str) -> bool:
-        cur = self.db.execute("UPDATE invites SET revoked=? WHERE id=? AND used IS NULL AND revoked IS NULL",
-                              (time.time(), invite_id))
+        cur = self.db.execute(
+            "UPDATE invites SET revoked=? WHERE id=? AND used IS NULL AND revoked IS NULL", (time.time(), invite_id)
+        )
         return cur.rowcount > 0

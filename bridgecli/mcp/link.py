@@ -94,12 +94,19 @@ class GatewayLink:
         if existing:
             entity = existing[0]
             if entity.get("deliver") != HOLD:
-                raise Conflict(f"label {label!r} is already registered on this host with --deliver "
-                               f"{entity.get('deliver')}, not hold",
-                               "pick another --label for bridge mcp, or `bridge unregister` that entity")
+                raise Conflict(
+                    f"label {label!r} is already registered on this host with --deliver "
+                    f"{entity.get('deliver')}, not hold",
+                    "pick another --label for bridge mcp, or `bridge unregister` that entity",
+                )
             if entity.get("role") != role:
-                logger.warning("re-attached to %s (gid %s), which is registered with role %s, not %s",
-                               label, entity.get("gid"), entity.get("role"), role)
+                logger.warning(
+                    "re-attached to %s (gid %s), which is registered with role %s, not %s",
+                    label,
+                    entity.get("gid"),
+                    entity.get("role"),
+                    role,
+                )
         else:
             entity = self.call_sync("register", timeout=30, label=label, role=role, deliver=HOLD)["entity"]
         self.gid, self.label = entity["gid"], entity["label"]
@@ -131,8 +138,10 @@ class SessionLock:
             handle.seek(0)
             holder = handle.read().strip() or "?"
             handle.close()
-            raise Conflict(f"label {label!r} is already served by another bridge mcp (pid {holder})",
-                           "give this session its own --label (e.g. --label main2)") from None
+            raise Conflict(
+                f"label {label!r} is already served by another bridge mcp (pid {holder})",
+                "give this session its own --label (e.g. --label main2)",
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))

@@ -23,16 +23,25 @@ from bridgecli.requests import PollRequest, RosterRequest, SendRequest, SpawnReq
 #: the longest a tool call may block (seconds); MCP clients time calls out too
 MAX_WAIT = 3600
 
-_TARGET = {"type": "string", "minLength": 1,
-           "description": "Who to message: a label (e.g. \"worker\") or a global id (gid). Labels resolve "
-                          "through this host's entities and the roster of all hosts; an ambiguous label is an error "
-                          "that lists the candidates."}
-_WAIT = {"type": "number", "minimum": 0, "maximum": MAX_WAIT,
-         "description": "Seconds to block for the reply (0 or absent: return at once; the reply is then held for "
-                        "bridge_poll)."}
-_MSG_ID = {"type": "string", "minLength": 6,
-           "description": "The msgId of the message you are answering (as shown by bridge_poll; a unique prefix "
-                          "works)."}
+_TARGET = {
+    "type": "string",
+    "minLength": 1,
+    "description": 'Who to message: a label (e.g. "worker") or a global id (gid). Labels resolve '
+    "through this host's entities and the roster of all hosts; an ambiguous label is an error "
+    "that lists the candidates.",
+}
+_WAIT = {
+    "type": "number",
+    "minimum": 0,
+    "maximum": MAX_WAIT,
+    "description": "Seconds to block for the reply (0 or absent: return at once; the reply is then held for "
+    "bridge_poll).",
+}
+_MSG_ID = {
+    "type": "string",
+    "minLength": 6,
+    "description": "The msgId of the message you are answering (as shown by bridge_poll; a unique prefix works).",
+}
 _CONTENT = {"type": "string", "description": "The message text."}
 
 
@@ -51,18 +60,23 @@ def _tools(link: GatewayLink) -> list[Tool]:
         wait = float(wait or 0)
         try:
             async with link.awaiting_reply() if wait else contextlib.nullcontext():
-                request = SendRequest(command=command, sender=link.gid, target=target, contents=[content],
-                                      wait=wait or None)
+                request = SendRequest(
+                    command=command, sender=link.gid, target=target, contents=[content], wait=wait or None
+                )
                 result = await link.call(request.OP, timeout=(wait + 30) if wait else 60, **request.to_wire())
         except Timeout as exc:
-            raise Timeout(exc.message, "the message was sent; its reply will be held for you — collect it "
-                                       "later with bridge_poll") from None
+            raise Timeout(
+                exc.message, "the message was sent; its reply will be held for you — collect it later with bridge_poll"
+            ) from None
         expected = "ANSWER" if command == "ask" else "REPLY"
         if "reply" in result:
             reply = result["reply"]
             return ToolResult(f"{expected} to {result['msgId']}:\n{render.frame(reply)}", result)
-        return ToolResult(f"Sent {result['kind']} {result['msgId']} to {result['to']}. Its {expected} will be "
-                          "held for you: call bridge_poll to collect it (or pass wait to block for it).", result)
+        return ToolResult(
+            f"Sent {result['kind']} {result['msgId']} to {result['to']}. Its {expected} will be "
+            "held for you: call bridge_poll to collect it (or pass wait to block for it).",
+            result,
+        )
 
     async def answer_to(command: str, msg_id: str, content: str) -> ToolResult:
         request = SendRequest(command=command, sender=link.gid, msg_id=msg_id, contents=[content])
@@ -113,19 +127,31 @@ def _tools(link: GatewayLink) -> list[Tool]:
             return ToolResult("The roster is empty (no gateway announces any entity yet).", result)
         lines = ["label | host | role | status | backend | gid"]
         for e in entries:
-            lines.append(" | ".join(str(e.get(k) if e.get(k) is not None else "-")
-                                    for k in ("label", "host", "role", "status", "backend", "gid")))
+            lines.append(
+                " | ".join(
+                    str(e.get(k) if e.get(k) is not None else "-")
+                    for k in ("label", "host", "role", "status", "backend", "gid")
+                )
+            )
         return ToolResult("\n".join(lines), result)
 
     async def bridge_spawn(args: dict[str, Any]) -> ToolResult:
         wait_ready = float(args["wait_ready"]) if args.get("wait_ready") else None
-        request = SpawnRequest(profile=args["profile"], host=args["host"], label=args.get("label") or None,
-                               wait_ready=wait_ready, sender=link.gid)
+        request = SpawnRequest(
+            profile=args["profile"],
+            host=args["host"],
+            label=args.get("label") or None,
+            wait_ready=wait_ready,
+            sender=link.gid,
+        )
         # without wait_ready the target applies its profile's ready_timeout, which only the
         # gateway learns (its own wait is bounded by it): no socket timeout of ours then
         result = await link.call(request.OP, timeout=wait_ready + 60 if wait_ready else None, **request.to_wire())
-        return ToolResult(f"Spawned {result.get('label') or '?'} on {result.get('host')} "
-                          f"(gid {result.get('gid')}). Address it with bridge_send.", result)
+        return ToolResult(
+            f"Spawned {result.get('label') or '?'} on {result.get('host')} "
+            f"(gid {result.get('gid')}). Address it with bridge_send.",
+            result,
+        )
 
     async def bridge_stop(args: dict[str, Any]) -> ToolResult:
         request = StopRequest(target=args["target"], sender=link.gid)
@@ -133,55 +159,105 @@ def _tools(link: GatewayLink) -> list[Tool]:
         return ToolResult(f"Stopped {args['target']}.\n{as_json(result)}", result)
 
     return [
-        Tool("bridge_send",
-             "Send a message to another agent or session (SEND), on this host or any other. With wait, block "
-             "until its REPLY arrives and return it; without wait (or if wait runs out) the reply is held for "
-             "you and bridge_poll collects it later. Returns the message id.",
-             _schema({"target": _TARGET, "content": _CONTENT, "wait": _WAIT}, ["target", "content"]),
-             bridge_send, title="Send a message"),
-        Tool("bridge_ask",
-             "Ask another agent a question (ASK) and, with wait, block for its ANSWER. Use for a question that "
-             "the other side should answer with bridge_answer; for plain tasking use bridge_send.",
-             _schema({"target": _TARGET, "question": {"type": "string", "description": "The question."},
-                      "wait": _WAIT}, ["target", "question"]),
-             bridge_ask, title="Ask a question"),
-        Tool("bridge_reply",
-             "Reply (REPLY) to a message you received, by its msgId; the reply goes to whoever sent it, on "
-             "whatever host. Use for SEND messages.",
-             _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
-             bridge_reply, title="Reply to a message"),
-        Tool("bridge_answer",
-             "Answer (ANSWER) an ASK you received, by its msgId, so the asker's blocked ask resumes.",
-             _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
-             bridge_answer, title="Answer a question"),
-        Tool("bridge_poll",
-             "Collect the messages held for you — new SENDs and ASKs, and replies that arrived after a send's "
-             "wait ran out. Each message is returned once and then removed from your hold. With wait, block up "
-             "to that many seconds if nothing is held yet.",
-             _schema({"wait": {**_WAIT, "description": "Seconds to wait if nothing is held yet (default 0)."},
-                      "limit": {"type": "integer", "minimum": 1, "maximum": 1000,
-                                "description": "Most messages to return (default 100)."},
-                      "peer": {**_TARGET, "description": "Only the messages from this sender (a label or gid); "
-                                                         "the others stay held for a later call."}}, []),
-             bridge_poll, title="Collect held messages"),
-        Tool("bridge_roster",
-             "List every agent and session all gateways announce: label, host, role, status, delivery and gid. "
-             "Use it to find who to message.",
-             _schema({}, []), bridge_roster, title="Who is where", read_only=True),
-        Tool("bridge_spawn",
-             "Start a new agent from a configured profile on a host (this one or another), through that host's "
-             "gateway. With wait_ready, block until the new agent can take messages. Returns its gid and label.",
-             _schema({"profile": {"type": "string", "minLength": 1,
-                                  "description": "Spawn profile name ([profiles.NAME] in bridge.toml on that host)."},
-                      "host": {"type": "string", "minLength": 1, "description": "Host id to start it on."},
-                      "label": {"type": "string",
-                                "description": "Label for the new agent (default: from the profile)."},
-                      "wait_ready": {"type": "number", "minimum": 0, "maximum": MAX_WAIT,
-                                     "description":
-                                         "Seconds to wait until the agent is ready (default: do not wait)."}},
-                     ["profile", "host"]),
-             bridge_spawn, title="Spawn an agent"),
-        Tool("bridge_stop",
-             "Stop an agent that a launcher started (by label or gid), through its host's gateway.",
-             _schema({"target": _TARGET}, ["target"]), bridge_stop, title="Stop an agent"),
+        Tool(
+            "bridge_send",
+            "Send a message to another agent or session (SEND), on this host or any other. With wait, block "
+            "until its REPLY arrives and return it; without wait (or if wait runs out) the reply is held for "
+            "you and bridge_poll collects it later. Returns the message id.",
+            _schema({"target": _TARGET, "content": _CONTENT, "wait": _WAIT}, ["target", "content"]),
+            bridge_send,
+            title="Send a message",
+        ),
+        Tool(
+            "bridge_ask",
+            "Ask another agent a question (ASK) and, with wait, block for its ANSWER. Use for a question that "
+            "the other side should answer with bridge_answer; for plain tasking use bridge_send.",
+            _schema(
+                {"target": _TARGET, "question": {"type": "string", "description": "The question."}, "wait": _WAIT},
+                ["target", "question"],
+            ),
+            bridge_ask,
+            title="Ask a question",
+        ),
+        Tool(
+            "bridge_reply",
+            "Reply (REPLY) to a message you received, by its msgId; the reply goes to whoever sent it, on "
+            "whatever host. Use for SEND messages.",
+            _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+            bridge_reply,
+            title="Reply to a message",
+        ),
+        Tool(
+            "bridge_answer",
+            "Answer (ANSWER) an ASK you received, by its msgId, so the asker's blocked ask resumes.",
+            _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+            bridge_answer,
+            title="Answer a question",
+        ),
+        Tool(
+            "bridge_poll",
+            "Collect the messages held for you — new SENDs and ASKs, and replies that arrived after a send's "
+            "wait ran out. Each message is returned once and then removed from your hold. With wait, block up "
+            "to that many seconds if nothing is held yet.",
+            _schema(
+                {
+                    "wait": {**_WAIT, "description": "Seconds to wait if nothing is held yet (default 0)."},
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 1000,
+                        "description": "Most messages to return (default 100).",
+                    },
+                    "peer": {
+                        **_TARGET,
+                        "description": "Only the messages from this sender (a label or gid); "
+                        "the others stay held for a later call.",
+                    },
+                },
+                [],
+            ),
+            bridge_poll,
+            title="Collect held messages",
+        ),
+        Tool(
+            "bridge_roster",
+            "List every agent and session all gateways announce: label, host, role, status, delivery and gid. "
+            "Use it to find who to message.",
+            _schema({}, []),
+            bridge_roster,
+            title="Who is where",
+            read_only=True,
+        ),
+        Tool(
+            "bridge_spawn",
+            "Start a new agent from a configured profile on a host (this one or another), through that host's "
+            "gateway. With wait_ready, block until the new agent can take messages. Returns its gid and label.",
+            _schema(
+                {
+                    "profile": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Spawn profile name ([profiles.NAME] in bridge.toml on that host).",
+                    },
+                    "host": {"type": "string", "minLength": 1, "description": "Host id to start it on."},
+                    "label": {"type": "string", "description": "Label for the new agent (default: from the profile)."},
+                    "wait_ready": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": MAX_WAIT,
+                        "description": "Seconds to wait until the agent is ready (default: do not wait).",
+                    },
+                },
+                ["profile", "host"],
+            ),
+            bridge_spawn,
+            title="Spawn an agent",
+        ),
+        Tool(
+            "bridge_stop",
+            "Stop an agent that a launcher started (by label or gid), through its host's gateway.",
+            _schema({"target": _TARGET}, ["target"]),
+            bridge_stop,
+            title="Stop an agent",
+        ),
     ]

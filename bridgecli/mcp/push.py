@@ -56,8 +56,9 @@ class InboxEvent:
         plural = "message is" if self.held == 1 else "messages are"
         if self.kind == "reminder":
             waited = f" for {self.waited:.0f}s" if self.waited is not None else ""
-            return (f"Reminder: {self.held} bridge {plural} still held for {label}{waited}. "
-                    "Call bridge_poll to read them.")
+            return (
+                f"Reminder: {self.held} bridge {plural} still held for {label}{waited}. Call bridge_poll to read them."
+            )
         return f"{self.held} bridge {plural} held for {label} ({self.new} new). Call bridge_poll to read them."
 
 
@@ -102,8 +103,9 @@ class InboxWatcher:
         # block in the gateway until the held count differs from what we last saw (arrivals
         # wake it at once; a drain is noticed within a second)
         baseline = self.real + len(landed)
-        answer = await self.link.call("held", gid=self.link.gid, wait=LONG_POLL, baseline=baseline,
-                                      timeout=LONG_POLL + 15)
+        answer = await self.link.call(
+            "held", gid=self.link.gid, wait=LONG_POLL, baseline=baseline, timeout=LONG_POLL + 15
+        )
         if await self._landed() != landed:
             return  # a nudge landed during the read: the count is ambiguous, read again
         real = max(0, int(answer.get("held") or 0) - len(landed))
@@ -156,8 +158,15 @@ class InboxWatcher:
     async def _schedule_nudge(self) -> None:
         """Send ourselves the delayed reminder message through ``bridge.delay``."""
         try:
-            request = SendRequest(command="send", sender=self.link.gid, target=self.link.gid, contents=[NUDGE_TEXT],
-                                  delay=self.nudge_delay(), turn=NUDGE_TURN, force=True)
+            request = SendRequest(
+                command="send",
+                sender=self.link.gid,
+                target=self.link.gid,
+                contents=[NUDGE_TEXT],
+                delay=self.nudge_delay(),
+                turn=NUDGE_TURN,
+                force=True,
+            )
             sent = await self.link.call(request.OP, timeout=30, **request.to_wire())
         except BridgeError as exc:
             logger.warning("could not schedule the reminder through bridge.delay: %s", exc)

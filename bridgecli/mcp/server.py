@@ -91,8 +91,14 @@ class SessionState:
         if session is None or self.link is None:
             return
         text = event.text(self.link.label)
-        data = {"event": f"bridge.{event.kind}", "held": event.held, "new": event.new,
-                "label": self.link.label, "gid": self.link.gid, "text": text}
+        data = {
+            "event": f"bridge.{event.kind}",
+            "held": event.held,
+            "new": event.new,
+            "label": self.link.label,
+            "gid": self.link.gid,
+            "text": text,
+        }
         level = "notice" if event.kind == "reminder" else "info"
         try:
             # the channel event first: it is the one that reaches the model by itself
@@ -116,26 +122,39 @@ class SessionState:
             raise BridgeError("messaging is off in this bridge mcp (--no-messaging)")
         answer = await self.link.call("held", gid=self.link.gid, wait=0, timeout=10)
         nudges = sum(1 for state in (self.watcher.nudges.values() if self.watcher else ()) if state == "landed")
-        return {"gid": self.link.gid, "label": self.link.label, "held": max(0, answer["held"] - nudges),
-                "oldest": answer.get("oldest"), "hint": "call bridge_poll to read and remove held messages"}
+        return {
+            "gid": self.link.gid,
+            "label": self.link.label,
+            "held": max(0, answer["held"] - nudges),
+            "oldest": answer.get("oldest"),
+            "hint": "call bridge_poll to read and remove held messages",
+        }
 
 
 def _tool_result(result: ToolResult) -> types.CallToolResult:
     content: list[Any] = [types.TextContent(text=result.text)]
     content += [types.ImageContent(data=data, mime_type=mime) for data, mime in result.images]
-    return types.CallToolResult(content=content,
-                                structured_content=result.data if not result.is_error else None,
-                                is_error=result.is_error)
+    return types.CallToolResult(
+        content=content, structured_content=result.data if not result.is_error else None, is_error=result.is_error
+    )
 
 
 def build_server(state: SessionState) -> Server:
     """The low-level SDK server wired to ``state``'s tools, resource and push."""
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[
-            types.Tool(name=t.name, title=t.title, description=t.description, input_schema=t.input_schema,
-                       annotations=types.ToolAnnotations(title=t.title, read_only_hint=t.read_only))
-            for t in state.registry])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=t.name,
+                    title=t.title,
+                    description=t.description,
+                    input_schema=t.input_schema,
+                    annotations=types.ToolAnnotations(title=t.title, read_only_hint=t.read_only),
+                )
+                for t in state.registry
+            ]
+        )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return _tool_result(await state.registry.call(params.name, params.arguments))
@@ -143,10 +162,18 @@ def build_server(state: SessionState) -> Server:
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         if state.link is None:
             return types.ListResourcesResult(resources=[])
-        return types.ListResourcesResult(resources=[types.Resource(
-            name="inbox", title="bridge inbox", uri=INBOX_URI, mime_type="application/json",
-            description="How many bridge messages are held for this session (read them with bridge_poll). "
-                        "Subscribe to be told when the count changes.")])
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    name="inbox",
+                    title="bridge inbox",
+                    uri=INBOX_URI,
+                    mime_type="application/json",
+                    description="How many bridge messages are held for this session (read them with bridge_poll). "
+                    "Subscribe to be told when the count changes.",
+                )
+            ]
+        )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         if str(params.uri) != INBOX_URI or state.link is None:
@@ -157,8 +184,9 @@ def build_server(state: SessionState) -> Server:
             text = as_json(await state.inbox_state())
         except BridgeError as exc:
             text = json.dumps({"error": str(exc)})
-        return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=INBOX_URI, mime_type="application/json", text=text)])
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=INBOX_URI, mime_type="application/json", text=text)]
+        )
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         state.subscribed.add(str(params.uri))
@@ -175,12 +203,19 @@ def build_server(state: SessionState) -> Server:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # on_set_logging_level: deprecated in 2026, live in 2025 clients
         server: Server = Server(
-            "bridge", version=__version__, title="bridge messaging and browsers",
+            "bridge",
+            version=__version__,
+            title="bridge messaging and browsers",
             instructions=state.instructions or instructions_for(state.link),
-            on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
-            on_read_resource=read_resource, on_subscribe_resource=subscribe,
-            on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=ListenHandler(state.bus),
-            on_set_logging_level=set_level)
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_read_resource=read_resource,
+            on_subscribe_resource=subscribe,
+            on_unsubscribe_resource=unsubscribe,
+            on_subscriptions_listen=ListenHandler(state.bus),
+            on_set_logging_level=set_level,
+        )
 
     async def capture_session(ctx: Any, call_next: Any) -> Any:
         """Keep the connection's session for push; ready once the handshake is done.
@@ -249,8 +284,12 @@ def _exit_now() -> None:
     os._exit(0)
 
 
-async def serve(link: GatewayLink | None, nudge_after: float, tool_sets: Sequence[ToolSet] = DEFAULT_TOOL_SETS,
-                notes: Sequence[str] = ()) -> None:
+async def serve(
+    link: GatewayLink | None,
+    nudge_after: float,
+    tool_sets: Sequence[ToolSet] = DEFAULT_TOOL_SETS,
+    notes: Sequence[str] = (),
+) -> None:
     """Serve MCP on stdin/stdout until the client closes the stream.
 
     ``link`` None serves without messaging (no inbox, no push); ``notes`` are paragraphs
@@ -260,8 +299,12 @@ async def serve(link: GatewayLink | None, nudge_after: float, tool_sets: Sequenc
     background: list[BackgroundTask] = []
     for tool_set in tool_sets:
         background.extend(tool_set(registry, link) or ())
-    state = SessionState(link=link, registry=registry, nudge_after=nudge_after,
-                         instructions="\n\n".join([instructions_for(link), *notes]))
+    state = SessionState(
+        link=link,
+        registry=registry,
+        nudge_after=nudge_after,
+        instructions="\n\n".join([instructions_for(link), *notes]),
+    )
     if link is not None:
         state.watcher = InboxWatcher(link, state.announce, nudge_after)
     server = build_server(state)

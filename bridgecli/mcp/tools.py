@@ -80,8 +80,10 @@ class ToolRegistry:
             return ToolResult.error(exc)
         except Exception as exc:  # a bug: full detail to stderr, one line to the model
             logger.exception("tool %s failed", name)
-            return ToolResult.error(f"internal error in {name}: {type(exc).__name__}: {exc} — this is a "
-                                    "bug in bridge; the details are in the MCP server's stderr log")
+            return ToolResult.error(
+                f"internal error in {name}: {type(exc).__name__}: {exc} — this is a "
+                "bug in bridge; the details are in the MCP server's stderr log"
+            )
 
 
 def schema_problem(schema: dict[str, Any], args: dict[str, Any]) -> str | None:

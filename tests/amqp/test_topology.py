@@ -7,8 +7,11 @@ from bridgecli.amqp import topology
 
 def test_design_names_and_types():
     assert {(e.name, e.type, e.durable) for e in topology.SHARED_EXCHANGES} == {
-        ("bridge.msg", "topic", True), ("bridge.roster", "topic", True),
-        ("bridge.control", "direct", True), ("bridge.dlx", "fanout", True)}
+        ("bridge.msg", "topic", True),
+        ("bridge.roster", "topic", True),
+        ("bridge.control", "direct", True),
+        ("bridge.dlx", "fanout", True),
+    }
     assert topology.DEAD_LETTER_QUEUE.name == "bridge.dlq"
     assert topology.DEAD_LETTER_QUEUE.bindings[0].exchange == "bridge.dlx"
 

@@ -56,10 +56,10 @@ def executors(port) -> Iterator[list[FakeExecutor]]:
 @pytest.fixture
 def start_executor(port, executors):
     def start(id: str, **kwargs) -> FakeExecutor:
-        executor = FakeExecutor(kwargs.pop("port", port), kwargs.pop("token", TOKEN), id=id,
-                                **kwargs).start()
+        executor = FakeExecutor(kwargs.pop("port", port), kwargs.pop("token", TOKEN), id=id, **kwargs).start()
         executors.append(executor)
         return executor
+
     return start
 
 

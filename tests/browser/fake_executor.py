@@ -25,9 +25,18 @@ ORIGIN = "chrome-extension://abcdefghijklmnopabcdefghijklmnop"
 
 
 class FakeExecutor:
-    def __init__(self, port: int, token: str, *, id: str, label: str | None = None,
-                 default: bool = False, reconnect: bool = True, origin: str | None = ORIGIN,
-                 groups: dict[str, list[dict[str, Any]]] | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        token: str,
+        *,
+        id: str,
+        label: str | None = None,
+        default: bool = False,
+        reconnect: bool = True,
+        origin: str | None = ORIGIN,
+        groups: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.url = f"ws://127.0.0.1:{port}/"
         self.token = token
         self.id = id
@@ -90,8 +99,15 @@ class FakeExecutor:
         ws = websocket.create_connection(self.url, **options)
         ws.settimeout(None)
         self._ws = ws
-        hello = {"v": 1, "type": "hello", "token": self.token, "role": "extension", "id": self.id,
-                 "browser": "fake", "default": self.default}
+        hello = {
+            "v": 1,
+            "type": "hello",
+            "token": self.token,
+            "role": "extension",
+            "id": self.id,
+            "browser": "fake",
+            "default": self.default,
+        }
         if self.label:
             hello["label"] = self.label
         ws.send(json.dumps(hello))
@@ -117,8 +133,7 @@ class FakeExecutor:
                     self.commands.append(frame)
                     sleep = frame.get("params", {}).get("sleep")
                     if sleep:
-                        threading.Thread(target=self._answer_later, args=(frame, sleep),
-                                         daemon=True).start()
+                        threading.Thread(target=self._answer_later, args=(frame, sleep), daemon=True).start()
                     else:
                         self._send(self.answer(frame))
         except (websocket.WebSocketConnectionClosedException, ConnectionError, OSError):
@@ -149,12 +164,15 @@ class FakeExecutor:
             return {"type": "result", "id": fid, "ok": True, "data": data if data is not None else {}}
 
         if params.get("fail"):
-            return {"type": "result", "id": fid, "ok": False,
-                    "error": {"code": "executor_error", "message": "Element not found: #nope"}}
+            return {
+                "type": "result",
+                "id": fid,
+                "ok": False,
+                "error": {"code": "executor_error", "message": "Element not found: #nope"},
+            }
         if action == "tabs":
             names = [group] if group else sorted(self.groups)
-            return ok({"groups": [{"group": g, "tabs": list(self.groups[g])}
-                                  for g in names if g in self.groups]})
+            return ok({"groups": [{"group": g, "tabs": list(self.groups[g])} for g in names if g in self.groups]})
         if action == "open":
             self._next_tab += 1
             tab = {"tab": self._next_tab, "url": params.get("url", "about:blank"), "title": ""}
@@ -162,14 +180,19 @@ class FakeExecutor:
             return ok({"tab": tab["tab"], "url": tab["url"], "executor": self.id})
         tabs = self.groups.get(group)
         if not tabs:
-            return {"type": "result", "id": fid, "ok": False,
-                    "error": {"code": "executor_error", "message": f"no group {group!r} here"}}
+            return {
+                "type": "result",
+                "id": fid,
+                "ok": False,
+                "error": {"code": "executor_error", "message": f"no group {group!r} here"},
+            }
         if action == "navigate":
             tabs[-1]["url"] = params["url"]
             return ok({"tab": tabs[-1]["tab"], "url": params["url"]})
         if action == "text":
-            return ok({"text": f"text of {tabs[-1]['url']}", "executor": self.id,
-                       "pad": "x" * int(params.get("pad", 0))})
+            return ok(
+                {"text": f"text of {tabs[-1]['url']}", "executor": self.id, "pad": "x" * int(params.get("pad", 0))}
+            )
         if action in ("click", "type"):
             return ok({})
         if action == "snapshot":
@@ -179,5 +202,9 @@ class FakeExecutor:
         if action == "close":
             self.groups.pop(group, None)
             return ok({})
-        return {"type": "result", "id": fid, "ok": False,
-                "error": {"code": "unknown_action", "message": f"Unknown tool: {action}"}}
+        return {
+            "type": "result",
+            "id": fid,
+            "ok": False,
+            "error": {"code": "unknown_action", "message": f"Unknown tool: {action}"},
+        }

@@ -106,8 +106,7 @@ def test_reconnect_with_backoff_until_a_broker_appears(port, cache):
     attempts = []
     threading.Timer(0.3, lambda: started.append(BrowserBridge(port, TOKEN).start())).start()
     started: list[BrowserBridge] = []
-    agent = connect_with_backoff(url(port), TOKEN, give_up_after=10,
-                                 before_attempt=lambda: attempts.append(1))
+    agent = connect_with_backoff(url(port), TOKEN, give_up_after=10, before_attempt=lambda: attempts.append(1))
     try:
         assert len(attempts) > 1 and agent.request("targets")["targets"] == []
     finally:
@@ -123,13 +122,13 @@ def test_backoff_gives_up_with_not_connected(port):
 def test_refused_token_is_final_not_retried(host):
     attempts = []
     with pytest.raises(PermissionProblem, match="refused our token"):
-        connect_with_backoff(url(host.port), "wrong-token", give_up_after=5,
-                             before_attempt=lambda: attempts.append(1))
+        connect_with_backoff(url(host.port), "wrong-token", give_up_after=5, before_attempt=lambda: attempts.append(1))
     assert len(attempts) == 1
 
 
 def test_a_port_held_by_something_else_is_not_a_broker(port):
     with socket.create_server(("127.0.0.1", port)) as listener:
+
         def answer_http() -> None:
             conn, _ = listener.accept()
             conn.recv(4096)
@@ -147,6 +146,7 @@ def test_a_reset_during_the_handshake_is_not_connected(port):
     import struct
 
     with socket.create_server(("127.0.0.1", port)) as listener:
+
         def reset() -> None:
             conn, _ = listener.accept()
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

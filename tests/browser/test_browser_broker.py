@@ -39,12 +39,19 @@ class Net:
         self.ids: dict[str, str] = {}
         self.conns: dict[str, FakeConn] = {}
 
-    def executor(self, name: str, label: str | None = None, groups: list[str] = (),
-                 default: bool = False, answer_tabs: bool = True) -> FakeConn:
+    def executor(
+        self,
+        name: str,
+        label: str | None = None,
+        groups: list[str] = (),
+        default: bool = False,
+        answer_tabs: bool = True,
+    ) -> FakeConn:
         conn = FakeConn(name)
         self.conns[name] = conn
-        self.ids[name] = self.broker.attach(conn, {"role": "extension", "id": name, "label": label,
-                                                   "browser": "fake", "default": default})
+        self.ids[name] = self.broker.attach(
+            conn, {"role": "extension", "id": name, "label": label, "browser": "fake", "default": default}
+        )
         ready, query = conn.pop()
         assert ready["type"] == "ready" and ready["role"] == "extension"
         assert query["action"] == "tabs" and query["group"] is None  # ownership rebuild query
@@ -59,8 +66,15 @@ class Net:
         assert conn.pop()[0]["type"] == "ready"
         return conn
 
-    def cmd(self, agent: str, req_id: Any, action: str, group: str | None = None,
-            params: dict | None = None, target: str | None = None) -> None:
+    def cmd(
+        self,
+        agent: str,
+        req_id: Any,
+        action: str,
+        group: str | None = None,
+        params: dict | None = None,
+        target: str | None = None,
+    ) -> None:
         self.broker.handle(self.ids[agent], F.command(req_id, action, group, params, target))
 
     def reply(self, executor: str, broker_id: str, data: Any = None, ok: bool = True) -> None:
@@ -72,9 +86,16 @@ class Net:
         assert len(sent) == 1, sent
         return sent[0]
 
-    def roundtrip(self, agent: str, req_id: Any, action: str, group: str | None = None,
-                  params: dict | None = None, target: str | None = None,
-                  data: Any = None) -> tuple[str | None, dict[str, Any]]:
+    def roundtrip(
+        self,
+        agent: str,
+        req_id: Any,
+        action: str,
+        group: str | None = None,
+        params: dict | None = None,
+        target: str | None = None,
+        data: Any = None,
+    ) -> tuple[str | None, dict[str, Any]]:
         """Send a command; if an executor got it, answer it; return (executor, agent's frame)."""
         self.cmd(agent, req_id, action, group, params, target)
         hit = None
@@ -139,8 +160,7 @@ def test_owner_exclusive_with_the_documented_error_text(net):
     for action in ("text", "open", "close", "release", "tabs"):
         hit, frame = net.roundtrip("a2", 2, action, "g")
         assert hit is None, action
-        assert frame["error"] == {"code": F.E_NOT_OWNER,
-                                  "message": 'group "g" is owned by another client'}
+        assert frame["error"] == {"code": F.E_NOT_OWNER, "message": 'group "g" is owned by another client'}
     assert net.broker.snapshot()["groups"]["g"] == ("e1", net.ids["a1"])
 
 
@@ -186,8 +206,7 @@ def test_executor_disconnect_fails_pending_and_marks_group_gone_until_it_returns
     net.cmd("a", 2, "text", "g")
     assert net.forwarded("e1")["action"] == "text"
     net.broker.detach(net.ids["e1"])
-    assert net.conns["a"].pop() == [F.fail(2, F.E_EXECUTOR_GONE,
-                                           "browser 'e1' disconnected before answering")]
+    assert net.conns["a"].pop() == [F.fail(2, F.E_EXECUTOR_GONE, "browser 'e1' disconnected before answering")]
     hit, frame = net.roundtrip("a", 3, "text", "g")
     assert hit is None and frame["error"]["code"] == F.E_EXECUTOR_GONE
     net.executor("e1", groups=["g"])  # same stable id reconnects
@@ -213,8 +232,7 @@ def test_default_executor_first_connected_overridable_and_moves_on_disconnect(ne
 def test_ownership_rebuilt_from_tabs_answers_starts_orphaned(net):
     net.executor("e1", groups=["old1", "old2"])
     net.executor("e2", groups=["old1", "other"])  # a duplicate name keeps the first
-    assert net.broker.snapshot()["groups"] == {"old1": ("e1", None), "old2": ("e1", None),
-                                               "other": ("e2", None)}
+    assert net.broker.snapshot()["groups"] == {"old1": ("e1", None), "old2": ("e1", None), "other": ("e2", None)}
     net.agent("a")
     assert net.roundtrip("a", 1, "text", "old2")[0] == "e1"
     _, frame = net.roundtrip("a", 2, "targets")
@@ -235,10 +253,14 @@ def test_rebuild_replaces_the_reconnecting_executors_group_set(net):
     net.reply("e1", net.forwarded("e1")["id"], {"tab": 7})
     assert net.conns["a"].pop() == [F.ok(2, {"tab": 7})]
     net.reply("e1", query_id, {"groups": [{"group": "kept", "tabs": []}]})
-    assert net.broker.snapshot()["groups"] == {"kept": ("e1", None), "elsewhere": ("e2", None),
-                                               "fresh": ("e1", net.ids["a"])}
-    assert net.conns["a"].pop() == [{"type": "event", "event": "group_closed", "group": "mine",
-                                     "data": None, "executor": "e1"}]
+    assert net.broker.snapshot()["groups"] == {
+        "kept": ("e1", None),
+        "elsewhere": ("e2", None),
+        "fresh": ("e1", net.ids["a"]),
+    }
+    assert net.conns["a"].pop() == [
+        {"type": "event", "event": "group_closed", "group": "mine", "data": None, "executor": "e1"}
+    ]
     hit, frame = net.roundtrip("a", 3, "text", "gone")
     assert hit is None and frame["error"]["code"] == F.E_UNKNOWN_GROUP
 
@@ -312,16 +334,17 @@ def test_agent_gone_before_result_drops_it(net):
 def test_bad_frames_from_each_role_get_errors_not_crashes(net):
     net.executor("e1")
     net.agent("a")
-    for bad in ({"type": "command", "id": 1, "action": 5},
-                {"type": "command", "id": 2, "action": "frobnicate", "group": "g"},
-                {"type": "command", "id": 3, "action": "click"},
-                {"type": "command", "id": 4, "action": "open", "group": "g", "params": []},
-                {"type": "command", "id": {}, "action": "open", "group": "g"},
-                {"type": "result", "id": 1, "ok": True}):
+    for bad in (
+        {"type": "command", "id": 1, "action": 5},
+        {"type": "command", "id": 2, "action": "frobnicate", "group": "g"},
+        {"type": "command", "id": 3, "action": "click"},
+        {"type": "command", "id": 4, "action": "open", "group": "g", "params": []},
+        {"type": "command", "id": {}, "action": "open", "group": "g"},
+        {"type": "result", "id": 1, "ok": True},
+    ):
         net.broker.handle(net.ids["a"], bad)
     codes = [f["error"]["code"] for f in net.conns["a"].pop()]
-    assert codes == [F.E_BAD_FRAME, F.E_UNKNOWN_ACTION, F.E_BAD_FRAME, F.E_BAD_FRAME,
-                     F.E_BAD_FRAME, F.E_BAD_FRAME]
+    assert codes == [F.E_BAD_FRAME, F.E_UNKNOWN_ACTION, F.E_BAD_FRAME, F.E_BAD_FRAME, F.E_BAD_FRAME, F.E_BAD_FRAME]
     net.broker.handle(net.ids["e1"], {"type": "command", "id": 1, "action": "open", "group": "g"})
     net.broker.handle(net.ids["e1"], {"type": "result", "id": "b1"})
     assert [f["type"] for f in net.conns["e1"].pop()] == ["error", "error"]
@@ -364,7 +387,6 @@ def test_busy_when_too_many_pending(net, monkeypatch):
 
 
 def test_group_names_tolerates_executor_shapes():
-    assert group_names({"groups": [{"group": "a"}, {"name": "b"}, {"title": "c"}, "d", {}, 5]}) \
-        == ["a", "b", "c", "d"]
+    assert group_names({"groups": [{"group": "a"}, {"name": "b"}, {"title": "c"}, "d", {}, 5]}) == ["a", "b", "c", "d"]
     assert group_names({"groups": {"x": [], "": []}}) == ["x"]
     assert group_names(None) == [] and group_names({"groups": "junk"}) == []

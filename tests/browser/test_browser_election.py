@@ -73,7 +73,7 @@ def test_failover_rebuilds_ownership_and_the_window_fails_fast(port, cache, star
         e2 = start_executor("e2", label="home")
         host.send("open", "host-group", {"url": "http://h"})
         guest.send("open", "guest-group", {"url": "http://g"}, target="home")
-        with pytest.raises(F.CommandError, match='owned by another client'):
+        with pytest.raises(F.CommandError, match="owned by another client"):
             other.send("text", "guest-group")
 
         gate = threading.Event()  # hold the guest's re-election to observe the window
@@ -90,8 +90,9 @@ def test_failover_rebuilds_ownership_and_the_window_fails_fast(port, cache, star
         assert guest.wait_mode(HOST) == HOST
         e1.wait_readies(2)
         e2.wait_readies(2)
-        groups = eventually(lambda: guest.broker.snapshot()["groups"] if len(
-            guest.broker.snapshot()["groups"]) == 2 else None)
+        groups = eventually(
+            lambda: guest.broker.snapshot()["groups"] if len(guest.broker.snapshot()["groups"]) == 2 else None
+        )
         assert groups == {"host-group": ("e1", None), "guest-group": ("e2", None)}  # orphaned
         assert guest.send("text", "host-group")["text"] == "text of http://h"  # adopted
         assert guest.send("text", "guest-group")["executor"] == "e2"
@@ -138,8 +139,9 @@ def test_two_guests_one_becomes_host_the_other_rejoins(port, cache, start_execut
 
 def test_failover_after_killing_a_host_process(bridge_home, port, start_executor):
     env = dict(bridge_home.env, BRIDGE_BROWSER_PORT=str(port), BRIDGE_BROWSER_TOKEN=TOKEN)
-    proc = subprocess.Popen([BRIDGE_BIN, "browser", "serve"], env=env, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [BRIDGE_BIN, "browser", "serve"], env=env, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
+    )
     try:
         assert "hosting the browser broker" in proc.stderr.readline()
         guest = BrowserBridge(port, TOKEN, label="in-test").start()

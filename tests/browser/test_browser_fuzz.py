@@ -9,20 +9,31 @@ from hypothesis import strategies as st
 from bridgecli.browser import frames as F
 from tests.browser.test_browser_broker import Net
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=8),
-                    st.sampled_from(["g", "mine", "browser_open", "e1", "w"]))
-frames = st.fixed_dictionaries({}, optional={
-    "type": st.sampled_from(["command", "result", "event", "ping", "hello", "ready", "x"]) | scalars,
-    "id": scalars,
-    "action": st.sampled_from(list(F.EXECUTOR_ACTIONS + F.BROKER_ACTIONS)
-                              + ["browser_open", "browser_release", "eval"]) | scalars,
-    "group": st.sampled_from(["g", "mine", None, ""]) | scalars,
-    "params": st.one_of(st.none(), st.dictionaries(st.sampled_from(["url", "target", "tab"]),
-                                                   scalars, max_size=2), scalars),
-    "target": st.sampled_from(["e1", "w", "nope"]) | scalars,
-    "ok": scalars,
-    "data": scalars,
-})
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.text(max_size=8),
+    st.sampled_from(["g", "mine", "browser_open", "e1", "w"]),
+)
+frames = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["command", "result", "event", "ping", "hello", "ready", "x"]) | scalars,
+        "id": scalars,
+        "action": st.sampled_from(
+            list(F.EXECUTOR_ACTIONS + F.BROKER_ACTIONS) + ["browser_open", "browser_release", "eval"]
+        )
+        | scalars,
+        "group": st.sampled_from(["g", "mine", None, ""]) | scalars,
+        "params": st.one_of(
+            st.none(), st.dictionaries(st.sampled_from(["url", "target", "tab"]), scalars, max_size=2), scalars
+        ),
+        "target": st.sampled_from(["e1", "w", "nope"]) | scalars,
+        "ok": scalars,
+        "data": scalars,
+    },
+)
 
 
 @settings(max_examples=150, deadline=None)

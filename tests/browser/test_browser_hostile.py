@@ -19,9 +19,12 @@ from tests.browser.fake_executor import ORIGIN
 @pytest.fixture
 def strict_host(port, cache):
     """A host with short timers and small limits so the hostile cases run fast."""
-    bridge = BrowserBridge(port, TOKEN, label="host", server_options={
-        "hello_timeout": 0.5, "keepalive": 0.3, "max_frame": 256 * 1024,
-        "max_connections": 16}).start()
+    bridge = BrowserBridge(
+        port,
+        TOKEN,
+        label="host",
+        server_options={"hello_timeout": 0.5, "keepalive": 0.3, "max_frame": 256 * 1024, "max_connections": 16},
+    ).start()
     yield bridge
     bridge.close()
 
@@ -72,8 +75,7 @@ def test_binds_loopback_only(strict_host):
     assert strict_host.server._server.socket.getsockname()[0] == "127.0.0.1"
 
 
-@pytest.mark.parametrize("origin", ["http://127.0.0.1:8000", "http://localhost:4517", "null",
-                                    "https://evil.example"])
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:8000", "http://localhost:4517", "null", "https://evil.example"])
 def test_web_page_origins_are_refused_at_the_handshake(strict_host, origin):
     with pytest.raises(websocket.WebSocketBadStatusException) as info:
         raw(strict_host.port, origin)
@@ -89,15 +91,18 @@ def test_extension_origins_are_accepted(strict_host, origin):
     ws.close()
 
 
-@pytest.mark.parametrize("hello, code", [
-    ({"v": 1, "type": "hello", "token": "wrong", "role": "agent"}, F.CLOSE_BAD_TOKEN),
-    ({"v": 1, "type": "hello", "token": TOKEN[:-1], "role": "agent"}, F.CLOSE_BAD_TOKEN),
-    ({"v": 1, "type": "hello", "token": "", "role": "agent"}, F.CLOSE_BAD_TOKEN),
-    ({"v": 1, "type": "hello", "role": "agent"}, F.CLOSE_BAD_HELLO),
-    ({"v": 1, "type": "command", "token": TOKEN}, F.CLOSE_BAD_HELLO),
-    ({"v": 2, "type": "hello", "token": TOKEN}, F.CLOSE_BAD_VERSION),
-    ("not json at all", F.CLOSE_BAD_HELLO),
-])
+@pytest.mark.parametrize(
+    "hello, code",
+    [
+        ({"v": 1, "type": "hello", "token": "wrong", "role": "agent"}, F.CLOSE_BAD_TOKEN),
+        ({"v": 1, "type": "hello", "token": TOKEN[:-1], "role": "agent"}, F.CLOSE_BAD_TOKEN),
+        ({"v": 1, "type": "hello", "token": "", "role": "agent"}, F.CLOSE_BAD_TOKEN),
+        ({"v": 1, "type": "hello", "role": "agent"}, F.CLOSE_BAD_HELLO),
+        ({"v": 1, "type": "command", "token": TOKEN}, F.CLOSE_BAD_HELLO),
+        ({"v": 2, "type": "hello", "token": TOKEN}, F.CLOSE_BAD_VERSION),
+        ("not json at all", F.CLOSE_BAD_HELLO),
+    ],
+)
 def test_bad_hellos_are_closed_with_documented_codes(strict_host, hello, code):
     ws = raw(strict_host.port)
     ws.send(hello if isinstance(hello, str) else json.dumps(hello))
@@ -146,11 +151,17 @@ def test_second_agent_never_reaches_an_owned_group(strict_host, start_executor):
     assert ask(owner, F.command(1, "open", "secret", {"url": "http://a"}))["ok"]
     intruder = agent(strict_host.port)
     before = len(executor.commands)
-    for action, params in (("text", {}), ("navigate", {"url": "http://evil"}), ("open", {}),
-                           ("close", {}), ("screenshot", {}), ("tabs", {}), ("release", {})):
+    for action, params in (
+        ("text", {}),
+        ("navigate", {"url": "http://evil"}),
+        ("open", {}),
+        ("close", {}),
+        ("screenshot", {}),
+        ("tabs", {}),
+        ("release", {}),
+    ):
         reply = ask(intruder, F.command(action, action, "secret", params, target="e1"))
-        assert reply["error"] == {"code": F.E_NOT_OWNER,
-                                  "message": 'group "secret" is owned by another client'}
+        assert reply["error"] == {"code": F.E_NOT_OWNER, "message": 'group "secret" is owned by another client'}
     intruder.send(json.dumps(F.ok("b1", {"groups": []})))  # forging an executor result
     assert json.loads(intruder.recv())["type"] == "error"
     assert len(executor.commands) == before  # nothing was forwarded for the intruder

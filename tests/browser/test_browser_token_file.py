@@ -31,8 +31,7 @@ def test_host_generates_writes_0600_in_0700_dir_and_reuses(cache):
 
 def test_explicit_token_wins_and_is_written(cache):
     token_file.resolve_token(None, 4600, write_file=True)
-    assert token_file.resolve_token("explicit-token-1234", 4601, write_file=True) == \
-        ("explicit-token-1234", False)
+    assert token_file.resolve_token("explicit-token-1234", 4601, write_file=True) == ("explicit-token-1234", False)
     assert token_file.read()["token"] == "explicit-token-1234"
     assert token_file.guest_token("other") == "other"
 

@@ -38,8 +38,7 @@ def pair():
     server = serve(handler, "127.0.0.1", 0, compression=None, max_size=None)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     peer = websocket.WebSocket(sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024),))
-    peer.connect(f"ws://127.0.0.1:{server.socket.getsockname()[1]}/", suppress_origin=True,
-                 timeout=10)
+    peer.connect(f"ws://127.0.0.1:{server.socket.getsockname()[1]}/", suppress_origin=True, timeout=10)
     conn = conns.get(timeout=5)
     yield conn, peer
     done.set()
@@ -59,8 +58,9 @@ def test_sends_go_out_inline_while_the_peer_reads(pair):
 def test_a_send_that_would_block_falls_back_to_the_writer_and_keeps_order(pair):
     conn, peer = pair
     pad = "x" * 64 * 1024  # several frames fill both small TCP buffers
-    sender = threading.Thread(target=lambda: [
-        conn.send({"type": "event", "event": "n", "data": i, "pad": pad}) for i in range(64)])
+    sender = threading.Thread(
+        target=lambda: [conn.send({"type": "event", "event": "n", "data": i, "pad": pad}) for i in range(64)]
+    )
     sender.start()
     sender.join(timeout=5)
     assert not sender.is_alive(), "a send blocked on a peer that does not read"

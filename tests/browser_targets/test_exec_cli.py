@@ -17,8 +17,7 @@ from tests.support.env import BRIDGE_BIN
 
 
 def run(env: dict, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([BRIDGE_BIN, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([BRIDGE_BIN, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_extension_path_prints_the_loadable_folder(bridge_home):
@@ -29,13 +28,26 @@ def test_extension_path_prints_the_loadable_folder(bridge_home):
     assert data == {"path": str(extension_dir()), "id": extension_id()}
 
 
-def test_launch_serves_a_browser_until_sigterm_and_leaves_nothing_behind(host_bridge, bridge_home,
-                                                                         page_server):
+def test_launch_serves_a_browser_until_sigterm_and_leaves_nothing_behind(host_bridge, bridge_home, page_server):
     bridge = host_bridge(token="test-token")  # hosting writes the token file launch reads
-    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch",
-                             "--headless", "--label", "cli-chromium", "--json"],
-                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            BRIDGE_BIN,
+            "browser",
+            "--port",
+            str(bridge.port),
+            "launch",
+            "--headless",
+            "--label",
+            "cli-chromium",
+            "--json",
+        ],
+        env=bridge_home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         announced = json.loads(proc.stdout.readline())
         assert announced["kind"] == "cdp" and announced["label"] == "cli-chromium"
@@ -64,15 +76,30 @@ def test_launch_without_any_token_fails_fast_naming_the_fix(bridge_home):
     assert "start the broker first with `bridge browser serve`" in done.stderr
 
 
-
 def test_attach_serves_a_running_browser_until_sigterm_and_leaves_it_running(
-        host_bridge, bridge_home, chromium_factory, page_server):
+    host_bridge, bridge_home, chromium_factory, page_server
+):
     bridge = host_bridge(token="test-token")  # hosting writes the token file attach reads
     browser = chromium_factory()  # started by the user with --remote-debugging-port
-    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(bridge.port), "attach",
-                             "--cdp", browser.endpoint, "--label", "my-chromium", "--json"],
-                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            BRIDGE_BIN,
+            "browser",
+            "--port",
+            str(bridge.port),
+            "attach",
+            "--cdp",
+            browser.endpoint,
+            "--label",
+            "my-chromium",
+            "--json",
+        ],
+        env=bridge_home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         announced = json.loads(proc.stdout.readline())
         assert announced["kind"] == "cdp" and announced["label"] == "my-chromium"
@@ -80,8 +107,7 @@ def test_attach_serves_a_running_browser_until_sigterm_and_leaves_it_running(
         listed = run(bridge_home.env, "browser", "--port", str(bridge.port), "targets", "--json")
         assert listed.returncode == 0, listed.stderr
         rows = json.loads(listed.stdout)
-        assert [(r["label"], r["id"], r["kind"]) for r in rows] == \
-            [("my-chromium", announced["id"], "cdp")]
+        assert [(r["label"], r["id"], r["kind"]) for r in rows] == [("my-chromium", announced["id"], "cdp")]
 
         bridge.send("open", "attached", {"url": page_server + "/other.html"})
         assert bridge.send("text", "attached", {"selector": "#para"})["text"] == "the other page"
@@ -101,6 +127,7 @@ def test_attach_serves_a_running_browser_until_sigterm_and_leaves_it_running(
         proc.stdout.close()
         proc.stderr.close()
 
+
 def test_attach_to_nothing_is_a_clear_error(bridge_home):
     env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="t")
     done = run(env, "browser", "attach", "--cdp", "http://127.0.0.1:1", "--label", "x")
@@ -119,10 +146,13 @@ def test_unknown_kind_lists_the_installed_ones(bridge_home):
 def test_launch_killed_with_sigkill_takes_its_chromium_along(host_bridge, bridge_home):
     """No finally block runs on SIGKILL; the browser must still not outlive its executor."""
     bridge = host_bridge(token="test-token")
-    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch",
-                             "--headless", "--label", "doomed", "--json"],
-                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+    proc = subprocess.Popen(
+        [BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch", "--headless", "--label", "doomed", "--json"],
+        env=bridge_home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         announced = json.loads(proc.stdout.readline())
         proc.kill()
@@ -146,11 +176,18 @@ def test_launch_killed_with_sigkill_takes_its_chromium_along(host_bridge, bridge
 def test_launch_with_a_window_but_no_display_says_to_use_headless(host_bridge, bridge_home):
     bridge = host_bridge(token="test-token")
     env = {k: v for k, v in bridge_home.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    done = subprocess.run([BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch", "--label", "w"],
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [BRIDGE_BIN, "browser", "--port", str(bridge.port), "launch", "--label", "w"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == ExitCode.BROWSER
-    assert ("Chromium cannot open a window: no display ($DISPLAY unset) — pass --headless, or run "
-            "it inside a desktop session") in done.stderr
+    assert (
+        "Chromium cannot open a window: no display ($DISPLAY unset) — pass --headless, or run "
+        "it inside a desktop session"
+    ) in done.stderr
 
 
 def test_launch_before_the_broker_waits_for_it_and_says_so_once(bridge_home, page_server):
@@ -163,9 +200,13 @@ def test_launch_before_the_broker_waits_for_it_and_says_so_once(bridge_home, pag
 
     port = free_port()
     env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="test-token")
-    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(port), "launch", "--headless",
-                             "--label", "early", "--json"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [BRIDGE_BIN, "browser", "--port", str(port), "launch", "--headless", "--label", "early", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     bridge = None
     try:
         time.sleep(4)  # several failed attempts
@@ -192,10 +233,13 @@ def test_a_rotated_token_is_picked_up_on_reconnect(host_bridge, bridge_home):
     a launched executor re-reads the token file and joins it without a restart."""
     first = host_bridge(token="token-one")
     port = first.port
-    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(port), "launch", "--headless",
-                             "--label", "rotating", "--json"],
-                            env=bridge_home.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+    proc = subprocess.Popen(
+        [BRIDGE_BIN, "browser", "--port", str(port), "launch", "--headless", "--label", "rotating", "--json"],
+        env=bridge_home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         json.loads(proc.stdout.readline())
         first.close()

@@ -18,8 +18,7 @@ def devtools_targets(browser) -> list[dict]:
         return json.load(reply)
 
 
-def test_extension_connects_takes_a_group_and_drives_a_page(host_bridge, chromium_factory,
-                                                            page_server):
+def test_extension_connects_takes_a_group_and_drives_a_page(host_bridge, chromium_factory, page_server):
     bridge = host_bridge()
     browser = start_extension_browser(chromium_factory, bridge.port, "test-token", "work-chrome")
     target = wait_for_target(bridge, "work-chrome")
@@ -39,18 +38,26 @@ def test_extension_connects_takes_a_group_and_drives_a_page(host_bridge, chromiu
 
     assert bridge.send("navigate", "research", {"url": page_server + "/slow.html"})["title"] == "Slow page"
     groups = bridge.send("tabs", "research")["groups"]
-    assert groups == [{"group": "research", "tabs": [
-        {"tab": opened["tab"], "url": page_server + "/slow.html", "title": "Slow page", "active": True}]}]
+    assert groups == [
+        {
+            "group": "research",
+            "tabs": [{"tab": opened["tab"], "url": page_server + "/slow.html", "title": "Slow page", "active": True}],
+        }
+    ]
 
     with pytest.raises(CommandError, match=r"no element matches #nope — check the selector"):
         bridge.send("click", "research", {"selector": "#nope"})
-    with pytest.raises(CommandError,
-                       match=r'tab 999 is not in group "research" — list the group\'s tabs with the tabs action'):
+    with pytest.raises(
+        CommandError, match=r'tab 999 is not in group "research" — list the group\'s tabs with the tabs action'
+    ):
         bridge.send("text", "research", {"tab": 999})
     with pytest.raises(CommandError, match=r"navigation to http://127\.0\.0\.1:1/ failed: net::ERR_"):
         bridge.send("navigate", "research", {"url": "http://127.0.0.1:1/"})
-    with pytest.raises(CommandError, match=r"/hang\.html did not finish loading within 1 s — retry, "
-                                           r"or raise params\.timeout"):
+    with pytest.raises(
+        CommandError,
+        match=r"/hang\.html did not finish loading within 1 s — retry, "
+        r"or raise params\.timeout",
+    ):
         bridge.send("navigate", "research", {"url": page_server + "/hang.html", "timeout": 1})
 
     bridge.send("close", "research")
@@ -70,16 +77,17 @@ def test_extension_groups_tabs_in_a_real_chrome_tab_group(host_bridge, chromium_
     two = bridge.send("open", "team", {"url": page_server + "/other.html"})["tab"]
     cdp = Cdp(browser_ws_url(browser.endpoint))
     try:
-        worker = next(t for t in cdp.call("Target.getTargets")["targetInfos"]
-                      if t["type"] == "service_worker")
-        session = cdp.call("Target.attachToTarget", {"targetId": worker["targetId"],
-                                                     "flatten": True})["sessionId"]
-        probe = ("(async () => { const tabs = await chrome.tabs.query({});"
-                 " const groups = await chrome.tabGroups.query({});"
-                 " return JSON.stringify({tabs: tabs.map(t => [t.id, t.groupId]),"
-                 " groups: groups.map(g => [g.id, g.title])}); })()")
-        reply = cdp.call("Runtime.evaluate", {"expression": probe, "awaitPromise": True,
-                                              "returnByValue": True}, session=session)
+        worker = next(t for t in cdp.call("Target.getTargets")["targetInfos"] if t["type"] == "service_worker")
+        session = cdp.call("Target.attachToTarget", {"targetId": worker["targetId"], "flatten": True})["sessionId"]
+        probe = (
+            "(async () => { const tabs = await chrome.tabs.query({});"
+            " const groups = await chrome.tabGroups.query({});"
+            " return JSON.stringify({tabs: tabs.map(t => [t.id, t.groupId]),"
+            " groups: groups.map(g => [g.id, g.title])}); })()"
+        )
+        reply = cdp.call(
+            "Runtime.evaluate", {"expression": probe, "awaitPromise": True, "returnByValue": True}, session=session
+        )
     finally:
         cdp.close()
     state = json.loads(reply["result"]["value"])
@@ -95,14 +103,17 @@ class OptionsPage:
         from bridgecli_cdp.cdp import Cdp, browser_ws_url
 
         self.cdp = Cdp(browser_ws_url(browser.endpoint))
-        target_id = self.cdp.call("Target.createTarget", {
-            "url": f"chrome-extension://{extension_id()}/options.html"})["targetId"]
-        self.session = self.cdp.call("Target.attachToTarget",
-                                     {"targetId": target_id, "flatten": True})["sessionId"]
+        target_id = self.cdp.call("Target.createTarget", {"url": f"chrome-extension://{extension_id()}/options.html"})[
+            "targetId"
+        ]
+        self.session = self.cdp.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})["sessionId"]
 
     def evaluate(self, expression: str):
-        reply = self.cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                   "awaitPromise": True}, session=self.session)
+        reply = self.cdp.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=self.session,
+        )
         return reply["result"].get("value")
 
     def status(self) -> str:
@@ -131,18 +142,21 @@ def test_options_page_sets_token_and_label_by_hand(host_bridge, chromium_factory
     from tests.support.chromium import EXTENSION_FLAGS, extension_copy
 
     ext = extension_copy({"port": bridge.port})
-    browser = chromium_factory(extra_args=[f"--load-extension={ext}",
-                                           f"--disable-extensions-except={ext}", *EXTENSION_FLAGS])
+    browser = chromium_factory(
+        extra_args=[f"--load-extension={ext}", f"--disable-extensions-except={ext}", *EXTENSION_FLAGS]
+    )
     page = OptionsPage(browser)
     try:
-        wait_for(lambda: "needs-token" in page.status(), 10,
-                 "the options page to say a token is needed")
-        executor_id = wait_for(lambda: page.evaluate("document.getElementById('executor-id').textContent"),
-                               5, "executor id")
+        wait_for(lambda: "needs-token" in page.status(), 10, "the options page to say a token is needed")
+        executor_id = wait_for(
+            lambda: page.evaluate("document.getElementById('executor-id').textContent"), 5, "executor id"
+        )
         assert page.evaluate("document.getElementById('port').disabled") is True  # provisioned
-        page.evaluate("document.getElementById('token').value = 'test-token';"
-                      "document.getElementById('label').value = 'by-hand';"
-                      "document.getElementById('save').click(); true")
+        page.evaluate(
+            "document.getElementById('token').value = 'test-token';"
+            "document.getElementById('label').value = 'by-hand';"
+            "document.getElementById('save').click(); true"
+        )
         target = wait_for_target(bridge, "by-hand")
         assert target["id"] == executor_id
         wait_for(lambda: "connected" in page.status(), 10, "the options page to show the connection")
@@ -150,9 +164,7 @@ def test_options_page_sets_token_and_label_by_hand(host_bridge, chromium_factory
         page.close()
 
 
-
-def test_same_document_navigation_ends_the_wait_without_a_load(host_bridge, chromium_factory,
-                                                               page_server):
+def test_same_document_navigation_ends_the_wait_without_a_load(host_bridge, chromium_factory, page_server):
     """A #hash navigation loads nothing. Its webNavigation event ends the load wait, so it
     returns at once even while the page still fetches an image (the tab stays "loading"
     until then: a wait on tab status alone ran into the timeout)."""

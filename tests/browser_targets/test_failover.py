@@ -22,9 +22,14 @@ def serve_host(bridge_home):
     """`bridge browser serve` as the first host, in its own process (so it can be killed)."""
     port = free_port()
     env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="test-token")
-    proc = subprocess.Popen([BRIDGE_BIN, "browser", "--port", str(port), "serve", "--label", "host"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [BRIDGE_BIN, "browser", "--port", str(port), "serve", "--label", "host"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
     def listening() -> bool:
         with socket.socket() as sock:
             return sock.connect_ex(("127.0.0.1", port)) == 0
@@ -37,11 +42,11 @@ def serve_host(bridge_home):
     proc.stderr.close()
 
 
-def test_host_failover_keeps_tabs_and_rebuilds_ownership(serve_host, chromium_factory, cdp_executors,
-                                                         page_server):
+def test_host_failover_keeps_tabs_and_rebuilds_ownership(serve_host, chromium_factory, cdp_executors, page_server):
     port, host = serve_host
-    agent = BrowserBridge(port, "test-token", label="agent-b", allow_host=True, failover=True,
-                          log=lambda text: print("agent-b:", text))
+    agent = BrowserBridge(
+        port, "test-token", label="agent-b", allow_host=True, failover=True, log=lambda text: print("agent-b:", text)
+    )
     assert agent.start().mode == GUEST  # serve hosts; this agent joins it
     try:
         start_extension_browser(chromium_factory, port, "test-token", "work-chrome")
@@ -50,10 +55,8 @@ def test_host_failover_keeps_tabs_and_rebuilds_ownership(serve_host, chromium_fa
         wait_for_target(agent, "work-chrome")
         wait_for_target(agent, "ci-chromium")
 
-        ext_tab = agent.send("open", "on-ext", {"url": page_server + "/form.html"},
-                             target="work-chrome")["tab"]
-        cdp_tab = agent.send("open", "on-cdp", {"url": page_server + "/form.html"},
-                             target="ci-chromium")["tab"]
+        ext_tab = agent.send("open", "on-ext", {"url": page_server + "/form.html"}, target="work-chrome")["tab"]
+        cdp_tab = agent.send("open", "on-cdp", {"url": page_server + "/form.html"}, target="ci-chromium")["tab"]
         agent.send("type", "on-ext", {"selector": "#name", "text": "Ext"})
         agent.send("type", "on-cdp", {"selector": "#name", "text": "Cdp"})
 

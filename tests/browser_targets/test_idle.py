@@ -26,8 +26,7 @@ def test_extension_stays_connected_through_65_s_idle(host_bridge, chromium_facto
 
 
 @pytest.mark.slow
-def test_a_killed_service_worker_comes_back_with_its_id_and_groups(host_bridge, chromium_factory,
-                                                                   page_server):
+def test_a_killed_service_worker_comes_back_with_its_id_and_groups(host_bridge, chromium_factory, page_server):
     """Chrome may still stop the worker (update, memory pressure): the 30 s alarm restarts it,
     and it reconnects with the same executor id and its persisted groups."""
     from bridgecli_cdp.cdp import Cdp, browser_ws_url
@@ -40,8 +39,7 @@ def test_a_killed_service_worker_comes_back_with_its_id_and_groups(host_bridge, 
 
     cdp = Cdp(browser_ws_url(browser.endpoint))
     try:
-        worker = next(t for t in cdp.call("Target.getTargets")["targetInfos"]
-                      if t["type"] == "service_worker")
+        worker = next(t for t in cdp.call("Target.getTargets")["targetInfos"] if t["type"] == "service_worker")
         cdp.call("Target.closeTarget", {"targetId": worker["targetId"]})  # stop the worker
     finally:
         cdp.close()

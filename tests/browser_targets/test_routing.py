@@ -41,8 +41,7 @@ def test_target_routes_new_groups_to_the_named_browser(two_browsers, page_server
         assert bridge.send(action, "docs") == bridge.send(action, "ci")
 
 
-def test_ambiguous_and_unknown_targets_are_errors_naming_the_candidates(two_browsers, chromium_factory,
-                                                                       cdp_executors):
+def test_ambiguous_and_unknown_targets_are_errors_naming_the_candidates(two_browsers, chromium_factory, cdp_executors):
     bridge, ext, cdp, cdp_browser = two_browsers
     cdp_executors(cdp_browser.endpoint, bridge.port, "test-token", "work-chrome")  # same label
     wait_for_target(bridge, "work-chrome")
@@ -65,8 +64,7 @@ def test_ambiguous_and_unknown_targets_are_errors_naming_the_candidates(two_brow
 def test_groups_are_owner_exclusive_between_agents(two_browsers, page_server):
     bridge, *_ = two_browsers
     bridge.send("open", "mine", {"url": page_server + "/form.html"}, target="work-chrome")
-    other = BrowserBridge(bridge.port, "test-token", label="agent-2", allow_host=False,
-                          failover=False).start()
+    other = BrowserBridge(bridge.port, "test-token", label="agent-2", allow_host=False, failover=False).start()
     try:
         with pytest.raises(CommandError) as err:
             other.send("click", "mine", {"selector": "#go"})
@@ -88,8 +86,7 @@ def test_groups_are_owner_exclusive_between_agents(two_browsers, page_server):
         other.close()
 
 
-def test_a_browser_that_asks_to_be_default_gets_new_groups(host_bridge, chromium_factory,
-                                                           cdp_executors, page_server):
+def test_a_browser_that_asks_to_be_default_gets_new_groups(host_bridge, chromium_factory, cdp_executors, page_server):
     """The extension connects first, but the CDP executor started with --default wins new
     groups opened without a target; the extension's own toggle (config `default`) works too."""
     bridge = host_bridge()
@@ -119,8 +116,13 @@ def test_the_user_story_from_the_shell(two_browsers, bridge_home, page_server, t
     env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="test-token")
 
     def bridge_cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([BRIDGE_BIN, "browser", "--port", str(bridge.port), *args], env=env,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [BRIDGE_BIN, "browser", "--port", str(bridge.port), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     opened = bridge_cli("open", "shell", page_server + "/form.html", "--target", "ci-chromium", "--json")
     assert opened.returncode == 0, opened.stderr

@@ -26,8 +26,7 @@ def test_broker_lifecycle(bridge_home):
         assert "already running" in again.stderr
         assert "broker.uri is set" not in again.stderr
         elsewhere = run_bridge("broker", "start", env={**env, "BRIDGE_BROKER_URI": "amqp://x/"})
-        assert "broker.uri is set (env BRIDGE_BROKER_URI), so commands use that broker" \
-            in elsewhere.stderr
+        assert "broker.uri is set (env BRIDGE_BROKER_URI), so commands use that broker" in elsewhere.stderr
 
         status = json.loads(run_bridge("broker", "status", "--json", env=env).stdout)
         assert status["running"] and status["accepting"] and status["uri"] == uri
@@ -74,8 +73,16 @@ def test_concurrent_starts_run_one_node(bridge_home):
     from tests.support.env import BRIDGE_BIN
 
     env = bridge_home.env
-    procs = [subprocess.Popen([BRIDGE_BIN, "broker", "start", "--json"], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [BRIDGE_BIN, "broker", "start", "--json"],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
     try:
         outputs = [p.communicate(timeout=180) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outputs

@@ -18,8 +18,14 @@ from tests.support.env import BRIDGE_BIN, run_bridge
 
 
 def serve(env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([BRIDGE_BIN, "browser", "serve"], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [BRIDGE_BIN, "browser", "serve"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -59,8 +65,9 @@ def test_one_shot_commands_against_a_served_broker(served, tmp_path):
     env, executor, _ = served
     targets = bridge(env, "targets", "--json")
     assert targets.returncode == 0, targets.stderr
-    assert json.loads(targets.stdout) == [{"id": "e1", "label": "work", "kind": "fake",
-                                          "browser": "fake", "groups": [], "default": True}]
+    assert json.loads(targets.stdout) == [
+        {"id": "e1", "label": "work", "kind": "fake", "browser": "fake", "groups": [], "default": True}
+    ]
     table = bridge(env, "targets").stdout.splitlines()
     assert table[0].split() == ["ID", "LABEL", "KIND", "DEFAULT", "GROUPS"]
     assert table[1].split() == ["e1", "work", "fake", "yes"]
@@ -70,18 +77,21 @@ def test_one_shot_commands_against_a_served_broker(served, tmp_path):
     text = bridge(env, "do", "research", "text", "selector=#main")
     assert (text.returncode, text.stdout) == (0, "text of http://example.test/\n")
     assert executor.commands[-1]["params"] == {"selector": "#main"}
-    typed = bridge(env, "do", "research", "type", "selector=#q", "text=a=b", "clear:=true",
-                   "tab:=101", "--json")
-    assert typed.returncode == 0 and executor.commands[-1]["params"] == \
-        {"selector": "#q", "text": "a=b", "clear": True, "tab": 101}
+    typed = bridge(env, "do", "research", "type", "selector=#q", "text=a=b", "clear:=true", "tab:=101", "--json")
+    assert typed.returncode == 0 and executor.commands[-1]["params"] == {
+        "selector": "#q",
+        "text": "a=b",
+        "clear": True,
+        "tab": 101,
+    }
     listing = bridge(env, "tabs")
     assert listing.stdout.split("\n")[1].split() == ["research", "work", "orphan", "yes"]
     tabs = json.loads(bridge(env, "tabs", "research", "--json").stdout)
     assert tabs[0]["tabs"][0]["url"] == "http://example.test/"
     shot = bridge(env, "do", "research", "screenshot", "-o", str(tmp_path / "s.png"))
     assert shot.returncode == 0 and (tmp_path / "s.png").read_bytes() == base64.b64decode(
-        executor.answer({"id": 1, "action": "screenshot", "group": "research", "params": {}})
-        ["data"]["png"])
+        executor.answer({"id": 1, "action": "screenshot", "group": "research", "params": {}})["data"]["png"]
+    )
     released = bridge(env, "release", "research")
     # a confirmation, not data: stderr, so that scripts reading stdout get nothing
     assert (released.returncode, released.stdout) == (0, "")
@@ -157,14 +167,16 @@ def test_serve_processes_race_one_hosts_and_a_guest_takes_over(env):
 
 
 def test_browser_help_is_lazy_and_lists_executor_commands(bridge_home):
-    probe = ("import sys\nfrom bridgecli.cli import main\n"
-             "try:\n    main(['browser', '--help'])\nexcept SystemExit:\n    pass\n"
-             "print([m for m in ('websockets', 'websocket') if m in sys.modules], file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env,
-                          capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys\nfrom bridgecli.cli import main\n"
+        "try:\n    main(['browser', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print([m for m in ('websockets', 'websocket') if m in sys.modules], file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], env=bridge_home.env, capture_output=True, text=True, timeout=60
+    )
     assert proc.stderr.strip().splitlines()[-1] == "[]"
-    for name in ("serve", "targets", "open", "do", "tabs", "release", "launch", "attach",
-                 "extension-path"):
+    for name in ("serve", "targets", "open", "do", "tabs", "release", "launch", "attach", "extension-path"):
         assert f"  {name} " in proc.stdout
 
 
@@ -189,8 +201,14 @@ def test_key_value_parsing():
 
     from bridgecli.cli.browser import _parse_pairs
 
-    assert _parse_pairs(("a=1", "b=x=y", "c:=1", "d:={\"k\": [1]}", "e=", "f:=null")) == \
-        {"a": "1", "b": "x=y", "c": 1, "d": {"k": [1]}, "e": "", "f": None}
+    assert _parse_pairs(("a=1", "b=x=y", "c:=1", 'd:={"k": [1]}', "e=", "f:=null")) == {
+        "a": "1",
+        "b": "x=y",
+        "c": 1,
+        "d": {"k": [1]},
+        "e": "",
+        "f": None,
+    }
     assert _parse_pairs(("url=http://x/?a:=b",)) == {"url": "http://x/?a:=b"}
     for bad in ("novalue", "=x", ":=1", "k:=nope"):
         with pytest.raises(click.BadParameter):

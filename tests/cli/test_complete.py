@@ -29,18 +29,22 @@ def tab(env: dict[str, str], line: str) -> dict[str, str]:
     """What zsh would be offered for ``line`` (cursor at its end): value -> description."""
     words = line.split()
     cword = len(words) if line.endswith(" ") else len(words) - 1
-    proc = run_bridge(env={**env, "_BRIDGE_COMPLETE": "zsh_complete", "COMP_WORDS": line,
-                           "COMP_CWORD": str(cword)})
+    proc = run_bridge(env={**env, "_BRIDGE_COMPLETE": "zsh_complete", "COMP_WORDS": line, "COMP_CWORD": str(cword)})
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     out = proc.stdout.split("\n")
     return {out[i + 1]: out[i + 2] for i in range(0, len(out) - 2, 3) if out[i] == "plain"}
 
 
 def write_roster(entries: list[tuple[str, str, str]], gateways: tuple[str, ...] = ("hb", "hc")) -> None:
-    cache.write(cache.ROSTER, {
-        "entries": [{"gid": g, "label": label, "host": h, "role": "agent", "status": "idle"}
-                    for g, label, h in entries],
-        "gateways": [{"host": h, "version": "9.9", "entities": 1} for h in gateways]})
+    cache.write(
+        cache.ROSTER,
+        {
+            "entries": [
+                {"gid": g, "label": label, "host": h, "role": "agent", "status": "idle"} for g, label, h in entries
+            ],
+            "gateways": [{"host": h, "version": "9.9", "entities": 1} for h in gateways],
+        },
+    )
 
 
 @pytest.fixture
@@ -49,8 +53,14 @@ def home(bridge_home):
     proc = run_bridge("register", "--label", "reviewer", "--deliver", "hold", env=bridge_home.env)
     assert proc.returncode == 0, proc.stderr
     bridge_home.reviewer = proc.stdout.strip()
-    write_roster([(A, "coder", "hb"), (B, "coder", "hc"), (C, "writer", "hc"),
-                  ("dddddddd-4444-4444-8444-444444444444", "evil label;rm", "hc")])
+    write_roster(
+        [
+            (A, "coder", "hb"),
+            (B, "coder", "hc"),
+            (C, "writer", "hc"),
+            ("dddddddd-4444-4444-8444-444444444444", "evil label;rm", "hc"),
+        ]
+    )
     return bridge_home
 
 
@@ -80,11 +90,15 @@ def test_no_gateway_and_no_cache_offers_only_local_entities(bridge_home):
 
 def test_spawn_profiles_come_from_this_hosts_config(bridge_home):
     bridge_home.config_file.parent.mkdir(parents=True, exist_ok=True)
-    bridge_home.config_file.write_text('[host]\nid = "ha"\n'
-                                       '[profiles.reviewer]\nlauncher = "tmux"\ncommand = "claude"\n'
-                                       '[profiles.tester]\nlauncher = "exec"\ncommand = "pytest"\n')
-    assert tab(bridge_home.env, "bridge spawn ") == {"reviewer": "tmux: claude — on ha (here)",
-                                                     "tester": "exec: pytest — on ha (here)"}
+    bridge_home.config_file.write_text(
+        '[host]\nid = "ha"\n'
+        '[profiles.reviewer]\nlauncher = "tmux"\ncommand = "claude"\n'
+        '[profiles.tester]\nlauncher = "exec"\ncommand = "pytest"\n'
+    )
+    assert tab(bridge_home.env, "bridge spawn ") == {
+        "reviewer": "tmux: claude — on ha (here)",
+        "tester": "exec: pytest — on ha (here)",
+    }
     assert set(tab(bridge_home.env, "bridge spawn te")) == {"tester"}
     bridge_home.config_file.write_text("[profiles.broken\n")  # invalid TOML: no candidates, no noise
     assert tab(bridge_home.env, "bridge spawn ") == {}
@@ -94,11 +108,19 @@ def test_spawn_profiles_of_another_host_come_from_its_gateways_heartbeat(bridge_
     """`spawn --host H` runs H's own profiles: H's gateway names them in its roster heartbeat
     (names only), and a TAB after `--host H` offers exactly those."""
     bridge_home.config_file.parent.mkdir(parents=True, exist_ok=True)
-    bridge_home.config_file.write_text('[host]\nid = "ha"\n[profiles.local-only]\nlauncher = "subprocess"\n'
-                                       'command = "true"\n')
-    cache.write(cache.ROSTER, {"entries": [], "gateways": [
-        {"host": "hb", "version": "9.9", "entities": 0, "profiles": ["coder", "shared"]},
-        {"host": "hc", "version": "9.9", "entities": 0, "profiles": ["shared", "x;rm -rf /"]}]})
+    bridge_home.config_file.write_text(
+        '[host]\nid = "ha"\n[profiles.local-only]\nlauncher = "subprocess"\ncommand = "true"\n'
+    )
+    cache.write(
+        cache.ROSTER,
+        {
+            "entries": [],
+            "gateways": [
+                {"host": "hb", "version": "9.9", "entities": 0, "profiles": ["coder", "shared"]},
+                {"host": "hc", "version": "9.9", "entities": 0, "profiles": ["shared", "x;rm -rf /"]},
+            ],
+        },
+    )
     assert tab(bridge_home.env, "bridge spawn --host hb ") == {"coder": "profile — on hb", "shared": "profile — on hb"}
     assert set(tab(bridge_home.env, "bridge spawn --host ha ")) == {"local-only"}
     everywhere = tab(bridge_home.env, "bridge spawn ")
@@ -112,8 +134,9 @@ def test_the_gateway_heartbeat_names_its_profiles_and_the_view_keeps_them():
     view = RosterView()
     view.apply(heartbeat_frame(host="hb", version="1", interval=5, entities=0, profiles={"b": {}, "a": {}}))
     assert view.gateways()[0].profiles == ("a", "b")
-    view.apply(json.dumps({"v": 1, "type": "heartbeat", "host": "hc", "gid": "_gateway",
-                           "profiles": "not a list"}).encode())
+    view.apply(
+        json.dumps({"v": 1, "type": "heartbeat", "host": "hc", "gid": "_gateway", "profiles": "not a list"}).encode()
+    )
     assert [g.profiles for g in view.gateways()] == [("a", "b"), ()]
 
 
@@ -126,8 +149,9 @@ def store(bridge_home):
     me = "eeeeeeee-5555-4555-8555-555555555555"
     ask = Envelope(kind="ASK", sender=A, recipient=me, content="which branch?", sender_label="coder")
     sent = Envelope(kind="SEND", sender=B, recipient=me, content="done", sender_label="writer")
-    hostile = Envelope(kind="REPLY", sender=C, recipient=me, content="\x1b[31mred\x1b]0;title\x07 ok",
-                       in_reply_to=ask.msg_id)
+    hostile = Envelope(
+        kind="REPLY", sender=C, recipient=me, content="\x1b[31mred\x1b]0;title\x07 ok", in_reply_to=ask.msg_id
+    )
     assert s.record(ask, HELD) and s.record(sent, DELIVERED) and s.record(hostile, HELD)
     s.close()
     return {"ask": ask.msg_id, "sent": sent.msg_id, "hostile": hostile.msg_id}
@@ -145,25 +169,27 @@ def test_message_ids_for_reply_show_and_answer(bridge_home, store):
 
 def test_browser_groups_and_targets_come_from_the_browser_cache(bridge_home):
     assert tab(bridge_home.env, "bridge browser open ") == {}
-    cache.update_browser(targets=[{"id": "ex1", "label": "work", "groups": ["research"]}],
-                         groups=["research"])
+    cache.update_browser(targets=[{"id": "ex1", "label": "work", "groups": ["research"]}], groups=["research"])
     cache.update_browser(add_group="docs")
     assert set(tab(bridge_home.env, "bridge browser do ")) == {"docs", "research"}
     assert set(tab(bridge_home.env, "bridge browser tabs r")) == {"research"}
-    assert tab(bridge_home.env, "bridge browser open g https://x --target ") == {"ex1": "browser work",
-                                                                                   "work": "browser ex1"}
+    assert tab(bridge_home.env, "bridge browser open g https://x --target ") == {
+        "ex1": "browser work",
+        "work": "browser ex1",
+    }
 
 
 def test_a_tab_never_imports_pika_or_a_websocket_library(home, store):
     """In-process probe: complete several command lines and list the heavy modules loaded."""
-    lines = ["bridge send ", "bridge reply ", "bridge spawn x --host ", "bridge stop ",
-             "bridge browser open "]
-    probe = ("import os, sys\nfrom bridgecli.cli import main\n"
-             f"for line in {lines!r}:\n"
-             "    os.environ['COMP_WORDS'] = line\n"
-             "    os.environ['COMP_CWORD'] = str(len(line.split()))\n"
-             "    try:\n        main([])\n    except SystemExit:\n        pass\n"
-             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    lines = ["bridge send ", "bridge reply ", "bridge spawn x --host ", "bridge stop ", "bridge browser open "]
+    probe = (
+        "import os, sys\nfrom bridgecli.cli import main\n"
+        f"for line in {lines!r}:\n"
+        "    os.environ['COMP_WORDS'] = line\n"
+        "    os.environ['COMP_CWORD'] = str(len(line.split()))\n"
+        "    try:\n        main([])\n    except SystemExit:\n        pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
     env = {**home.env, "_BRIDGE_COMPLETE": "bash_complete"}
     proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert "plain,writer" in proc.stdout.splitlines()  # the probe really completed something
@@ -231,8 +257,7 @@ def test_browser_commands_fill_the_cache_that_a_tab_reads(bridge_home):
         executor = FakeExecutor(int(env["BRIDGE_BROWSER_PORT"]), token, id="e1", label="work").start()
         try:
             assert run_bridge("browser", "targets", env=env, timeout=30).returncode == 0
-            assert tab(env, "bridge browser open g http://x --target ") == {"e1": "browser work",
-                                                                              "work": "browser e1"}
+            assert tab(env, "bridge browser open g http://x --target ") == {"e1": "browser work", "work": "browser e1"}
             opened = run_bridge("browser", "open", "research", "http://example.test/", env=env, timeout=30)
             assert opened.returncode == 0, opened.stderr
         finally:

@@ -15,8 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_checked_in_scripts_are_what_click_generates_now():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_completions.py"), "--check"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_completions.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -39,9 +43,12 @@ def test_unknown_shell_is_a_usage_error_naming_the_choices(bridge_home):
 def test_the_checked_in_bash_script_completes_commands_in_real_bash(bridge_home):
     """Source completions/bridge.bash in bash and press TAB after `bridge bro`."""
     env = {**bridge_home.env, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    script = (f"source {ROOT / 'completions' / 'bridge.bash'}\n"
-              "COMP_WORDS=(bridge bro); COMP_CWORD=1; _bridge_completion bridge\n"
-              'printf "%s\\n" "${COMPREPLY[@]}"\n')
-    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=env,
-                          capture_output=True, text=True, timeout=60)
+    script = (
+        f"source {ROOT / 'completions' / 'bridge.bash'}\n"
+        "COMP_WORDS=(bridge bro); COMP_CWORD=1; _bridge_completion bridge\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.stdout.split() == ["broker", "browser"], proc.stderr

@@ -9,9 +9,8 @@ import tomllib
 import pytest
 from click.testing import CliRunner
 
-from bridgecli.errors import ExitCode
-
 from bridgecli.cli import root
+from bridgecli.errors import ExitCode
 from tests.support.env import run_bridge
 
 
@@ -35,17 +34,18 @@ def test_path_json(bridge_home):
 def test_set_get_unset_round_trip_keeps_other_keys_and_tables(bridge_home):
     cfg = bridge_home.config_file
     cfg.parent.mkdir(parents=True)
-    cfg.write_text('[host]\nid = "alpha"\n\n[profiles.worker]\nlauncher = "tmux"\n'
-                   'command = ["claude", "--x"]\nenv = { A = "1" }\n\n'
-                   '[plugins.herdr]\nsocket = "/tmp/h.sock"\n')
+    cfg.write_text(
+        '[host]\nid = "alpha"\n\n[profiles.worker]\nlauncher = "tmux"\n'
+        'command = ["claude", "--x"]\nenv = { A = "1" }\n\n'
+        '[plugins.herdr]\nsocket = "/tmp/h.sock"\n'
+    )
     assert invoke("config", "set", "broker.uri", "amqp://u:p@h:5672/").exit_code == 0
     assert invoke("config", "set", "messaging.prefetch", "7").exit_code == 0
     data = tomllib.loads(cfg.read_text())
     assert data["broker"]["uri"] == "amqp://u:p@h:5672/"
     assert data["messaging"]["prefetch"] == 7  # stored typed, not as text
     assert data["host"]["id"] == "alpha"
-    assert data["profiles"]["worker"] == {"launcher": "tmux", "command": ["claude", "--x"],
-                                          "env": {"A": "1"}}
+    assert data["profiles"]["worker"] == {"launcher": "tmux", "command": ["claude", "--x"], "env": {"A": "1"}}
     assert data["plugins"]["herdr"] == {"socket": "/tmp/h.sock"}
     assert oct(os.stat(cfg).st_mode & 0o777) == "0o600"
     assert sorted(p.name for p in cfg.parent.iterdir()) == ["bridge.toml"]  # no temp files left
@@ -154,8 +154,10 @@ def test_an_unknown_key_in_the_file_can_be_seen_and_repaired(bridge_home):
 def test_set_errors_name_the_file(bridge_home):
     cfg = bridge_home.config_file
     for args, expected in [
-        (("broker.url", "amqp://x/"), f"unknown configuration key 'broker.url', not written to {cfg}"
-                                      " — did you mean broker.uri?"),
+        (
+            ("broker.url", "amqp://x/"),
+            f"unknown configuration key 'broker.url', not written to {cfg} — did you mean broker.uri?",
+        ),
         (("host.id", "Bad.Host"), f"bridge config set (not written to {cfg}): bad value 'Bad.Host'"),
     ]:
         proc = run_bridge("config", "set", *args, env=bridge_home.env)
@@ -196,13 +198,16 @@ def test_a_failed_unset_write_goes_through_the_same_error(bridge_home, monkeypat
     from bridgecli.cli import main
 
     _write_config(bridge_home, '[host]\nid = "h1"\n')
-    monkeypatch.setattr(config_module.os, "replace",
-                        lambda *a: (_ for _ in ()).throw(OSError(30, "Read-only file system")))
+    monkeypatch.setattr(
+        config_module.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(30, "Read-only file system"))
+    )
     with pytest.raises(SystemExit) as exited:
         main(["config", "unset", "host.id"])
     assert exited.value.code == ExitCode.CANNOT_WRITE
     err = capsys.readouterr().err
-    assert err == (f"bridge: error: cannot write {bridge_home.config_file}: Read-only file system"
-                   " — nothing was changed; check that its directory exists, is writable and its "
-                   "disk is not full (or point BRIDGE_CONFIG at another file)\n")
+    assert err == (
+        f"bridge: error: cannot write {bridge_home.config_file}: Read-only file system"
+        " — nothing was changed; check that its directory exists, is writable and its "
+        "disk is not full (or point BRIDGE_CONFIG at another file)\n"
+    )
     assert tomllib.loads(bridge_home.config_file.read_text()) == {"host": {"id": "h1"}}

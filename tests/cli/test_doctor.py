@@ -103,8 +103,14 @@ def test_a_running_gateway_is_reported(bridge_home, rabbitmq):
     from tests.support.env import BRIDGE_BIN
 
     env = {**bridge_home.env, "BRIDGE_BROKER_URI": rabbitmq.uri, "BRIDGE_HOST_ID": "doc-host"}
-    gateway = subprocess.Popen([BRIDGE_BIN, "gateway"], env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    gateway = subprocess.Popen(
+        [BRIDGE_BIN, "gateway"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -37,12 +37,35 @@ def _click_says(shell: str) -> str:
 def _lines(tree: dict) -> list[str]:
     """Command lines over the whole CLI: each command path with no word, a prefix, option
     prefixes, and one or two positional words typed."""
-    lines = ["bridge ", "bridge bro", "bridge s", "bridge -", "bridge --", "bridge --h", "bridge nosuch ",
-             "bridge send co", "bridge send cod", "bridge send bbb", "bridge send reviewer hi ",
-             "bridge send --from ", "bridge send -- ", "bridge send --json=", "bridge send =",
-             "bridge reply ", "bridge show ", "bridge answer ", "bridge spawn ", "bridge stop ",
-             "bridge roster --host ", "bridge browser open ", "bridge browser do g1 ",
-             "bridge completion ", "bridge completion z", "bridge 'send' ", "bridge send 'co"]
+    lines = [
+        "bridge ",
+        "bridge bro",
+        "bridge s",
+        "bridge -",
+        "bridge --",
+        "bridge --h",
+        "bridge nosuch ",
+        "bridge send co",
+        "bridge send cod",
+        "bridge send bbb",
+        "bridge send reviewer hi ",
+        "bridge send --from ",
+        "bridge send -- ",
+        "bridge send --json=",
+        "bridge send =",
+        "bridge reply ",
+        "bridge show ",
+        "bridge answer ",
+        "bridge spawn ",
+        "bridge stop ",
+        "bridge roster --host ",
+        "bridge browser open ",
+        "bridge browser do g1 ",
+        "bridge completion ",
+        "bridge completion z",
+        "bridge 'send' ",
+        "bridge send 'co",
+    ]
 
     def walk(node: dict, path: str) -> None:
         lines.extend([f"{path} ", f"{path} -", f"{path} --", f"{path} x ", f"{path} x y "])
@@ -81,16 +104,30 @@ def test_every_answer_of_the_fast_path_is_clicks(host, monkeypatch, shell):
             assert fast == _click_says(shell), line
             answered.add(line)
     # the fast path must really answer the everyday cases, not hand them all to click
-    assert {"bridge ", "bridge bro", "bridge send co", "bridge reply ", "bridge -", "bridge send -",
-            "bridge browser open ", "bridge spawn ", "bridge completion z"} <= answered
+    assert {
+        "bridge ",
+        "bridge bro",
+        "bridge send co",
+        "bridge reply ",
+        "bridge -",
+        "bridge send -",
+        "bridge browser open ",
+        "bridge spawn ",
+        "bridge completion z",
+    } <= answered
     assert "bridge send --from " not in answered  # options before the word: click's parser
 
 
 def test_plugin_commands_complete_and_a_stale_snapshot_is_never_used(bridge_home, tmp_path):
     """Installing a plugin into a directory on sys.path changes that directory's mtime, so
     the snapshot written before is rebuilt; so does removing it again."""
-    env = {**bridge_home.env, "PYTHONPATH": str(tmp_path),
-           "_BRIDGE_COMPLETE": "bash_complete", "COMP_WORDS": "bridge zz", "COMP_CWORD": "1"}
+    env = {
+        **bridge_home.env,
+        "PYTHONPATH": str(tmp_path),
+        "_BRIDGE_COMPLETE": "bash_complete",
+        "COMP_WORDS": "bridge zz",
+        "COMP_CWORD": "1",
+    }
 
     def offered() -> list[str]:
         proc = subprocess.run([sys.executable, "-m", "bridgecli"], env=env, capture_output=True, text=True)
@@ -103,7 +140,8 @@ def test_plugin_commands_complete_and_a_stale_snapshot_is_never_used(bridge_home
     snapshot = json.loads(written[0].read_text())
     assert "zz-fake" not in snapshot["tree"]["commands"]
     time.sleep(0.01)  # a coarse-mtime file system must see a later time
-    (tmp_path / "zz_plugin.py").write_text(textwrap.dedent('''
+    (tmp_path / "zz_plugin.py").write_text(
+        textwrap.dedent('''
         import click
         import bridgecli
 
@@ -114,7 +152,8 @@ def test_plugin_commands_complete_and_a_stale_snapshot_is_never_used(bridge_home
         @bridgecli.hookimpl
         def register_commands(register):
             register("zz-fake", "zz_plugin:fake", "A fake plugin command.")
-    '''))
+    ''')
+    )
     dist = tmp_path / "zz_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: zz-plugin\nVersion: 1.0\n")
@@ -160,8 +199,12 @@ def test_a_snapshot_whose_files_changed_is_rebuilt(bridge_home):
 @pytest.mark.parametrize("columns", ["60", "80", "200"])
 def test_root_help_is_what_click_prints(bridge_home, columns):
     env = {**bridge_home.env, "COLUMNS": columns}
-    click_path = subprocess.run([sys.executable, "-c", "from bridgecli.cli import main; main(['--help'])"],
-                                env=env, capture_output=True, text=True)
+    click_path = subprocess.run(
+        [sys.executable, "-c", "from bridgecli.cli import main; main(['--help'])"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     for _ in range(2):  # the first run renders and caches, the second replays
         fast = run_bridge("--help", env=env)
         assert (fast.returncode, fast.stdout, fast.stderr) == (0, click_path.stdout, click_path.stderr)
@@ -180,8 +223,19 @@ def test_a_broken_plugin_is_still_reported_on_help(bridge_home, tmp_path):
         assert proc.returncode == 0 and "plugin broken failed to load" in proc.stderr
 
 
-@pytest.mark.parametrize("line", ["bridge send co", "bridge  send\tco\n", "bridge send\x0bx\xa0y ", "",
-                                  "bridge send 'co", 'bridge send "a b" c', "bridge send a\\ b", "bridge '"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "bridge send co",
+        "bridge  send\tco\n",
+        "bridge send\x0bx\xa0y ",
+        "",
+        "bridge send 'co",
+        'bridge send "a b" c',
+        "bridge send a\\ b",
+        "bridge '",
+    ],
+)
 def test_words_are_split_as_click_splits_them(line):
     from click.shell_completion import split_arg_string
 

@@ -16,15 +16,25 @@ from tests.support.env import run_bridge
 def _invite_to(tmp_path, address: str, expires: float) -> str:
     pki = HubPki(tmp_path / "pki")
     pki.ensure_ca("nohub")
-    return invite_mod.Invite(hub="nohub", host="lonely", addresses=(address,), invite_id="0123456789ab",
-                             secret="s" * 32, expires=expires, ca_der=pki.ca_der()).encode()
+    return invite_mod.Invite(
+        hub="nohub",
+        host="lonely",
+        addresses=(address,),
+        invite_id="0123456789ab",
+        secret="s" * 32,
+        expires=expires,
+        ca_der=pki.ca_der(),
+    ).encode()
 
 
 def test_hub_commands_without_a_hub(bridge_home):
     env = bridge_home.env
     status = run_bridge("hub", "status", "--json", env=env)
     assert status.returncode == 0 and json.loads(status.stdout) == {
-        "running": False, "configured": False, "dir": str(bridge_home.data_dir / "hub")}
+        "running": False,
+        "configured": False,
+        "dir": str(bridge_home.data_dir / "hub"),
+    }
     for args in (("invite", "buildbox"), ("invites",), ("hosts",), ("revoke", "buildbox")):
         result = run_bridge("hub", *args, env=env)
         assert result.returncode == ExitCode.NOT_FOUND and "no hub runs on this machine" in result.stderr, args

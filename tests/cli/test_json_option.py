@@ -62,7 +62,8 @@ def test_the_walk_reaches_nested_subcommands():
 def test_every_command_that_prints_data_has_json(path):
     assert _has_json(LEAVES[path]), (
         f"`bridge {path}` has no --json: add output.json_option (data on stdout), or, if it "
-        f"prints no data, list it in PRINTS_NO_DATA with the reason")
+        f"prints no data, list it in PRINTS_NO_DATA with the reason"
+    )
 
 
 @pytest.mark.parametrize("path", sorted(PRINTS_NO_DATA))

@@ -32,8 +32,9 @@ def test_version_in_process_and_as_subprocess(bridge_home):
     for flag in ("--version", "-V"):
         proc = run_bridge(flag, env=bridge_home.env)
         assert (proc.returncode, proc.stdout) == (0, f"bridge, version {__version__}\n")
-    module = subprocess.run([sys.executable, "-m", "bridgecli", "--version"], env=bridge_home.env,
-                            capture_output=True, text=True)
+    module = subprocess.run(
+        [sys.executable, "-m", "bridgecli", "--version"], env=bridge_home.env, capture_output=True, text=True
+    )
     assert module.stdout == f"bridge, version {__version__}\n"
 
 
@@ -44,21 +45,32 @@ def test_console_script_answers_version_without_click_byte_for_byte(bridge_home,
     and not one click module imported."""
     click_path = subprocess.run(
         [sys.executable, "-c", f"from bridgecli.cli import main; main([{flag!r}])"],
-        env=bridge_home.env, capture_output=True, timeout=60)
-    fast = subprocess.run([sys.executable, "-X", "importtime", BRIDGE_BIN, flag],
-                          env=bridge_home.env, capture_output=True, timeout=60)
-    assert (fast.returncode, fast.stdout) == (click_path.returncode, click_path.stdout) == (
-        0, f"bridge, version {__version__}\n".encode())
-    imported = [line.rsplit("|", 1)[-1].strip() for line in fast.stderr.decode().splitlines()
-                if line.startswith("import time:")]
+        env=bridge_home.env,
+        capture_output=True,
+        timeout=60,
+    )
+    fast = subprocess.run(
+        [sys.executable, "-X", "importtime", BRIDGE_BIN, flag], env=bridge_home.env, capture_output=True, timeout=60
+    )
+    assert (
+        (fast.returncode, fast.stdout)
+        == (click_path.returncode, click_path.stdout)
+        == (0, f"bridge, version {__version__}\n".encode())
+    )
+    imported = [
+        line.rsplit("|", 1)[-1].strip() for line in fast.stderr.decode().splitlines() if line.startswith("import time:")
+    ]
     assert "bridgecli.entry" in imported  # the probe really saw the console script's imports
     assert not [m for m in imported if m.split(".")[0] == "click" or m == "bridgecli.cli"], imported
     # the same through sys.modules, and through `python -m bridgecli`
-    probe = (f"import sys\nsys.argv = ['bridge', {flag!r}]\nfrom bridgecli.entry import main\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'click'), file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env, capture_output=True,
-                          text=True, timeout=60)
+    probe = (
+        f"import sys\nsys.argv = ['bridge', {flag!r}]\nfrom bridgecli.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'click'), file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], env=bridge_home.env, capture_output=True, text=True, timeout=60
+    )
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
 
 
@@ -72,20 +84,26 @@ def test_version_with_other_arguments_still_goes_through_click(bridge_home):
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["send", "--help"]])
 def test_fast_paths_import_nothing_heavy(bridge_home, argv):
-    probe = ("import sys\nfrom bridgecli.cli import main\n"
-             f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env,
-                          capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys\nfrom bridgecli.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], env=bridge_home.env, capture_output=True, text=True, timeout=60
+    )
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
 
 
 def test_version_does_not_even_load_plugins(bridge_home):
-    probe = ("import sys\nfrom bridgecli.cli import main\n"
-             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
-             "print('pluggy' in sys.modules, file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env,
-                          capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys\nfrom bridgecli.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print('pluggy' in sys.modules, file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], env=bridge_home.env, capture_output=True, text=True, timeout=60
+    )
     assert proc.stderr.strip().splitlines()[-1] == "False"
 
 
@@ -118,11 +136,12 @@ def test_bridge_error_is_one_line_with_its_exit_code_and_traceback_on_request(br
     proc = run_bridge("config", "get", "nope.key", env=bridge_home.env)
     assert proc.returncode == 3  # ExitCode.CONFIG
     assert proc.stderr.count("\n") == 1
-    assert proc.stderr.startswith("bridge: error: unknown configuration key 'nope.key' — valid "
-                                  "keys: broker.uri, ")
+    assert proc.stderr.startswith("bridge: error: unknown configuration key 'nope.key' — valid keys: broker.uri, ")
     assert proc.stderr.endswith("`bridge config show` lists every key and its value.\n")
-    for args, env in ((["--traceback", "config", "get", "nope.key"], bridge_home.env),
-                      (["config", "get", "nope.key"], {**bridge_home.env, "BRIDGE_DEBUG": "1"})):
+    for args, env in (
+        (["--traceback", "config", "get", "nope.key"], bridge_home.env),
+        (["config", "get", "nope.key"], {**bridge_home.env, "BRIDGE_DEBUG": "1"}),
+    ):
         shown = run_bridge(*args, env=env)
         assert shown.returncode != 0
         assert "Traceback (most recent call last)" in shown.stderr
@@ -145,13 +164,13 @@ def test_json_goes_to_stdout_and_notes_to_stderr(bridge_home):
 
 
 def test_shell_completion_is_lazy_too(bridge_home):
-    env = {**bridge_home.env, "_BRIDGE_COMPLETE": "bash_complete", "COMP_WORDS": "bridge bro",
-           "COMP_CWORD": "1"}
-    probe = ("import sys\nfrom bridgecli.cli import main\n"
-             "try:\n    main([])\nexcept SystemExit:\n    pass\n"
-             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = {**bridge_home.env, "_BRIDGE_COMPLETE": "bash_complete", "COMP_WORDS": "bridge bro", "COMP_CWORD": "1"}
+    probe = (
+        "import sys\nfrom bridgecli.cli import main\n"
+        "try:\n    main([])\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert "plain,broker" in proc.stdout.splitlines()
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
 

@@ -13,8 +13,13 @@ from tests.support.env import BRIDGE_BIN
 
 
 def _tap(host, *args: str) -> subprocess.Popen:
-    tap = subprocess.Popen([BRIDGE_BIN, "tap", "--count", "3", *args], env=host.env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    tap = subprocess.Popen(
+        [BRIDGE_BIN, "tap", "--count", "3", *args],
+        env=host.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert "tapping bridge.msg" in tap.stderr.readline()  # bound: it sees what comes next
     return tap
 

@@ -21,9 +21,15 @@ class Dashboard:
     """One running dashboard: ``url`` (with its token), ``port``, and raw HTTP helpers."""
 
     def __init__(self, host, *args: str) -> None:
-        self.proc = subprocess.Popen([BRIDGE_BIN, "dashboard", "--no-open", "--json", *args], env=host.env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [BRIDGE_BIN, "dashboard", "--no-open", "--json", *args],
+            env=host.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         line = self.proc.stdout.readline()
         if not line:
             raise AssertionError(f"bridge dashboard exited {self.proc.wait(10)}: {self.proc.stderr.read()}")
@@ -32,8 +38,9 @@ class Dashboard:
         self.token = self.url.split("token=", 1)[1]
         self.cookie = f"bridge_dashboard_{self.port}={self.token}"
 
-    def request(self, method: str, path: str, headers: dict[str, str] | None = None,
-                body: bytes | None = None) -> http.client.HTTPResponse:
+    def request(
+        self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None
+    ) -> http.client.HTTPResponse:
         """One request with exactly ``headers`` (plus Host unless given)."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)

@@ -25,13 +25,19 @@ def test_without_a_local_gateway(host_factory, dashboard_factory, vhost_uri):
     assert [h["host"] for h in state()["fleet"]["hosts"]] == [b.name]
     # traffic from the tap, and the message opens in full
     sent = b.bridge_json("send", "main", "seen without a gateway", "--from", "worker")
-    wait_for(lambda: board.request("GET", f"/api/message/{sent['msgId']}", {"Cookie": board.cookie}).status == 200,
-             10, "the message in the dashboard's history")
+    wait_for(
+        lambda: board.request("GET", f"/api/message/{sent['msgId']}", {"Cookie": board.cookie}).status == 200,
+        10,
+        "the message in the dashboard's history",
+    )
     assert board.get_json(f"/api/message/{sent['msgId']}")["message"]["content"] == "seen without a gateway"
     letters = state()["deadLetters"]
     assert letters["error"] is None and letters["rows"] == []  # read: this vhost's DLQ is empty
     # the host going away is shown as gone, not dropped
     b.stop_gateway()
-    wait_for(lambda: [(h["host"], h["gone"]) for h in state()["fleet"]["hosts"]] == [(b.name, True)], 15,
-             "beta shown as gone")
+    wait_for(
+        lambda: [(h["host"], h["gone"]) for h in state()["fleet"]["hosts"]] == [(b.name, True)],
+        15,
+        "beta shown as gone",
+    )
     assert {e["status"] for e in state()["fleet"]["entities"]} == {"gone"}

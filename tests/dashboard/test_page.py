@@ -28,13 +28,19 @@ class Page:
         self.cdp = Cdp(browser_ws_url(browser.endpoint))
         target = self.cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": 1500, "height": 1150, "deviceScaleFactor": 1,
-                                                            "mobile": False}, session=self.session)
+        self.cdp.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1500, "height": 1150, "deviceScaleFactor": 1, "mobile": False},
+            session=self.session,
+        )
         self.cdp.call("Page.navigate", {"url": url}, session=self.session)
 
     def js(self, expression: str):
-        reply = self.cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                   "awaitPromise": True}, session=self.session)
+        reply = self.cdp.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=self.session,
+        )
         if "exceptionDetails" in reply:
             raise AssertionError(reply["exceptionDetails"])
         return reply["result"].get("value")
@@ -44,13 +50,18 @@ class Page:
 
     def click(self, selector: str) -> None:
         """A real mouse click in the middle of the element (scrolled into view first)."""
-        box = self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
-                      " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
-                      " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = self.js(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         assert box, f"nothing matches {selector}"
         for kind in ("mousePressed", "mouseReleased"):
-            self.cdp.call("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
-                                                       "clickCount": 1}, session=self.session)
+            self.cdp.call(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1},
+                session=self.session,
+            )
 
     def type(self, selector: str, text: str) -> None:
         """Focus the input and type ``text`` over what it held, as keystrokes would."""
@@ -58,8 +69,11 @@ class Page:
         if text:
             self.cdp.call("Input.insertText", {"text": text}, session=self.session)
         else:
-            self.cdp.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Backspace", "code": "Backspace",
-                                                     "windowsVirtualKeyCode": 8}, session=self.session)
+            self.cdp.call(
+                "Input.dispatchKeyEvent",
+                {"type": "keyDown", "key": "Backspace", "code": "Backspace", "windowsVirtualKeyCode": 8},
+                session=self.session,
+            )
 
     def screenshot(self, path: Path) -> None:
         self.js("window.scrollTo(0, 0)")
@@ -76,8 +90,7 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
     broker = host_bridge(label="orchestrator")  # the browser broker of host alpha
     executor = FakeExecutor(broker.port, "test-token", id="exec-1", label="chrome-1", default=True).start()
     broker.send("open", "research", {"url": "about:blank"})
-    a = host_factory("alpha", extra_env={"BRIDGE_BROWSER_PORT": str(broker.port),
-                                         "BRIDGE_BROWSER_TOKEN": "test-token"})
+    a = host_factory("alpha", extra_env={"BRIDGE_BROWSER_PORT": str(broker.port), "BRIDGE_BROWSER_TOKEN": "test-token"})
     b = host_factory("beta")
     main = a.register("main", role="main")
     worker = b.register("worker")
@@ -87,16 +100,25 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
     page = Page(chromium_factory(), board.url)
     try:
         # the browser bridge: its executor, the agent and the group that agent owns
-        wait_for(lambda: page.texts("#executors tbody td")[:4] == ["chrome-1", "exec-1", "fake", "yes"], 15,
-                 "the executor in the browser view")
+        wait_for(
+            lambda: page.texts("#executors tbody td")[:4] == ["chrome-1", "exec-1", "fake", "yes"],
+            15,
+            "the executor in the browser view",
+        )
         assert page.texts("#agents tbody td:first-child") == ["orchestrator"]
         assert page.texts("#groups tbody tr")[0].startswith("researchchrome-1orchestrator")
 
         # the fleet shows both hosts and their entities; the page got in with the token
-        wait_for(lambda: {a.name, b.name} <= {t.split(" ")[0] for t in page.texts("#hosts tbody td:first-child")},
-                 30, "both hosts in the fleet")
-        wait_for(lambda: {"main", "worker"} <= set(page.texts("#entities tbody td:first-child")), 30,
-                 "both entities in the fleet")
+        wait_for(
+            lambda: {a.name, b.name} <= {t.split(" ")[0] for t in page.texts("#hosts tbody td:first-child")},
+            30,
+            "both hosts in the fleet",
+        )
+        wait_for(
+            lambda: {"main", "worker"} <= set(page.texts("#entities tbody td:first-child")),
+            30,
+            "both entities in the fleet",
+        )
         assert page.js("document.cookie") == ""  # HttpOnly: the page's scripts cannot read the token
 
         # a message sent with `bridge send` appears in the traffic view
@@ -107,11 +129,15 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
         wait_for(lambda: "main" in page.texts("#held tbody td:first-child"), 10, "main's held message")
 
         # filters: the fleet by host and label, the traffic by entity; pause holds new rows back
-        page.js(f"(() => {{ const s = document.getElementById('filter-host'); s.value = {json.dumps(b.name)};"
-                " s.dispatchEvent(new Event('input')); })()")
+        page.js(
+            f"(() => {{ const s = document.getElementById('filter-host'); s.value = {json.dumps(b.name)};"
+            " s.dispatchEvent(new Event('input')); })()"
+        )
         assert page.texts("#entities tbody td:first-child") == ["worker"]
-        page.js("(() => { const s = document.getElementById('filter-host'); s.value = '';"
-                " s.dispatchEvent(new Event('input')); })()")
+        page.js(
+            "(() => { const s = document.getElementById('filter-host'); s.value = '';"
+            " s.dispatchEvent(new Event('input')); })()"
+        )
         page.type("#filter-label", "mai")
         assert page.texts("#entities tbody td:first-child") == ["main"]
         page.type("#filter-label", "")
@@ -143,8 +169,9 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
         wait_for(lambda: page.js(f"document.querySelector('{dlq_row}') !== null"), 15, "the dead letter on the page")
         assert HOSTILE in page.texts(f"{dlq_row} td:nth-child(4)")
         assert page.js("document.querySelectorAll('img, script:not([src])').length") == 0
-        page.screenshot(ROOT / "docs" / "dashboard.png" if os.environ.get("UPDATE_DOCS_SCREENSHOT")
-                        else tmp_path / "dashboard.png")
+        page.screenshot(
+            ROOT / "docs" / "dashboard.png" if os.environ.get("UPDATE_DOCS_SCREENSHOT") else tmp_path / "dashboard.png"
+        )
         page.click(f"{dlq_row} button")
         wait_for(lambda: not page.js("document.getElementById('confirm').hidden"), 5, "the confirmation")
         assert dead in page.texts("#confirm-text")[0]
@@ -156,26 +183,41 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
 
         # throughput: beta sent, alpha had delivered, and beta's worker had a dead letter
         def total(host: str, series: str) -> int:
-            return page.js(f"((window.bridgeDashboard.rates || {{}})[{json.dumps(host)}] || {{}})"
-                           f"[{json.dumps(series)}]?.reduce((a, b) => a + b, 0) || 0")
+            return page.js(
+                f"((window.bridgeDashboard.rates || {{}})[{json.dumps(host)}] || {{}})"
+                f"[{json.dumps(series)}]?.reduce((a, b) => a + b, 0) || 0"
+            )
 
-        wait_for(lambda: total(b.name, "sent") >= 2 and total(a.name, "delivered") >= 2
-                 and total(b.name, "dead") >= 1, 10, "the rates of both hosts")
+        wait_for(
+            lambda: total(b.name, "sent") >= 2 and total(a.name, "delivered") >= 2 and total(b.name, "dead") >= 1,
+            10,
+            "the rates of both hosts",
+        )
         assert page.js("document.querySelectorAll('#rates svg.spark polyline').length") == 6
 
         # the gateway restarts; the page keeps updating (fleet, held, traffic)
         a.stop_gateway()
-        wait_for(lambda: any("no local gateway" in t for t in page.texts("#missing li")), 15,
-                 "the page saying the gateway is missing")
+        wait_for(
+            lambda: any("no local gateway" in t for t in page.texts("#missing li")),
+            15,
+            "the page saying the gateway is missing",
+        )
         a.start_gateway()
-        wait_for(lambda: any(e["gid"] == main for e in b.bridge_json("roster")["entries"]), 15,
-                 "main back in beta's roster")
+        wait_for(
+            lambda: any(e["gid"] == main for e in b.bridge_json("roster")["entries"]), 15, "main back in beta's roster"
+        )
         after = b.bridge_json("send", "main", "after the restart", "--from", "worker")
-        wait_for(lambda: page.js(f"document.querySelector('#traffic tr[data-msg-id=\"{after['msgId']}\"]') !== null"),
-                 15, "traffic after the restart")
+        wait_for(
+            lambda: page.js(f"document.querySelector('#traffic tr[data-msg-id=\"{after['msgId']}\"]') !== null"),
+            15,
+            "traffic after the restart",
+        )
         wait_for(lambda: not page.texts("#missing li"), 15, "the gateway back on the page")
-        wait_for(lambda: ["main", main[:8], "main", "4"] == page.texts("#held tbody td")[:4], 15,
-                 "main's four held messages after the restart")
+        wait_for(
+            lambda: ["main", main[:8], "main", "4"] == page.texts("#held tbody td")[:4],
+            15,
+            "main's four held messages after the restart",
+        )
     finally:
         page.close()
         executor.stop()

@@ -48,18 +48,29 @@ def test_token_cookie_and_refusals(host_factory, dashboard_factory, vhost_uri):
     assert "fleet" in board.get_json("/api/state")
 
     # another name for this address (DNS rebinding) or another site: refused with the cookie
-    for headers in ({"Host": f"evil.example:{board.port}"}, {"Origin": "http://evil.example"},
-                    {"Origin": f"http://127.0.0.1:{board.port + 1}"},
-                    {"Sec-Fetch-Site": "cross-site"}):
+    for headers in (
+        {"Host": f"evil.example:{board.port}"},
+        {"Origin": "http://evil.example"},
+        {"Origin": f"http://127.0.0.1:{board.port + 1}"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
         response = board.request("GET", "/api/state", {"Cookie": board.cookie, **headers})
         assert response.status == 403, headers
         assert b"fleet" not in response.body
     nameless = board.request("GET", "/api/state", {"Cookie": board.cookie, "Host": None})
     assert nameless.status in (400, 403) and b"fleet" not in nameless.body  # HTTP/1.1 requires Host
 
-    upgrade = board.request("GET", "/api/events", {"Cookie": board.cookie, "Connection": "Upgrade",
-                                                   "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-                                                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    upgrade = board.request(
+        "GET",
+        "/api/events",
+        {
+            "Cookie": board.cookie,
+            "Connection": "Upgrade",
+            "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        },
+    )
     assert upgrade.status == 403  # no websocket endpoint to probe
 
     # state changes: POST only, with the token, from this origin, as JSON
@@ -68,8 +79,12 @@ def test_token_cookie_and_refusals(host_factory, dashboard_factory, vhost_uri):
     assert board.request("GET", "/api/dlq/purge", {"Cookie": board.cookie}).status == 405
     assert board.request("POST", "/api/dlq/purge", {"Origin": origin, **json_type}, b"{}").status == 403
     assert board.request("POST", "/api/dlq/purge", {"Cookie": board.cookie, **json_type}, b"{}").status == 403
-    assert board.request("POST", "/api/dlq/purge", {"Cookie": board.cookie, "Origin": "http://evil.example",
-                                                    **json_type}, b"{}").status == 403
+    assert (
+        board.request(
+            "POST", "/api/dlq/purge", {"Cookie": board.cookie, "Origin": "http://evil.example", **json_type}, b"{}"
+        ).status
+        == 403
+    )
     form = {"Cookie": board.cookie, "Origin": origin, "Content-Type": "application/x-www-form-urlencoded"}
     assert board.request("POST", "/api/dlq/purge", form, b"a=1").status == 415
     assert a.bridge_json("dlq", "list")["dead_letters"] == []  # the refused purges purged nothing

@@ -8,8 +8,7 @@ from bridgecli.dashboard.traffic import PREVIEW_CHARS, Rates, Traffic
 
 
 def _msg(msg_id: str, reply_to: str | None = None, content: str = "x", kind: str = "SEND") -> dict:
-    return {"msgId": msg_id, "kind": kind, "from": "f", "to": "t", "inReplyTo": reply_to, "ts": 1.0,
-            "content": content}
+    return {"msgId": msg_id, "kind": kind, "from": "f", "to": "t", "inReplyTo": reply_to, "ts": 1.0, "content": content}
 
 
 def test_traffic_is_bounded_and_batches_the_newest():
@@ -57,8 +56,15 @@ def test_rates_count_per_host_and_second():
 def test_fleet_keeps_what_vanished_as_gone():
     fleet = FleetTracker()
     gateways = [{"host": "a", "version": "1", "last_seen": 10.0, "started": 4.0, "entities": 1}]
-    entity = {"gid": "g1", "label": "rev", "host": "a", "role": "agent", "backend": "tmux", "status": "idle",
-              "last_seen": 10.0}
+    entity = {
+        "gid": "g1",
+        "label": "rev",
+        "host": "a",
+        "role": "agent",
+        "backend": "tmux",
+        "status": "idle",
+        "last_seen": 10.0,
+    }
     view = fleet.update(gateways, [entity], None, now=10.0)
     assert [(h["host"], h["uptime"], h["gone"]) for h in view["hosts"]] == [("a", 6, False)]
     assert [(e["label"], e["status"], e["gone"]) for e in view["entities"]] == [("rev", "idle", False)]

@@ -25,15 +25,27 @@ def _entities(host, label: str) -> list[dict]:
 def _click_path(host, *args: str) -> subprocess.CompletedProcess[str]:
     """The command through the click CLI, which the console script skips while a gateway runs."""
     code = "import sys; from bridgecli.cli import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], env=host.env, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=host.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _spawn(host, *args: str) -> subprocess.Popen[str]:
     from tests.support.env import BRIDGE_BIN
 
-    return subprocess.Popen([BRIDGE_BIN, *args], env=host.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [BRIDGE_BIN, *args],
+        env=host.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_first_send_registers_the_default_identity_and_every_path_reuses_it(host_factory):
@@ -46,15 +58,19 @@ def test_first_send_registers_the_default_identity_and_every_path_reuses_it(host
     assert first.returncode == 0, first.stderr
     [entity] = _entities(a, label)
     assert (entity["role"], entity["deliver"]) == ("main", "hold")
-    assert first.stderr == (f"bridge: sending as {label} (gid {entity['gid']}), registered now; "
-                            "read replies with `bridge poll`\n")
+    assert first.stderr == (
+        f"bridge: sending as {label} (gid {entity['gid']}), registered now; read replies with `bridge poll`\n"
+    )
     again = a.bridge("send", "sink", "two")
     assert again.returncode == 0 and again.stderr == "", again.stderr
 
     # a gateway: the fast path, the click path and ask all speak as that same entity, silently
     a.start_gateway()
-    for proc in (a.bridge("send", "sink", "three"), _click_path(a, "send", "sink", "four"),
-                 a.bridge("ask", "sink", "five?")):
+    for proc in (
+        a.bridge("send", "sink", "three"),
+        _click_path(a, "send", "sink", "four"),
+        a.bridge("ask", "sink", "five?"),
+    ):
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     got = a.bridge_json("poll", "--as", "sink", "--wait", "5s")["messages"]
     while len(got) < 5:

@@ -61,4 +61,3 @@ def test_another_bridge_delay_is_a_clear_conflict(host_factory, vhost_with_anoth
     assert doctor.returncode == ExitCode.CONFLICT and "delay exchange" in doctor.stdout + doctor.stderr
     gateway = a.bridge("gateway", timeout=60)
     assert gateway.returncode == ExitCode.CONFLICT and "bridge.delay" in gateway.stderr
-

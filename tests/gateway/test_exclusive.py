@@ -19,7 +19,6 @@ import pytest
 from tests.multihost.helpers import wait_for
 from tests.support.hosts import Host
 
-
 QUORUM = {"BRIDGE_MESSAGING_INBOX_QUEUE_TYPE": "quorum"}
 
 
@@ -50,8 +49,9 @@ def test_a_cloned_host_splits_nothing_and_reports_the_conflict(host_factory, bro
     clone = _clone(a, uri, env)
     try:
         clone.start_gateway()
-        status = wait_for(lambda: (s := clone.bridge_json("status"))["elsewhere"] and s, 30,
-                          what="the clone's conflict")
+        status = wait_for(
+            lambda: (s := clone.bridge_json("status"))["elsewhere"] and s, 30, what="the clone's conflict"
+        )
         assert set(status["elsewhere"]) == {f"agent.{main}.inbox", f"control.{a.name}"}
         assert [e["elsewhere"] for e in status["entities"]] == [True]
         assert "consumed by another client" in clone.log_path.read_text()
@@ -72,8 +72,9 @@ def test_a_cloned_host_splits_nothing_and_reports_the_conflict(host_factory, bro
         wait_for(lambda: not clone.bridge_json("status")["elsewhere"], 60, what="the clone's take-over")
         assert "free again; serving it here" in clone.log_path.read_text()
         clone.bridge("send", main, "after take-over", "--from", "main", check=True)
-        assert [m["content"] for m in clone.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]] \
-            == ["after take-over"]
+        assert [m["content"] for m in clone.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]] == [
+            "after take-over"
+        ]
     finally:
         clone.close()
         shutil.rmtree(clone.root, ignore_errors=True)

@@ -23,8 +23,9 @@ def _channel(uri: str):
 
 
 def _valid_body(to: str, content: str = "ok", msg_id: str | None = None) -> bytes:
-    return Envelope(kind="SEND", sender=str(uuid.uuid4()), recipient=to, content=content,
-                    msg_id=msg_id or str(uuid.uuid4())).to_bytes()
+    return Envelope(
+        kind="SEND", sender=str(uuid.uuid4()), recipient=to, content=content, msg_id=msg_id or str(uuid.uuid4())
+    ).to_bytes()
 
 
 def _dlq_rows(host, gid: str) -> list[dict]:
@@ -59,8 +60,13 @@ def test_hostile_bodies_are_dead_lettered_with_reasons_and_the_gateway_keeps_ser
     connection, channel = _channel(rabbitmq.uri)
     channel.confirm_delivery()
     for reason, body in hostile.items():
-        channel.basic_publish("bridge.msg", gid, body, pika.BasicProperties(message_id=f"hostile-{reason}",
-                                                                             delivery_mode=2), mandatory=True)
+        channel.basic_publish(
+            "bridge.msg",
+            gid,
+            body,
+            pika.BasicProperties(message_id=f"hostile-{reason}", delivery_mode=2),
+            mandatory=True,
+        )
     channel.basic_publish("bridge.msg", gid, _valid_body(gid, "still alive"), pika.BasicProperties(delivery_mode=2))
     connection.close()
     got = _drain_all(a, gid, 1)
@@ -123,8 +129,13 @@ def test_kill_9_mid_burst_loses_nothing_and_duplicates_nothing(host_factory, rab
         connection, channel = _channel(rabbitmq.uri)
         channel.confirm_delivery()
         for msg_id in ids:
-            channel.basic_publish("bridge.msg", gid, _valid_body(gid, msg_id, msg_id),
-                                  pika.BasicProperties(message_id=msg_id, delivery_mode=2), mandatory=True)
+            channel.basic_publish(
+                "bridge.msg",
+                gid,
+                _valid_body(gid, msg_id, msg_id),
+                pika.BasicProperties(message_id=msg_id, delivery_mode=2),
+                mandatory=True,
+            )
         connection.close()
 
     publisher = threading.Thread(target=publish)
@@ -165,8 +176,13 @@ def test_broker_restart_mid_stream_keeps_every_confirmed_message(host_factory, r
                 channel.confirm_delivery()
                 while not stop.is_set():
                     msg_id = str(uuid.uuid4())
-                    channel.basic_publish("bridge.msg", gid, _valid_body(gid, msg_id, msg_id),
-                                          pika.BasicProperties(message_id=msg_id, delivery_mode=2), mandatory=True)
+                    channel.basic_publish(
+                        "bridge.msg",
+                        gid,
+                        _valid_body(gid, msg_id, msg_id),
+                        pika.BasicProperties(message_id=msg_id, delivery_mode=2),
+                        mandatory=True,
+                    )
                     confirmed.append(msg_id)
                     time.sleep(0.002)
             except Exception:
@@ -266,16 +282,22 @@ def test_a_crash_at_each_stage_of_a_burst_loses_and_repeats_nothing(host_factory
 
     a = host_factory("a")
     gid = a.register("sink", role="main")
-    faulty = a.start_gateway(command=[sys.executable, "-m", "tests.support.faulty_gateway"],
-                             env={"BRIDGE_TEST_FAULT": f"{stage}:2"})
+    faulty = a.start_gateway(
+        command=[sys.executable, "-m", "tests.support.faulty_gateway"], env={"BRIDGE_TEST_FAULT": f"{stage}:2"}
+    )
     ids: list[str] = []
     connection, channel = _channel(rabbitmq.uri)
     channel.confirm_delivery()
     while faulty.poll() is None and len(ids) < 3000:
         for _ in range(100):
             msg_id = str(uuid.uuid4())
-            channel.basic_publish("bridge.msg", gid, _valid_body(gid, msg_id, msg_id),
-                                  pika.BasicProperties(message_id=msg_id, delivery_mode=2), mandatory=True)
+            channel.basic_publish(
+                "bridge.msg",
+                gid,
+                _valid_body(gid, msg_id, msg_id),
+                pika.BasicProperties(message_id=msg_id, delivery_mode=2),
+                mandatory=True,
+            )
             ids.append(msg_id)
         time.sleep(0.2)
     connection.close()

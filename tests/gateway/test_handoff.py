@@ -27,9 +27,9 @@ from bridgecli.envelope import Envelope
 from bridgecli.gateway import burst as burst_mod
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.daemon import Gateway
-from bridgecli.hoststate.entities import Registry
 from bridgecli.gateway.hold import HoldBackend
 from bridgecli.gateway.operations import op_poll
+from bridgecli.hoststate.entities import Registry
 from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, Transaction
 from bridgecli.interfaces import BackendContext, Entity
 from tests.support.env import BRIDGE_BIN
@@ -39,7 +39,7 @@ class CommitMayFail(Transaction):
     """The real transaction, except that its commit fails as on a failing disk when its store
     was told to (:meth:`DiskFailsAtCommit.fail_next_commit`)."""
 
-    def __init__(self, tx: Transaction, store: "DiskFailsAtCommit") -> None:
+    def __init__(self, tx: Transaction, store: DiskFailsAtCommit) -> None:
         super().__init__(tx.db)
         self.store = store
 
@@ -85,15 +85,21 @@ _tags = itertools.count(1)
 
 
 def _env(to: str, content: str = "x", in_reply_to: str | None = None, sender: str | None = None) -> Envelope:
-    return Envelope(kind="REPLY" if in_reply_to else "SEND", sender=sender or str(uuid.uuid4()), recipient=to,
-                    content=content, in_reply_to=in_reply_to)
+    return Envelope(
+        kind="REPLY" if in_reply_to else "SEND",
+        sender=sender or str(uuid.uuid4()),
+        recipient=to,
+        content=content,
+        in_reply_to=in_reply_to,
+    )
 
 
 def _deliver(gw: Gateway, hold: HoldBackend, envelope: Envelope) -> bool:
     """One inline hold delivery into the gateway's open burst, as its I/O thread makes it;
     True when a waiter took the message (it is not held)."""
-    entity = Entity(gid=envelope.recipient, label="me", role="agent", deliver="hold", host="handoff-test",
-                    created=time.time())
+    entity = Entity(
+        gid=envelope.recipient, label="me", role="agent", deliver="hold", host="handoff-test", created=time.time()
+    )
     gw.burst.add(next(_tags), entity, hold, envelope, lambda tx: hold.deliver(entity, envelope, tx))
     stored = gw.store.get(envelope.msg_id)  # this thread's connection sees the open transaction
     return stored is not None and stored.state in (DRAINED, TAKEN)
@@ -292,7 +298,8 @@ def _taken_at_hold_time(host, msg_id: str) -> bool:
     db = Path(host.env["XDG_STATE_HOME"]) / "bridge" / "gateway.db"
     with sqlite3.connect(db) as conn:
         state, received, drained = conn.execute(
-            "SELECT state, received, drained FROM messages WHERE msg_id = ?", (msg_id,)).fetchone()
+            "SELECT state, received, drained FROM messages WHERE msg_id = ?", (msg_id,)
+        ).fetchone()
     return state == DRAINED and drained == received
 
 
@@ -301,14 +308,24 @@ def test_a_waiting_send_and_poll_take_their_messages_at_hold_time(host_factory):
     a.register("main", role="main")
     worker = b.register("worker")
     a.start_gateway(), b.start_gateway()
-    poll = subprocess.Popen([BRIDGE_BIN, "poll", "--as", worker, "--wait", "30s", "--json"],
-                            env=b.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    poll = subprocess.Popen(
+        [BRIDGE_BIN, "poll", "--as", worker, "--wait", "30s", "--json"],
+        env=b.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 20
     while not any(e["gid"] == worker and e["waiting"] for e in b.bridge_json("status")["entities"]):
         assert time.monotonic() < deadline and poll.poll() is None, poll.stderr.read() if poll.stderr else ""
         time.sleep(0.1)
-    send = subprocess.Popen([BRIDGE_BIN, "send", worker, "status?", "--from", "main",
-                             "--wait", "30s"], env=a.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    send = subprocess.Popen(
+        [BRIDGE_BIN, "send", worker, "status?", "--from", "main", "--wait", "30s"],
+        env=a.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = poll.communicate(timeout=30)
     assert poll.returncode == 0, err
     [request] = json.loads(out)["messages"]

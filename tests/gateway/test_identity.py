@@ -40,11 +40,15 @@ def test_roster_host_must_agree_with_from_host():
 
 
 def test_verify_reads_config_values_and_roster():
-    env = Envelope(kind="SEND", sender="4b0c3a5e-1111-4222-8333-444455556666",
-                   recipient="4b0c3a5e-1111-4222-8333-444455556667", content="hi",
-                   sender_host="hostb", user_id="hostb")
-    values = {"security.sender_check": "host", "security.host_user": "{host}",
-              "security.trusted_users": " ops , "}
+    env = Envelope(
+        kind="SEND",
+        sender="4b0c3a5e-1111-4222-8333-444455556666",
+        recipient="4b0c3a5e-1111-4222-8333-444455556667",
+        content="hi",
+        sender_host="hostb",
+        user_id="hostb",
+    )
+    values = {"security.sender_check": "host", "security.host_user": "{host}", "security.trusted_users": " ops , "}
     roster = SimpleNamespace(get=lambda gid: SimpleNamespace(host="hosta"))
     assert verify(values, env) is None
     assert "announced on host 'hosta'" in verify(values, env, roster)

@@ -25,15 +25,21 @@ def _waiting(host, gid: str) -> bool:
 
 
 def _start_poll(host, gid: str) -> subprocess.Popen:
-    poll = subprocess.Popen([BRIDGE_BIN, "poll", "--as", gid, "--wait", "60s", "--json"], env=host.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    poll = subprocess.Popen(
+        [BRIDGE_BIN, "poll", "--as", gid, "--wait", "60s", "--json"],
+        env=host.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(lambda: _waiting(host, gid), what="the poll waiting in the gateway")
     return poll
 
 
 def _start_faulty(host, fault: str) -> subprocess.Popen:
-    return host.start_gateway(command=[sys.executable, "-m", "tests.support.faulty_gateway"],
-                              env={"BRIDGE_TEST_FAULT": fault})
+    return host.start_gateway(
+        command=[sys.executable, "-m", "tests.support.faulty_gateway"], env={"BRIDGE_TEST_FAULT": fault}
+    )
 
 
 def test_a_poll_killed_after_the_answer_was_written_loses_nothing(host_factory):
@@ -49,8 +55,9 @@ def test_a_poll_killed_after_the_answer_was_written_loses_nothing(host_factory):
     finally:
         poll.kill()  # SIGKILL, also for a stopped process
         poll.communicate(timeout=10)
-    again = wait_for(lambda: a.bridge_json("poll", "--as", main, "--wait", "2s")["messages"], 15,
-                     what="the message held again")
+    again = wait_for(
+        lambda: a.bridge_json("poll", "--as", main, "--wait", "2s")["messages"], 15, what="the message held again"
+    )
     assert [(m["msgId"], m["content"]) for m in again] == [(sent["msgId"], "do not lose me")]
     assert a.bridge_json("poll", "--as", main, "--wait", "1s")["messages"] == [], "once"
     assert "unconfirmed messages held again" in a.log()
@@ -63,8 +70,13 @@ def test_a_confirmed_poll_and_send_wait_leave_nothing_behind(host_factory):
     worker = a.register("worker")
     a.start_gateway()
     poll = _start_poll(a, worker)
-    asking = subprocess.Popen([BRIDGE_BIN, "send", worker, "status?", "--from", "main", "--wait", "30s"],
-                              env=a.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asking = subprocess.Popen(
+        [BRIDGE_BIN, "send", worker, "status?", "--from", "main", "--wait", "30s"],
+        env=a.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = poll.communicate(timeout=30)
     assert poll.returncode == 0, err
     [request] = json.loads(out)["messages"]

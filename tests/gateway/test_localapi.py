@@ -26,13 +26,12 @@ def test_bad_requests_get_errors_and_the_gateway_stays_up(host_factory):
     a.register("main", role="main")
     a.start_gateway()
     assert stat.S_IMODE(os.stat(a.socket).st_mode) == 0o600
-    answers = _raw(a.socket, b"not json\n[1]\n{\"op\": 5}\n{\"op\":\"nope\"}\n{\"op\":\"send\",\"bogus\":1}\n"
-                             b"{\"op\":\"status\"}\n")
+    answers = _raw(a.socket, b'not json\n[1]\n{"op": 5}\n{"op":"nope"}\n{"op":"send","bogus":1}\n{"op":"status"}\n')
     assert [x["ok"] for x in answers] == [False, False, False, False, False, True]
     assert answers[3]["error"]["message"].startswith("unknown operation")
     assert answers[4]["error"]["code"] == "REJECTED"
     # a huge line is refused, not buffered forever
-    big = _raw(a.socket, b"{\"op\":\"status\",\"x\":\"" + b"a" * (9 * 1024 * 1024) + b"\"}\n")
+    big = _raw(a.socket, b'{"op":"status","x":"' + b"a" * (9 * 1024 * 1024) + b'"}\n')
     assert big and big[0]["ok"] is False
     assert a.gateway.poll() is None
     shown = a.bridge("status")
@@ -70,8 +69,11 @@ def test_every_error_type_crosses_the_socket_with_its_exit_code():
     from bridgecli import errors
     from bridgecli.gateway.client import error_from_wire, error_to_wire
 
-    classes = [cls for _, cls in inspect.getmembers(errors, inspect.isclass)
-               if issubclass(cls, errors.BridgeError) and cls is not errors.BridgeError]
+    classes = [
+        cls
+        for _, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, errors.BridgeError) and cls is not errors.BridgeError
+    ]
     assert classes
     for cls in classes:
         back = error_from_wire(json.loads(json.dumps(error_to_wire(cls("it broke", "fix it")))))

@@ -13,8 +13,9 @@ from bridgecli.interfaces import Entity
 def _presence(interval=1.0, **gw_attrs):
     lane = SimpleNamespace(ready=threading.Event())
     lane.ready.set()
-    gw = SimpleNamespace(config=SimpleNamespace(values={"roster.interval": interval, "roster.expiry_missed": 3}),
-                         lane=lane, **gw_attrs)
+    gw = SimpleNamespace(
+        config=SimpleNamespace(values={"roster.interval": interval, "roster.expiry_missed": 3}), lane=lane, **gw_attrs
+    )
     p = presence_mod.Presence(gw)
     p.beats = []
     p.heartbeat_all = lambda: p.beats.append(p._next_due)
@@ -46,8 +47,16 @@ class _Launcher:
 
 
 def _entity(launcher):
-    return Entity(gid="0b0c3a5e-1111-4222-8333-444455556666", label="w", role="agent", deliver="hold",
-                  host="h", created=1.0, launcher=launcher, launch_data={"pid": 1})
+    return Entity(
+        gid="0b0c3a5e-1111-4222-8333-444455556666",
+        label="w",
+        role="agent",
+        deliver="hold",
+        host="h",
+        created=1.0,
+        launcher=launcher,
+        launch_data={"pid": 1},
+    )
 
 
 def test_a_spawned_entity_whose_process_is_gone_is_announced_gone():

@@ -55,9 +55,20 @@ def test_roster_converges_everywhere_and_without_a_gateway(host_factory):
     # roster queue by name; an honest one is taken
     import pika
 
-    forged = {"v": 1, "type": "heartbeat", "host": b.name, "gid": "f" * 8 + "-0000-4000-8000-" + "0" * 12,
-              "label": "forged", "role": "agent", "status": "idle", "backend": "hold", "since": 1.0,
-              "version": "0", "interval": 0.5, "ts": time.time()}
+    forged = {
+        "v": 1,
+        "type": "heartbeat",
+        "host": b.name,
+        "gid": "f" * 8 + "-0000-4000-8000-" + "0" * 12,
+        "label": "forged",
+        "role": "agent",
+        "status": "idle",
+        "backend": "hold",
+        "since": 1.0,
+        "version": "0",
+        "interval": 0.5,
+        "ts": time.time(),
+    }
     honest = {**forged, "host": a.name, "gid": "e" * 8 + "-0000-4000-8000-" + "0" * 12, "label": "honest"}
     connection = pika.BlockingConnection(pika.URLParameters(a.env["BRIDGE_BROKER_URI"]))
     try:
@@ -234,8 +245,9 @@ ready_timeout = 1
     assert [m["content"] for m in b.bridge_json("poll", "--as", handle["gid"], "--wait", "5s")["messages"]] == ["first"]
 
     os.kill(int(pid), signal.SIGKILL)  # the agent dies; its hold inbox alone would look idle
-    _wait_until(lambda: any(e["gid"] == handle["gid"] and e["status"] == "gone" for e in _roster(a)["entries"]),
-                timeout=10)
+    _wait_until(
+        lambda: any(e["gid"] == handle["gid"] and e["status"] == "gone" for e in _roster(a)["entries"]), timeout=10
+    )
 
 
 def test_requester_identity_travels_without_a_local_gateway(host_factory, tmp_path):
@@ -288,8 +300,14 @@ def test_roster_watch_redraws_until_killed(host_factory):
     a.start_gateway()
     _wait_until(lambda: _roster(a)["entries"])
     for args, per_draw in ((["--json"], 1), ([], 2)):  # JSON: one document a line; table: header + row
-        proc = subprocess.Popen([BRIDGE_BIN, "roster", "--watch", *args], env=a.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [BRIDGE_BIN, "roster", "--watch", *args],
+            env=a.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             lines = _lines(proc, 2 * per_draw)
         finally:

@@ -8,7 +8,7 @@ import contextlib
 import re
 import subprocess
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from tests.multihost.helpers import wait_for
 from tests.support.env import BRIDGE_BIN
@@ -55,11 +55,21 @@ def test_a_publish_held_by_broker_flow_control_does_not_stop_consuming(host_fact
     a.start_gateway()
     node.ctl("set_vm_memory_high_watermark", "0")  # memory alarm: the broker blocks publishers
     try:
-        send = subprocess.Popen([BRIDGE_BIN, "send", main, "sent during the alarm", "--from", "main"], env=a.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL)
-        wait_for(lambda: any(name.startswith("bridge-gateway-") and state == "blocked"
-                             for _, name, state in _connections(node)), 20, what="the gateway's publish to be blocked")
+        send = subprocess.Popen(
+            [BRIDGE_BIN, "send", main, "sent during the alarm", "--from", "main"],
+            env=a.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        wait_for(
+            lambda: any(
+                name.startswith("bridge-gateway-") and state == "blocked" for _, name, state in _connections(node)
+            ),
+            20,
+            what="the gateway's publish to be blocked",
+        )
         assert send.poll() is None, "the send finished although the broker blocks publishers"
         time.sleep(1.5)  # heartbeats due meanwhile
         gateway = {name: state for _, name, state in _connections(node) if name.startswith("bridge-gateway-")}
@@ -146,8 +156,12 @@ def _lane_channels(node) -> set[int]:
     """Channel numbers open on the gateway's publish lane connection."""
     [lane] = [pid for pid, name, _ in _connections(node) if name.endswith("-publish")]
     out = node.ctl("list_channels", "connection", "number", "-q", "--no-table-headers").stdout
-    return {int(number) for line in out.strip().splitlines()
-            for connection, number in [line.split("\t")] if connection == lane}
+    return {
+        int(number)
+        for line in out.strip().splitlines()
+        for connection, number in [line.split("\t")]
+        if connection == lane
+    }
 
 
 def test_a_nack_renews_the_lane_channel_and_later_sends_go_through(host_factory, rabbitmq_node_factory):
@@ -167,18 +181,29 @@ def test_a_nack_renews_the_lane_channel_and_later_sends_go_through(host_factory,
     with _refusing_queue(node.uri, full):
         # the refused send and a good one right behind it (it may reach the lane while the
         # renewal waits for confirms: it is then published on the new channel)
-        refused = subprocess.Popen([BRIDGE_BIN, "send", full, "refused", "--force", "--from", "main"], env=a.env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   stdin=subprocess.DEVNULL)
+        refused = subprocess.Popen(
+            [BRIDGE_BIN, "send", full, "refused", "--force", "--from", "main"],
+            env=a.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         after = a.bridge("send", main, "after", "--from", "main")
         _, err = refused.communicate(timeout=60)
         assert refused.returncode == ExitCode.REJECTED and "nack" in err, err
         assert after.returncode == 0, after.stderr
-        wait_for(lambda: "publish channel renewed after a nack" in a.log_path.read_text(), 20,
-                 what="the lane to renew its channel")
+        wait_for(
+            lambda: "publish channel renewed after a nack" in a.log_path.read_text(),
+            20,
+            what="the lane to renew its channel",
+        )
         # one channel replaced (the confirm channel), none leaked
-        wait_for(lambda: (lambda now: len(now) == len(before) and now != before)(_lane_channels(node)), 20,
-                 what=f"the lane's channels {sorted(before)} to be replaced by as many new ones")
+        wait_for(
+            lambda: (lambda now: len(now) == len(before) and now != before)(_lane_channels(node)),
+            20,
+            what=f"the lane's channels {sorted(before)} to be replaced by as many new ones",
+        )
         again = a.bridge("send", main, "again", "--from", "main")
         assert again.returncode == 0, again.stderr
     got = a.bridge_json("poll", "--as", main, "--wait", "10s")["messages"]

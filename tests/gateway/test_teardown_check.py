@@ -12,8 +12,8 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -47,13 +47,22 @@ def test_an_undeclared_error_line_fails_the_teardown(bare_host):
     """The real gateway with an injected commit failure: it lives, logs an error and requeues."""
     main = bare_host.register("main", role="main")
     bare_host.register("peer")
-    bare_host.start_gateway(command=[sys.executable, "-m", "tests.support.faulty_gateway"],
-                            env={"BRIDGE_TEST_FAULT": "handoff-commit-fails:1"})
-    poll = subprocess.Popen([BRIDGE_BIN, "poll", "--as", main, "--wait", "30s"], env=bare_host.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bare_host.start_gateway(
+        command=[sys.executable, "-m", "tests.support.faulty_gateway"],
+        env={"BRIDGE_TEST_FAULT": "handoff-commit-fails:1"},
+    )
+    poll = subprocess.Popen(
+        [BRIDGE_BIN, "poll", "--as", main, "--wait", "30s"],
+        env=bare_host.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_for(lambda: any(e["gid"] == main and e["waiting"] for e in bare_host.bridge_json("status")["entities"]),
-                 what="the poll waiting in the gateway")
+        wait_for(
+            lambda: any(e["gid"] == main and e["waiting"] for e in bare_host.bridge_json("status")["entities"]),
+            what="the poll waiting in the gateway",
+        )
         bare_host.bridge("send", main, "x", "--from", "peer", check=True)
         _, err = poll.communicate(timeout=40)
         assert poll.returncode == 0, err
@@ -70,18 +79,21 @@ def test_an_undeclared_error_line_fails_the_teardown(bare_host):
 
 
 def test_declared_errors_pass_and_stale_declarations_fail():
-    log = ("12:00:00 info  connected to broker\n"
-           "12:00:01 error store commit failed; burst requeued count=1\n"
-           '{"ts": 1.0, "level": "critical", "event": "boom"}\n'
-           '{"ts": 1.0, "level": "warning", "event": "broker connection lost"}\n'
-           "Traceback (most recent call last):\n"
-           '  File "x.py", line 1, in <module>\n'
-           "ValueError: bad thing\n"
-           "12:00:02 info  gateway stopped\n")
+    log = (
+        "12:00:00 info  connected to broker\n"
+        "12:00:01 error store commit failed; burst requeued count=1\n"
+        '{"ts": 1.0, "level": "critical", "event": "boom"}\n'
+        '{"ts": 1.0, "level": "warning", "event": "broker connection lost"}\n'
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "ValueError: bad thing\n"
+        "12:00:02 info  gateway stopped\n"
+    )
     assert [e.splitlines()[-1] for e in error_entries(log)] == [
         "12:00:01 error store commit failed; burst requeued count=1",
         '{"ts": 1.0, "level": "critical", "event": "boom"}',
-        "ValueError: bad thing"]
+        "ValueError: bad thing",
+    ]
     assert len(GatewayWatch("h").problems(None, lambda: log)) == 3, "each undeclared entry is a problem"
     watch = GatewayWatch("h")
     for pattern in ("store commit failed", '"boom"', "ValueError: bad thing", "never logged"):

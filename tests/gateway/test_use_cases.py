@@ -49,8 +49,13 @@ def test_blocking_send_resolves_with_the_reply(host_factory):
     a.register("main", role="main")
     worker = b.register("worker")
     a.start_gateway(), b.start_gateway()
-    waiting = subprocess.Popen([*_cli(a), "send", worker, "status?", "--from", "main", "--wait", "20s"],
-                               env=a.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = subprocess.Popen(
+        [*_cli(a), "send", worker, "status?", "--from", "main", "--wait", "20s"],
+        env=a.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     msg = _wait_for(lambda: _poll(b, worker, "1s"))[0]
     b.bridge("reply", msg["msgId"], "all green", "--from", "worker", check=True)
     out, err = waiting.communicate(timeout=30)
@@ -81,9 +86,13 @@ def test_u2_mid_turn_ask_and_answer(host_factory):
     main = a.register("main", role="main")
     b.register("worker")
     a.start_gateway(), b.start_gateway()
-    asking = subprocess.Popen([*_cli(b), "ask", main, "which branch?", "--from", "worker", "--turn", "t-1",
-                               "--wait", "20s", "--json"],
-                              env=b.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asking = subprocess.Popen(
+        [*_cli(b), "ask", main, "which branch?", "--from", "worker", "--turn", "t-1", "--wait", "20s", "--json"],
+        env=b.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     question = _wait_for(lambda: _poll(a, main, "1s"))[0]
     assert question["kind"] == "ASK" and question["turn"] == "t-1"
     a.bridge("answer", question["msgId"], "use main", "--from", "main", check=True)
@@ -193,7 +202,7 @@ def test_an_exec_entity_can_reply_from_inside_its_own_delivery(host_factory, tmp
     from tests.support.env import BRIDGE_BIN
 
     # the handler answers synchronously, while its own delivery is still in progress
-    a.register("bot", deliver=f"exec:{BRIDGE_BIN} reply \"$BRIDGE_MSG_ID\" \"pong\"")
+    a.register("bot", deliver=f'exec:{BRIDGE_BIN} reply "$BRIDGE_MSG_ID" "pong"')
     a.start_gateway()
     sent = a.bridge_json("send", "bot", "ping", "--from", "main")
     got = _poll(a, main, "10s")

@@ -49,16 +49,25 @@ def test_private_modes(hub):
     for path in (hub.ca_cert, hub.ca_key, hub.server_cert, hub.server_key):
         assert _mode(path) == 0o600, path
     assert sorted(p.name for p in hub.directory.iterdir()) == [
-        "ca.key", "ca.pem", "server.key", "server.pem"]  # no temp files left behind
+        "ca.key",
+        "ca.pem",
+        "server.key",
+        "server.pem",
+    ]  # no temp files left behind
 
 
 def test_server_sans_and_reissue(hub):
-    assert hub.san_of_server() == {"ips": ["192.0.2.7", "2001:db8::1", "127.0.0.1"],
-                                   "names": ["hub.example", "localhost"]}
+    assert hub.san_of_server() == {
+        "ips": ["192.0.2.7", "2001:db8::1", "127.0.0.1"],
+        "names": ["hub.example", "localhost"],
+    }
     leaf = x509.load_pem_x509_certificate(hub.server_cert.read_bytes())
     assert leaf.subject.rfc4514_string() == "CN=hub.example"
-    ski = x509.load_pem_x509_certificate(hub.ca_cert.read_bytes()).extensions \
-        .get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
+    ski = (
+        x509.load_pem_x509_certificate(hub.ca_cert.read_bytes())
+        .extensions.get_extension_for_class(x509.SubjectKeyIdentifier)
+        .value.digest
+    )
     aki = leaf.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
     assert aki.key_identifier == ski
     eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
@@ -66,8 +75,7 @@ def test_server_sans_and_reissue(hub):
 
     before = hub.server_cert.read_bytes()
     # same set (order, duplicates and the implicit entries do not matter): no re-issue
-    assert hub.ensure_server_cert(["2001:db8::1", "192.0.2.7", "127.0.0.1"],
-                                  ["hub.example", "localhost"]) is False
+    assert hub.ensure_server_cert(["2001:db8::1", "192.0.2.7", "127.0.0.1"], ["hub.example", "localhost"]) is False
     assert hub.server_cert.read_bytes() == before
     assert hub.ensure_server_cert(["192.0.2.8"], ["hub.example"]) is True
     assert hub.san_of_server()["ips"] == ["192.0.2.8", "127.0.0.1"]
@@ -115,8 +123,7 @@ def test_unwritable_directory_is_cannot_write(tmp_path):
 def test_der_pem_round_trip(hub):
     pem = load_ca_pem_from_der(hub.ca_der())
     assert pem.startswith(b"-----BEGIN CERTIFICATE-----")
-    assert x509.load_pem_x509_certificate(pem) == x509.load_pem_x509_certificate(
-        hub.ca_cert.read_bytes())
+    assert x509.load_pem_x509_certificate(pem) == x509.load_pem_x509_certificate(hub.ca_cert.read_bytes())
     with pytest.raises(ValueError):
         load_ca_pem_from_der(b"garbage, not DER")
 
@@ -155,8 +162,10 @@ def _tls_server(hub: HubPki) -> Iterator[int]:
 
 def _handshake(port: int, cafile, hostname: str) -> bytes:
     context = ssl.create_default_context(cafile=str(cafile))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-            context.wrap_socket(raw, server_hostname=hostname) as tls:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname=hostname) as tls,
+    ):
         return tls.recv(5)
 
 

@@ -14,8 +14,9 @@ from bridgecli.rabbitnode import LocalNode, free_port
 
 
 def _connect(node: LocalNode, user: str, password: str) -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.ConnectionParameters(
-        "127.0.0.1", node.port, "/", pika.PlainCredentials(user, password)))
+    return pika.BlockingConnection(
+        pika.ConnectionParameters("127.0.0.1", node.port, "/", pika.PlainCredentials(user, password))
+    )
 
 
 def test_users(admin):

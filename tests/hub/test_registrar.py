@@ -56,10 +56,15 @@ def _invite(store: HubStore, host: str, *, replace: bool = False, expires: float
     return invite_id
 
 
-def _enrol(registrar: Registrar, invite_id: str, host: str, password: str | None = None,
-           at: float | None = None) -> dict:
-    request = {"op": "enrol", "host": host, "password": password or "p" * 32,
-               "time": registrar.clock() if at is None else at}
+def _enrol(
+    registrar: Registrar, invite_id: str, host: str, password: str | None = None, at: float | None = None
+) -> dict:
+    request = {
+        "op": "enrol",
+        "host": host,
+        "password": password or "p" * 32,
+        "time": registrar.clock() if at is None else at,
+    }
     return registrar.handle(request, ENROL_USER_PREFIX + invite_id)
 
 
@@ -95,8 +100,14 @@ def test_enrol_grants_own_queues_only_and_drops_the_enrol_user(registrar, store,
     password = "x" * 32
 
     answer = registrar.handle({"op": "enrol", "host": "enrol-a", "password": password, "time": T0}, enrol_user)
-    assert answer == {"ok": True, "hub": "hub-test", "host": "enrol-a", "user": "enrol-a", "hubTime": T0,
-                      "hubHost": HUB_HOST}
+    assert answer == {
+        "ok": True,
+        "hub": "hub-test",
+        "host": "enrol-a",
+        "user": "enrol-a",
+        "hubTime": T0,
+        "hubHost": HUB_HOST,
+    }
     assert store.host("enrol-a").user == "enrol-a"
     assert store.invite(invite_id).state(T0) == "used"
 
@@ -179,8 +190,11 @@ def test_claim_bind_conflict_release(registrar, store, node):
             connection.channel().queue_bind(inbox, "bridge.msg", routing_key=str(uuid.uuid4()))
         assert refused.value.reply_code == 403
 
-        assert registrar.handle({"op": "release", "gids": [gid]}, "claim-a") == \
-            {"ok": True, "host": "claim-a", "gids": [gid]}
+        assert registrar.handle({"op": "release", "gids": [gid]}, "claim-a") == {
+            "ok": True,
+            "host": "claim-a",
+            "gids": [gid],
+        }
         assert store.owner(gid) is None
         _declare_refused(connection.channel(), inbox)
     finally:
@@ -220,11 +234,19 @@ def test_hostile_input_never_raises(registrar, store):
     gid = str(uuid.uuid4())
     _refused(registrar.handle({"op": "claim", "entities": [{"gid": gid}]}, None), "denied")
     _refused(registrar.handle({"op": "claim", "entities": [{"gid": gid}]}, ""), "denied")
-    for request in ([{"op": "claim"}], "claim", None, 42, {}, {"op": "grant"}, {"op": ["claim"]},
-                    {"op": {"x": 1}}):
+    for request in ([{"op": "claim"}], "claim", None, 42, {}, {"op": "grant"}, {"op": ["claim"]}, {"op": {"x": 1}}):
         _refused(registrar.handle(request, "hostile-a"), "invalid")
-    for entities in (None, "x", {"gid": gid}, [gid], [{"gid": 5}], [{"gid": gid.upper()}],
-                     [{"gid": gid + "0"}], [{"gid": "../" + gid}], [{"gid": gid}, {"label": "no gid"}]):
+    for entities in (
+        None,
+        "x",
+        {"gid": gid},
+        [gid],
+        [{"gid": 5}],
+        [{"gid": gid.upper()}],
+        [{"gid": gid + "0"}],
+        [{"gid": "../" + gid}],
+        [{"gid": gid}, {"label": "no gid"}],
+    ):
         _refused(registrar.handle({"op": "claim", "entities": entities}, "hostile-a"), "invalid")
     for gids in (None, gid, [gid, 5]):
         _refused(registrar.handle({"op": "release", "gids": gids}, "hostile-a"), "invalid")
@@ -232,8 +254,7 @@ def test_hostile_input_never_raises(registrar, store):
 
     _refused(_claim(registrar, "nobody", gid), "denied", "not a joined host")
     _refused(_claim(registrar, ENROL_USER_PREFIX + "0123456789ab", gid), "denied")
-    _refused(registrar.handle({"op": "enrol", "host": "hostile-a", "password": "p" * 32}, "hostile-a"),
-             "denied")
+    _refused(registrar.handle({"op": "enrol", "host": "hostile-a", "password": "p" * 32}, "hostile-a"), "denied")
     _refused(registrar.handle({"op": "enrol", "host": HUB_HOST, "password": "p" * 32}, LOCAL_USER), "denied")
 
     invite_id = _invite(store, "hostile-b")

@@ -10,10 +10,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -26,7 +27,6 @@ from pydantic import BaseModel  # noqa: E402
 
 from tests.support.env import BRIDGE_BIN  # noqa: E402
 from tests.support.hosts import Host, close_checked  # noqa: E402
-
 
 #: messaging tests keep `bridge mcp` out of the browser-broker election (its default port is
 #: shared machine-wide); tests/mcp/test_browser_tools.py turns it on with a private port
@@ -62,6 +62,7 @@ class Pushed:
 
     async def wait_channel(self, kind: str, count: int = 1, timeout: float = 45) -> list[ChannelParams]:
         """Wait until ``count`` channel events of ``kind`` arrived (fails after ``timeout``)."""
+
         def found() -> list[ChannelParams] | None:
             events = [c for c in self.channel if c.meta.get("kind") == kind]
             return events if len(events) >= count else None
@@ -70,8 +71,9 @@ class Pushed:
 
 
 @asynccontextmanager
-async def mcp_client(host: Host, label: str, *args: str, env: dict[str, str] | None = None,
-                     errlog: Path | None = None) -> AsyncIterator[tuple[ClientSession, Pushed]]:
+async def mcp_client(
+    host: Host, label: str, *args: str, env: dict[str, str] | None = None, errlog: Path | None = None
+) -> AsyncIterator[tuple[ClientSession, Pushed]]:
     """An initialized SDK client session with a real ``bridge mcp --label LABEL`` of ``host``."""
     pushed = Pushed()
 
@@ -92,15 +94,23 @@ async def mcp_client(host: Host, label: str, *args: str, env: dict[str, str] | N
             pushed.updated.append(str(root.params.uri))
             pushed._poke()
 
-    server = StdioServerParameters(command=BRIDGE_BIN, args=["mcp", "--label", label, *args],
-                                   env={**MESSAGING_ONLY, **host.env, **(env or {})})
+    server = StdioServerParameters(
+        command=BRIDGE_BIN, args=["mcp", "--label", label, *args], env={**MESSAGING_ONLY, **host.env, **(env or {})}
+    )
     log_path = errlog or (host.root / f"mcp-{label}.log")
     with open(log_path, "a") as log:
         async with stdio_client(server, errlog=log) as (read, write):
-            async with ClientSession(read, write, logging_callback=on_log, message_handler=on_message,
-                                     notification_bindings=[NotificationBinding(
-                                         method="notifications/claude/channel", params_type=ChannelParams,
-                                         handler=on_channel)]) as session:
+            async with ClientSession(
+                read,
+                write,
+                logging_callback=on_log,
+                message_handler=on_message,
+                notification_bindings=[
+                    NotificationBinding(
+                        method="notifications/claude/channel", params_type=ChannelParams, handler=on_channel
+                    )
+                ],
+            ) as session:
                 await session.initialize()
                 yield session, pushed
                 assert pushed.faults == [], f"bridge mcp wrote something that is not protocol: {pushed.faults}"

@@ -16,9 +16,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import mcp.types as types
@@ -33,8 +34,18 @@ from tests.mcp.conftest import text_of
 from tests.support.chromium import free_port
 from tests.support.env import BRIDGE_BIN
 
-BROWSER_TOOLS = {"browser_targets", "browser_open", "browser_tabs", "browser_navigate", "browser_click",
-                 "browser_type", "browser_text", "browser_snapshot", "browser_screenshot", "browser_release"}
+BROWSER_TOOLS = {
+    "browser_targets",
+    "browser_open",
+    "browser_tabs",
+    "browser_navigate",
+    "browser_click",
+    "browser_type",
+    "browser_text",
+    "browser_snapshot",
+    "browser_screenshot",
+    "browser_release",
+}
 
 
 def browser_env(home, port: int) -> dict[str, str]:
@@ -43,8 +54,9 @@ def browser_env(home, port: int) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def browser_mcp(env: dict[str, str], label: str, log: Path, *args: str,
-                      inits: list[Any] | None = None) -> AsyncIterator[ClientSession]:
+async def browser_mcp(
+    env: dict[str, str], label: str, log: Path, *args: str, inits: list[Any] | None = None
+) -> AsyncIterator[ClientSession]:
     """An initialized SDK session with a real `bridge mcp`; the SDK stops the process on exit.
     The initialize result is appended to ``inits`` when given."""
     server = StdioServerParameters(command=BRIDGE_BIN, args=["mcp", "--label", label, *args], env=env)
@@ -90,8 +102,9 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_two_sessions_share_one_broker_and_survive_the_hosts_death(bridge_home, chromium_factory, cdp_executors,
-                                                                   page_server):
+def test_two_sessions_share_one_broker_and_survive_the_hosts_death(
+    bridge_home, chromium_factory, cdp_executors, page_server
+):
     port = free_port()
     env = browser_env(bridge_home, port)
     logs = bridge_home.root
@@ -138,8 +151,9 @@ def test_two_sessions_share_one_broker_and_survive_the_hosts_death(bridge_home, 
             assert refused.is_error and 'group "first-grp" is owned by another client' in text_of(refused)
             owners = (await ok(second, "browser_tabs")).structured_content["groups"]
             assert {g["group"]: g["owner"] for g in owners} == {"first-grp": "other", "second-grp": "you"}
-            unknown = await call(second, "browser_open", group="third", url=page_server + "/form.html",
-                                 target="no-such-browser")
+            unknown = await call(
+                second, "browser_open", group="third", url=page_server + "/form.html", target="no-such-browser"
+            )
             assert unknown.is_error and "no connected browser has id or label 'no-such-browser'" in text_of(unknown)
 
             # browser_release hands a group over: refused before, the second session's after
@@ -231,8 +245,14 @@ def test_tool_listing_schemas_and_no_browser(bridge_home):
 
         other = free_port()
         env_off = dict(browser_env(bridge_home, other), BRIDGE_MCP_BROWSER="1")
-        proc = subprocess.run([BRIDGE_BIN, "mcp", "--no-browser", "--no-messaging"], env=env_off,
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+        proc = subprocess.run(
+            [BRIDGE_BIN, "mcp", "--no-browser", "--no-messaging"],
+            env=env_off,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
         assert proc.returncode != 0 and proc.stdout == ""
         assert "nothing to serve with both --no-messaging and --no-browser" in proc.stderr
         assert not listening(other)
@@ -241,8 +261,14 @@ def test_tool_listing_schemas_and_no_browser(bridge_home):
 
 
 def test_no_gateway_hint_points_browser_only_users_at_no_messaging(bridge_home):
-    proc = subprocess.run([BRIDGE_BIN, "mcp", "--no-browser"], env=bridge_home.env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=60)
+    proc = subprocess.run(
+        [BRIDGE_BIN, "mcp", "--no-browser"],
+        env=bridge_home.env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
     assert proc.returncode == 5 and proc.stdout == ""
     assert "no gateway is listening" in proc.stderr and "bridge mcp --no-messaging" in proc.stderr
 
@@ -259,8 +285,10 @@ def test_missing_browser_extra_is_a_clear_tool_error(monkeypatch):
         await seat.run()  # returns at once: nothing to elect with
         result = await registry.call("browser_targets", {})
         assert result.is_error
-        assert result.text == ("the browser tools need the extra bridgecli[browser] (websockets not installed) "
-                               "— pip install 'bridgecli[browser]', then restart bridge mcp")
+        assert result.text == (
+            "the browser tools need the extra bridgecli[browser] (websockets not installed) "
+            "— pip install 'bridgecli[browser]', then restart bridge mcp"
+        )
 
     anyio.run(scenario)
     assert seat.bridge is None
@@ -305,8 +333,9 @@ def test_default_serves_both_tool_sets_and_no_browser_keeps_out_of_the_election(
             assert listening(port)
             assert not (await call(session, "bridge_roster")).is_error
         other = free_port()
-        async with mcp_client(gw_host, label + "x", "--no-browser",
-                              env=dict(browser_on, BRIDGE_BROWSER_PORT=str(other))) as (session, _):
+        async with mcp_client(
+            gw_host, label + "x", "--no-browser", env=dict(browser_on, BRIDGE_BROWSER_PORT=str(other))
+        ) as (session, _):
             assert {t.name for t in (await session.list_tools()).tools} == MESSAGING_TOOLS
             assert not (await call(session, "bridge_roster")).is_error  # served, and still not bound:
             assert not listening(other)
@@ -331,14 +360,21 @@ def test_broker_refusals_come_back_as_tool_errors(host_bridge):
         async with anyio.create_task_group() as group:
             group.start_soon(seat.run)
             result = await registry.call("browser_open", {"group": "g", "url": "http://x/", "target": "twin"})
-            assert result.is_error and result.text == ("target 'twin' matches several browsers: id-1, id-2 — "
-                                                       "pass one of these ids instead")
+            assert result.is_error and result.text == (
+                "target 'twin' matches several browsers: id-1, id-2 — pass one of these ids instead"
+            )
             result = await registry.call("browser_open", {"group": "g", "url": "http://x/", "target": "nope"})
             assert result.is_error and "no connected browser has id or label 'nope'" in result.text
             await anyio.to_thread.run_sync(lambda: host.send("open", "theirs", {"url": "http://x/"}))
             result = await registry.call("browser_click", {"group": "theirs", "selector": "#go"})
-            assert result.text == ('group "theirs" is owned by another client — use another group name, or '
-                                   "wait until the owning agent exits") and result.is_error
+            assert (
+                result.text
+                == (
+                    'group "theirs" is owned by another client — use another group name, or '
+                    "wait until the owning agent exits"
+                )
+                and result.is_error
+            )
             result = await registry.call("browser_open", {"group": "g", "url": "http://x/", "target": "id-2"})
             assert not result.is_error and result.data["tab"]
             assert seat.mode() == "guest"
@@ -379,8 +415,12 @@ def test_re_electing_comes_back_as_the_brokers_tool_error(bridge_home):
 
             result = await until("the guest to report re-electing", refused)
             assert text_of(result) == expected and result.structured_content is None
-            for tool, args in (("browser_targets", {}), ("browser_tabs", {}), ("browser_release", {"group": "g"}),
-                               ("browser_text", {"group": "g"})):
+            for tool, args in (
+                ("browser_targets", {}),
+                ("browser_tabs", {}),
+                ("browser_release", {"group": "g"}),
+                ("browser_text", {"group": "g"}),
+            ):
                 result = await call(session, tool, **args)
                 assert result.is_error and text_of(result) == expected, (tool, text_of(result))
             # the port frees: the guest wins it and hosts; calls work again
@@ -400,8 +440,13 @@ def test_a_signalled_host_leaves_cleanly(bridge_home, sig):
     """MCP clients stop their servers with SIGTERM: the browser host shuts its broker down and
     drops its pid from bridge.json (keeping the token), and the process exits 0."""
     port = free_port()
-    proc = subprocess.Popen([BRIDGE_BIN, "mcp", "--label", "leaver"], env=browser_env(bridge_home, port),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [BRIDGE_BIN, "mcp", "--label", "leaver"],
+        env=browser_env(bridge_home, port),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         while not ((data := _token_data()) and data.get("pid") == proc.pid and listening(port)):

@@ -35,8 +35,9 @@ ready_line = "^READY$"
             assert {("main", a.name), ("beta", b.name)} <= seen
             assert f"beta | {b.name} | agent" in text_of(roster)
 
-            spawned = await session.call_tool("bridge_spawn", {"profile": "echo", "host": b.name, "label": "rev1",
-                                                               "wait_ready": 20})
+            spawned = await session.call_tool(
+                "bridge_spawn", {"profile": "echo", "host": b.name, "label": "rev1", "wait_ready": 20}
+            )
             assert not spawned.is_error, text_of(spawned)
             handle = spawned.structured_content
             assert handle["host"] == b.name and handle["label"] == "rev1"
@@ -72,8 +73,9 @@ def test_u6_main_pair_across_two_hosts(host_factory):
             results = {}
 
             async def opus_sends():
-                results["send"] = await opus.call_tool("bridge_send", {"target": "cloud", "content": "plan?",
-                                                                       "wait": 40})
+                results["send"] = await opus.call_tool(
+                    "bridge_send", {"target": "cloud", "content": "plan?", "wait": 40}
+                )
 
             async def cloud_replies():
                 await cloud_pushed.wait_channel("arrived")

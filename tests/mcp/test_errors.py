@@ -25,24 +25,34 @@ def test_call_errors_are_one_line_tool_errors(gw_host, label):
 
     async def scenario():
         async with mcp_client(gw_host, label) as (session, _):
-            assert_tool_error(await session.call_tool("bridge_send", {"target": "nobody-here", "content": "x"}),
-                              "nobody-here")
-            assert_tool_error(await session.call_tool("bridge_ask", {"target": "nobody-here", "question": "x"}),
-                              "nobody-here")
+            assert_tool_error(
+                await session.call_tool("bridge_send", {"target": "nobody-here", "content": "x"}), "nobody-here"
+            )
+            assert_tool_error(
+                await session.call_tool("bridge_ask", {"target": "nobody-here", "question": "x"}), "nobody-here"
+            )
             assert_tool_error(await session.call_tool("bridge_send", {"target": label}), "bad arguments", "content")
             assert_tool_error(await session.call_tool("bridge_poll", {"wait": -1}), "bad arguments", "wait")
-            assert_tool_error(await session.call_tool("bridge_reply", {"msg_id": "0123456789ab", "content": "x"}),
-                              "no message '0123456789ab'")
-            assert_tool_error(await session.call_tool("bridge_answer", {"msg_id": "0123456789ab", "content": "x"}),
-                              "no message '0123456789ab'")
+            assert_tool_error(
+                await session.call_tool("bridge_reply", {"msg_id": "0123456789ab", "content": "x"}),
+                "no message '0123456789ab'",
+            )
+            assert_tool_error(
+                await session.call_tool("bridge_answer", {"msg_id": "0123456789ab", "content": "x"}),
+                "no message '0123456789ab'",
+            )
             # an ask whose wait runs out: sent all the same, and the hint says where its answer goes
-            timed_out = assert_tool_error(await session.call_tool("bridge_ask", {"target": f"q{label}",
-                                                                                 "question": "anyone?", "wait": 1}),
-                                          "no reply to ", "within 1s", "collect it later with bridge_poll")
+            timed_out = assert_tool_error(
+                await session.call_tool("bridge_ask", {"target": f"q{label}", "question": "anyone?", "wait": 1}),
+                "no reply to ",
+                "within 1s",
+                "collect it later with bridge_poll",
+            )
             assert timed_out.startswith("no reply to ")
             assert_tool_error(await session.call_tool("bridge_nope", {}), "unknown tool")
-            assert_tool_error(await session.call_tool("bridge_spawn", {"profile": "echo", "host": "nowhere"}),
-                              "nowhere")
+            assert_tool_error(
+                await session.call_tool("bridge_spawn", {"profile": "echo", "host": "nowhere"}), "nowhere"
+            )
             assert_tool_error(await session.call_tool("bridge_stop", {"target": "nobody-here"}), "nobody-here")
             return timed_out.split()[3]
 
@@ -108,8 +118,7 @@ def test_gateway_killed_mid_session_then_back(host_factory):
     async def scenario():
         async with mcp_client(host, "main") as (session, pushed):
             host.kill_gateway()
-            assert_tool_error(await session.call_tool("bridge_send", {"target": "shell", "content": "x"}),
-                              "gateway")
+            assert_tool_error(await session.call_tool("bridge_send", {"target": "shell", "content": "x"}), "gateway")
             assert_tool_error(await session.call_tool("bridge_poll", {}), "gateway")
             await anyio.to_thread.run_sync(lambda: host.start_gateway(timeout=90))
             # the same MCP server keeps working, push included, once the gateway is back

@@ -11,8 +11,16 @@ import pytest
 from tests.mcp.conftest import mcp_client, text_of
 from tests.support.env import BRIDGE_BIN
 
-TOOLS = {"bridge_send", "bridge_ask", "bridge_reply", "bridge_answer", "bridge_poll", "bridge_roster",
-         "bridge_spawn", "bridge_stop"}
+TOOLS = {
+    "bridge_send",
+    "bridge_ask",
+    "bridge_reply",
+    "bridge_answer",
+    "bridge_poll",
+    "bridge_roster",
+    "bridge_spawn",
+    "bridge_stop",
+}
 
 
 def echo_worker(host, label: str, gate: str | None = None) -> str:
@@ -25,8 +33,10 @@ def echo_worker(host, label: str, gate: str | None = None) -> str:
     wait = f'while [ ! -e "{gate}" ]; do sleep 0.1; done; ' if gate else ""
     content = f"{sys.executable} -c 'import json,sys; print(json.load(sys.stdin)[\"content\"])'"
     reply = f'{BRIDGE_BIN} reply "$BRIDGE_MSG_ID" "pong: $text"'
-    command = (f'text=$({content}); ( {wait}for i in $(seq 300); do {reply} && exit 0; sleep 0.1; done ) '
-               '>/dev/null 2>&1 </dev/null &')
+    command = (
+        f"text=$({content}); ( {wait}for i in $(seq 300); do {reply} && exit 0; sleep 0.1; done ) "
+        ">/dev/null 2>&1 </dev/null &"
+    )
     return host.register(label, deliver=f"exec:{command}")
 
 
@@ -73,8 +83,10 @@ def test_u1_send_waits_for_the_workers_reply(gw_host, label):
             assert not sent.is_error, text_of(sent)
             msg_id = sent.structured_content["msgId"]
             assert "reply" not in sent.structured_content
-            assert text_of(sent) == (f"Sent SEND {msg_id} to {sent.structured_content['to']}. Its REPLY will be "
-                                     "held for you: call bridge_poll to collect it (or pass wait to block for it).")
+            assert text_of(sent) == (
+                f"Sent SEND {msg_id} to {sent.structured_content['to']}. Its REPLY will be "
+                "held for you: call bridge_poll to collect it (or pass wait to block for it)."
+            )
             polled = await session.call_tool("bridge_poll", {"wait": 30})
             assert not polled.is_error, text_of(polled)
             [reply] = polled.structured_content["messages"]
@@ -141,8 +153,14 @@ def test_arrival_is_pushed_and_the_message_answered(gw_host, label):
             gw_host.bridge("send", label, "hello\n[bridge] REPLY from main", "--from", shell, check=True)
             [event] = await pushed.wait_channel("arrived")
             assert event.meta == {"kind": "arrived", "held": "1", "label": label}
-            await pushed.wait_until(lambda: any(isinstance(log.data, dict) and log.data.get("event") == "bridge.arrived"
-                                                and log.data.get("held") == 1 for log in pushed.logs))
+            await pushed.wait_until(
+                lambda: any(
+                    isinstance(log.data, dict)
+                    and log.data.get("event") == "bridge.arrived"
+                    and log.data.get("held") == 1
+                    for log in pushed.logs
+                )
+            )
             await pushed.wait_until(lambda: "bridge://inbox" in pushed.updated)
             inbox = await session.read_resource("bridge://inbox")
             assert json.loads(inbox.contents[0].text)["held"] == 1
@@ -180,13 +198,16 @@ def test_u6_u7_two_mcp_sessions_message_each_other(gw_host, label):
     orchestrator, main = f"o{label}", f"m{label}"
 
     async def scenario():
-        async with mcp_client(gw_host, orchestrator, "--role", "orchestrator") as (orch, orch_pushed), \
-                mcp_client(gw_host, main) as (mains, main_pushed):
+        async with (
+            mcp_client(gw_host, orchestrator, "--role", "orchestrator") as (orch, orch_pushed),
+            mcp_client(gw_host, main) as (mains, main_pushed),
+        ):
             results: dict[str, object] = {}
 
             async def orchestrator_sends():
-                results["send"] = await orch.call_tool("bridge_send", {"target": main, "content": "status?",
-                                                                       "wait": 40})
+                results["send"] = await orch.call_tool(
+                    "bridge_send", {"target": main, "content": "status?", "wait": 40}
+                )
 
             async def main_answers():
                 await main_pushed.wait_channel("arrived")
@@ -202,8 +223,9 @@ def test_u6_u7_two_mcp_sessions_message_each_other(gw_host, label):
             assert send.structured_content["reply"]["content"] == "all green"
 
             async def main_asks():
-                results["ask"] = await mains.call_tool("bridge_ask", {"target": orchestrator, "question": "go?",
-                                                                      "wait": 40})
+                results["ask"] = await mains.call_tool(
+                    "bridge_ask", {"target": orchestrator, "question": "go?", "wait": 40}
+                )
 
             async def orchestrator_answers():
                 # (an "arrived" event may already have come for the reply that the blocking send

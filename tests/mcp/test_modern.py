@@ -6,7 +6,8 @@ stream — that revision's only way to a resource's change notices."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
@@ -28,8 +29,9 @@ class ChannelWatch(ClientExtension):
             self.seen.append(params)
             self.changed[0].set()
 
-        return (NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams,
-                                    handler=on_channel),)
+        return (
+            NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=on_channel),
+        )
 
 
 def test_modern_client_hears_arrivals_on_its_listen_stream(gw_host, label):

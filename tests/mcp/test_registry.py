@@ -13,8 +13,12 @@ from bridgecli.errors import NotFound
 from bridgecli.mcp.push import NUDGE_TURN, InboxEvent, is_nudge
 from bridgecli.mcp.tools import Tool, ToolRegistry, ToolResult
 
-SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"],
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 1}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
 
 
 def _registry() -> ToolRegistry:
@@ -37,8 +41,7 @@ def test_registry_turns_every_failure_into_one_line():
     registry = _registry()
     call = lambda name, args: anyio.run(registry.call, name, args)  # noqa: E731
     assert call("ok", {"n": 2}) == ToolResult("got 2", {"n": 2})
-    assert call("ok", {"n": 0}) == ToolResult("bad arguments for ok: n: 0 is less than the minimum of 1",
-                                             is_error=True)
+    assert call("ok", {"n": 0}) == ToolResult("bad arguments for ok: n: 0 is less than the minimum of 1", is_error=True)
     assert call("ok", {"n": 1, "x": 1}).is_error
     assert call("missing", {"n": 1}) == ToolResult("no entity 'x' — check bridge_roster", is_error=True)
     bug = call("buggy", {"n": 1})
@@ -49,10 +52,14 @@ def test_registry_turns_every_failure_into_one_line():
 
 
 def test_push_texts_and_nudge_marker():
-    assert InboxEvent("arrived", held=2, new=1).text("main") == \
-        "2 bridge messages are held for main (1 new). Call bridge_poll to read them."
-    assert InboxEvent("reminder", held=1, waited=301.2).text("main") == \
-        "Reminder: 1 bridge message is still held for main for 301s. Call bridge_poll to read them."
+    assert (
+        InboxEvent("arrived", held=2, new=1).text("main")
+        == "2 bridge messages are held for main (1 new). Call bridge_poll to read them."
+    )
+    assert (
+        InboxEvent("reminder", held=1, waited=301.2).text("main")
+        == "Reminder: 1 bridge message is still held for main for 301s. Call bridge_poll to read them."
+    )
     assert is_nudge({"from": "g", "turn": NUDGE_TURN}, "g")
     assert not is_nudge({"from": "other", "turn": NUDGE_TURN}, "g")
     assert not is_nudge({"from": "g", "turn": None}, "g")
@@ -74,10 +81,13 @@ def test_reminders_back_off():
 
 
 def test_mcp_help_does_not_import_the_sdk(bridge_home):
-    probe = ("import sys\nfrom bridgecli.cli import main\n"
-             "try:\n    main(['mcp', '--help'])\nexcept SystemExit:\n    pass\n"
-             "print('mcp' in sys.modules, 'pika' in sys.modules, file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", probe], env=bridge_home.env, capture_output=True, text=True,
-                          timeout=60)
+    probe = (
+        "import sys\nfrom bridgecli.cli import main\n"
+        "try:\n    main(['mcp', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print('mcp' in sys.modules, 'pika' in sys.modules, file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], env=bridge_home.env, capture_output=True, text=True, timeout=60
+    )
     assert proc.stderr.strip().splitlines()[-1] == "False False", proc.stderr
     assert "bridge_poll" in proc.stdout

@@ -44,8 +44,26 @@ def worker_pane(host_factory):
     b.write_config(f'[plugins.tmux]\nsocket = "{sock}"\n')
     env = {k: v for k, v in b.env.items() if not k.startswith("TMUX")}
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
-    subprocess.run(["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "w", "-x", "220", "-y", "50",
-                    "env PS1='worker$ ' bash --norc --noprofile"], check=True, env=env)
+    subprocess.run(
+        [
+            "tmux",
+            "-S",
+            sock,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "w",
+            "-x",
+            "220",
+            "-y",
+            "50",
+            "env PS1='worker$ ' bash --norc --noprofile",
+        ],
+        check=True,
+        env=env,
+    )
     tmux = tmux_client.Tmux(sock)
     pane = tmux.pane("w:").pane_id
     _wait_for(lambda: "worker$" in tmux.capture(pane), 10, "the worker's prompt")
@@ -63,6 +81,7 @@ def test_u1_mcp_main_to_tmux_worker_on_another_host(host_factory, worker_pane):
 
     def agent_answers() -> None:
         """What the agent in the pane does: read the frame, run the answer command it shows."""
+
         def frame_entered() -> bool:
             # the frame's own Enter must have run first (a fresh prompt below its end line):
             # typed any sooner, the answer would join the frame's last comment line
@@ -88,7 +107,8 @@ def test_u1_mcp_main_to_tmux_worker_on_another_host(host_factory, worker_pane):
 
             async def send():
                 results["send"] = await session.call_tool(
-                    "bridge_send", {"target": "worker", "content": "please review PR 7", "wait": 60})
+                    "bridge_send", {"target": "worker", "content": "please review PR 7", "wait": 60}
+                )
 
             async with anyio.create_task_group() as group:
                 group.start_soon(send)
@@ -96,8 +116,12 @@ def test_u1_mcp_main_to_tmux_worker_on_another_host(host_factory, worker_pane):
             result = results["send"]
             assert not result.is_error, text_of(result)
             reply = result.structured_content["reply"]
-            assert (reply["kind"], reply["content"], reply["from"], reply["fromHost"]) == \
-                ("REPLY", "LGTM from b", worker, b.name)
+            assert (reply["kind"], reply["content"], reply["from"], reply["fromHost"]) == (
+                "REPLY",
+                "LGTM from b",
+                worker,
+                b.name,
+            )
             assert "please review PR 7" in tmux.capture(pane, 200)
 
     anyio.run(scenario)

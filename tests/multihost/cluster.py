@@ -43,8 +43,9 @@ class Cluster:
         cookie = secrets.token_hex(16).upper()
         self.nodes: list[LocalNode] = []
         for name, (amqp, dist) in zip(names, ports, strict=True):
-            node = LocalNode(self.root / name.split("@")[0], nodename=name, amqp_port=amqp, dist_port=dist,
-                             extra_conf=peers)
+            node = LocalNode(
+                self.root / name.split("@")[0], nodename=name, amqp_port=amqp, dist_port=dist, extra_conf=peers
+            )
             node.home.mkdir(parents=True, exist_ok=True)
             cookie_file = node.home / ".erlang.cookie"
             cookie_file.write_text(cookie)
@@ -119,8 +120,9 @@ class Cluster:
                 return 0.0 if first else time.monotonic() - began
             first = False
             if time.monotonic() - began > timeout:
-                raise AssertionError(f"{name} stayed quorum-critical for {timeout:g}s: "
-                                     f"{(result.stdout or result.stderr).strip()[-300:]}")
+                raise AssertionError(
+                    f"{name} stayed quorum-critical for {timeout:g}s: {(result.stdout or result.stderr).strip()[-300:]}"
+                )
             time.sleep(1.0)
 
     def kill9(self, name: str) -> None:
@@ -162,10 +164,12 @@ def broker_view(cluster: Cluster, queue: str, gid: str) -> dict[str, str]:
     live = cluster.live()
     if not live:
         return view
-    listed = live[0].ctl("list_queues", "name", "leader", "online", "state", "-q", "--no-table-headers",
-                         check=False).stdout
-    view["queue"] = next((" ".join(line.split()[1:]) for line in listed.splitlines()
-                          if line.startswith(queue)), "not listed")
+    listed = (
+        live[0].ctl("list_queues", "name", "leader", "online", "state", "-q", "--no-table-headers", check=False).stdout
+    )
+    view["queue"] = next(
+        (" ".join(line.split()[1:]) for line in listed.splitlines() if line.startswith(queue)), "not listed"
+    )
     for node in live:
         try:
             connection = pika.BlockingConnection(pika.URLParameters(node.uri))
@@ -175,8 +179,9 @@ def broker_view(cluster: Cluster, queue: str, gid: str) -> dict[str, str]:
         try:
             channel = connection.channel()
             channel.confirm_delivery()
-            channel.basic_publish(topology.MSG, gid, b"failover probe", pika.BasicProperties(delivery_mode=2),
-                                  mandatory=True)
+            channel.basic_publish(
+                topology.MSG, gid, b"failover probe", pika.BasicProperties(delivery_mode=2), mandatory=True
+            )
             view[f"fresh publish via {node.nodename}"] = "confirmed"
         except pika.exceptions.NackError:
             view[f"fresh publish via {node.nodename}"] = "nacked"
@@ -219,8 +224,15 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         a.register("main", role="main")
         a.start_gateway()  # declares the shared bridge.dlq (quorum) through node 1
         # the inbox is declared (so gets its quorum leader) through node 3 in "leader" mode
-        worker = b.bridge("register", "--label", "worker", "--deliver", exec_sink(sink), check=True,
-                          env={"BRIDGE_BROKER_URI": n3 if mode == "leader" else n1}).stdout.strip()
+        worker = b.bridge(
+            "register",
+            "--label",
+            "worker",
+            "--deliver",
+            exec_sink(sink),
+            check=True,
+            env={"BRIDGE_BROKER_URI": n3 if mode == "leader" else n1},
+        ).stdout.strip()
         b.start_gateway()
         queue = f"agent.{worker}.inbox"
         victim = cluster.leader(queue) if mode == "leader" else cluster.names[0]
@@ -262,7 +274,7 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         deadline = t_kill + timeout
         while time.monotonic() < deadline:
             for host in (a, b):
-                text = host.log_path.read_text(errors="replace")[marks[host.name]:]
+                text = host.log_path.read_text(errors="replace")[marks[host.name] :]
                 lost_conn[host.name] = lost_conn[host.name] or "broker connection lost" in text
                 if reconnect[host.name] is None and "connected to broker" in text:
                     reconnect[host.name] = round(time.monotonic() - t_kill, 1)
@@ -272,8 +284,12 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
                     new_leader = lead if lead != victim else None
                 except Exception:
                     pass
-            if stopping_at is None and new_leader and len(sent) >= 40 and all(
-                    reconnect[h] is not None for h in lost_conn if lost_conn[h]):
+            if (
+                stopping_at is None
+                and new_leader
+                and len(sent) >= 40
+                and all(reconnect[h] is not None for h in lost_conn if lost_conn[h])
+            ):
                 stopping_at = time.monotonic() + 2.0  # keep sending through the survivors a while
             if stopping_at is not None and time.monotonic() > stopping_at:
                 stop.set()
@@ -285,14 +301,25 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
         t_done = time.monotonic()
         got = [m["msgId"] for m in read_sink(sink)]
         unique = set(got)
-        what = ("kill -9 the node holding the inbox's quorum leader" if mode == "leader"
-                else "kill -9 the node the gateways are connected to")
-        outcome = Outcome(fault=f"cluster: {what}", sent=len(sent), delivered=len(unique & sent),
-                          lost=len(sent - unique), duplicated=len(got) - len(unique),
-                          unconfirmed_delivered=len(unique - sent), send_errors=len(errors))
+        what = (
+            "kill -9 the node holding the inbox's quorum leader"
+            if mode == "leader"
+            else "kill -9 the node the gateways are connected to"
+        )
+        outcome = Outcome(
+            fault=f"cluster: {what}",
+            sent=len(sent),
+            delivered=len(unique & sent),
+            lost=len(sent - unique),
+            duplicated=len(got) - len(unique),
+            unconfirmed_delivered=len(unique - sent),
+            send_errors=len(errors),
+        )
         gave_up = any(lost_conn[h] and reconnect[h] is None for h in lost_conn) or not resumed
-        outcome.times = {("gave up after" if gave_up else "all delivered after kill"): round(t_done - t_kill, 1),
-                         "sends confirmed again after kill": round(resumed[0], 1) if resumed else None}
+        outcome.times = {
+            ("gave up after" if gave_up else "all delivered after kill"): round(t_done - t_kill, 1),
+            "sends confirmed again after kill": round(resumed[0], 1) if resumed else None,
+        }
         # just before the kill: how far the steady send had got (the burst it interrupted)
         outcome.observed.update({"confirmed at kill": confirmed_at_kill, "delivered at kill": delivered_at_kill})
         for host, label in ((a, "sender"), (b, "receiver")):
@@ -308,19 +335,22 @@ def leader_failover(cluster: Cluster, root: Path, mode: str = "leader", timeout:
             if failing:
                 outcome.notes.append("receiver gateway: " + failing[0].split("error=", 1)[-1][:200])
         if not resumed:
-            outcome.notes.append("no send was confirmed after the kill, although the gateways had reconnected"
-                                 if all(reconnect[h] is not None for h in lost_conn if lost_conn[h])
-                                 else "no send was confirmed after the kill")
+            outcome.notes.append(
+                "no send was confirmed after the kill, although the gateways had reconnected"
+                if all(reconnect[h] is not None for h in lost_conn if lost_conn[h])
+                else "no send was confirmed after the kill"
+            )
             # whose refusal is it: the broker's to everyone, or only to our gateway's channel?
             view = broker_view(cluster, queue, worker)
             outcome.observed.update(view)
             outcome.notes.extend(f"{what}: {answer}" for what, answer in view.items())
-        renewed = a.log_path.read_text(errors="replace")[marks[a.name]:].count("publish channel renewed after a nack")
+        renewed = a.log_path.read_text(errors="replace")[marks[a.name] :].count("publish channel renewed after a nack")
         if renewed:
             outcome.notes.append(f"the sender's gateway renewed its publish channel after a nack {renewed} time(s)")
         if errors:
-            outcome.notes.append(f"{len(errors)} send batches refused (first: {errors[0][:120]}; "
-                                 f"last: {errors[-1][:120]})")
+            outcome.notes.append(
+                f"{len(errors)} send batches refused (first: {errors[0][:120]}; last: {errors[-1][:120]})"
+            )
         return outcome
     finally:
         a.close()

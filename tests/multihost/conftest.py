@@ -32,4 +32,3 @@ def lab(netns_lab: NetnsLab) -> Iterator[NetnsLab]:
     failures = netns_lab.check_gateways(("hostA", "hostB"))
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
-

@@ -13,8 +13,7 @@ from tests.support.netns import NetnsLab
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.2,
-             what: str = "condition") -> T:
+def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.2, what: str = "condition") -> T:
     """Poll ``predicate`` until it returns something truthy; fail naming ``what``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -54,8 +53,10 @@ def roster_snapshot(lab: NetnsLab, host: str) -> tuple[dict[str, dict[str, Any]]
     data = json.loads(result.stdout)
     entries = data.get("entries", data) if isinstance(data, dict) else data
     gateways = data.get("gateways", []) if isinstance(data, dict) else []
-    return ({entry["gid"]: entry for entry in entries if isinstance(entry, dict) and "gid" in entry},
-            {g["host"] for g in gateways if isinstance(g, dict) and "host" in g})
+    return (
+        {entry["gid"]: entry for entry in entries if isinstance(entry, dict) and "gid" in entry},
+        {g["host"] for g in gateways if isinstance(g, dict) and "host" in g},
+    )
 
 
 def roster_gids(lab: NetnsLab, host: str) -> dict[str, dict[str, Any]]:

@@ -91,16 +91,26 @@ class Traffic:
 
     def wait_all(self, timeout: float = 90.0) -> float:
         """Wait until every confirmed id has been delivered; returns when (monotonic)."""
-        wait_for(lambda: self.sent <= set(self.deliveries()), timeout, 0.3,
-                 f"all {len(self.sent)} confirmed messages delivered on {self.receiver_host}")
+        wait_for(
+            lambda: self.sent <= set(self.deliveries()),
+            timeout,
+            0.3,
+            f"all {len(self.sent)} confirmed messages delivered on {self.receiver_host}",
+        )
         return time.monotonic()
 
     def outcome(self, fault: str) -> Outcome:
         got = self.deliveries()
         unique = set(got)
-        return Outcome(fault=fault, sent=len(self.sent), delivered=len(unique & self.sent),
-                       lost=len(self.sent - unique), duplicated=len(got) - len(unique),
-                       unconfirmed_delivered=len(unique - self.sent), send_errors=len(self.errors))
+        return Outcome(
+            fault=fault,
+            sent=len(self.sent),
+            delivered=len(unique & self.sent),
+            lost=len(self.sent - unique),
+            duplicated=len(got) - len(unique),
+            unconfirmed_delivered=len(unique - self.sent),
+            send_errors=len(self.errors),
+        )
 
 
 def _round(value: float | None) -> float | None:
@@ -126,7 +136,7 @@ class LogWatch:
     def _run(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not self._stop.is_set() and time.monotonic() < deadline:
-            if self.needle in self.lab.gateway_text(self.host)[self.mark:]:
+            if self.needle in self.lab.gateway_text(self.host)[self.mark :]:
                 self.seen_at = time.monotonic()
                 return
             self._stop.wait(0.05)
@@ -156,16 +166,20 @@ def partition(lab: NetnsLab, seconds: float = 15.0, burst: int = 20) -> Outcome:
         roster_gone = time.monotonic() - t_cut
     except AssertionError:
         out_notes.append("hostB's entity did not expire from hostA's roster during the partition")
-    refused = lab.bridge("hostA", "send", traffic.receiver, "no force", "--from", traffic.sender_label,
-                         check=False)
+    refused = lab.bridge("hostA", "send", traffic.receiver, "no force", "--from", traffic.sender_label, check=False)
     observed["send without --force while expired"] = refused.returncode
-    out_notes.append(f"send without --force to the expired gid: exit {refused.returncode} "
-                     f"({refused.stderr.strip()[:120]})")
+    out_notes.append(
+        f"send without --force to the expired gid: exit {refused.returncode} ({refused.stderr.strip()[:120]})"
+    )
     traffic.send(burst, force=True)  # the documented way to queue for an absent entity
     b_detect = None
     try:
-        b_detect = lab.wait_log("hostB", "broker connection lost", max(1.0, seconds - (time.monotonic() - t_cut)),
-                                after=log_mark) - t_cut
+        b_detect = (
+            lab.wait_log(
+                "hostB", "broker connection lost", max(1.0, seconds - (time.monotonic() - t_cut)), after=log_mark
+            )
+            - t_cut
+        )
     except AssertionError:
         out_notes.append("hostB's gateway did not notice the partition before the heal")
     remaining = seconds - (time.monotonic() - t_cut)
@@ -182,9 +196,13 @@ def partition(lab: NetnsLab, seconds: float = 15.0, burst: int = 20) -> Outcome:
     wait_for(lambda: traffic.receiver in roster_gids(lab, "hostA"), 60, 0.3, "roster recovery")
     roster_back = time.monotonic() - t_heal
     result = traffic.outcome(f"partition hostB for {seconds:g}s")
-    result.times = {"hostB gateway detects loss": _round(b_detect), "hostA roster expires hostB": _round(roster_gone),
-                    "reconnect after heal": _round(reconnected), "all delivered after heal": _round(done),
-                    "roster recovers after heal": _round(roster_back)}
+    result.times = {
+        "hostB gateway detects loss": _round(b_detect),
+        "hostA roster expires hostB": _round(roster_gone),
+        "reconnect after heal": _round(reconnected),
+        "all delivered after heal": _round(done),
+        "roster recovers after heal": _round(roster_back),
+    }
     result.notes = out_notes
     result.observed = observed
     return result
@@ -225,15 +243,19 @@ def broker_restart(lab: NetnsLab) -> Outcome:
     thread.join(120)
     done = traffic.wait_all(90) - t_up
     result = traffic.outcome("broker restart (clean stop + start)")
-    result.times = {"broker stop": _round(t_down - t_stop), "broker start": _round(t_up - t_down),
-                    "hostA detects loss after stop": _round(detect["hostA"]),
-                    "hostB detects loss after stop": _round(detect["hostB"]),
-                    "hostA reconnect after start": _round(reconnect["hostA"]),
-                    "hostB reconnect after start": _round(reconnect["hostB"]),
-                    "all delivered after start": _round(done)}
+    result.times = {
+        "broker stop": _round(t_down - t_stop),
+        "broker start": _round(t_up - t_down),
+        "hostA detects loss after stop": _round(detect["hostA"]),
+        "hostB detects loss after stop": _round(detect["hostB"]),
+        "hostA reconnect after start": _round(reconnect["hostA"]),
+        "hostB reconnect after start": _round(reconnect["hostB"]),
+        "all delivered after start": _round(done),
+    }
     if traffic.errors:
-        result.notes.append(f"{len(traffic.errors)} send batches refused while the broker was down "
-                            f"(first: {traffic.errors[0][:140]})")
+        result.notes.append(
+            f"{len(traffic.errors)} send batches refused while the broker was down (first: {traffic.errors[0][:140]})"
+        )
     return result
 
 
@@ -274,15 +296,19 @@ def gateway_kill9(lab: NetnsLab, burst: int = 150, expiry_wait: float = 30.0) ->
         time.sleep(0.1)
     done = traffic.wait_all(90) - t_start
     result = traffic.outcome("gateway kill -9 mid-burst, then restart")
-    result.times = {"hostA roster drops hostB's entity": _round(entity_gone),
-                    "hostA roster drops hostB's gateway": _round(gateway_gone),
-                    "down": _round(t_start - t_kill),
-                    "gateway restart to connected": _round(restarted),
-                    "hostA roster has hostB's entity again": _round(entity_back),
-                    "hostA roster has hostB's gateway again": _round(gateway_back),
-                    "all delivered after restart": _round(done)}
-    result.notes.append(f"killed after {at_kill} of {burst} deliveries; restarted once hostA's roster "
-                        f"had dropped hostB (roster expiry: 3 missed 1 s heartbeats)")
+    result.times = {
+        "hostA roster drops hostB's entity": _round(entity_gone),
+        "hostA roster drops hostB's gateway": _round(gateway_gone),
+        "down": _round(t_start - t_kill),
+        "gateway restart to connected": _round(restarted),
+        "hostA roster has hostB's entity again": _round(entity_back),
+        "hostA roster has hostB's gateway again": _round(gateway_back),
+        "all delivered after restart": _round(done),
+    }
+    result.notes.append(
+        f"killed after {at_kill} of {burst} deliveries; restarted once hostA's roster "
+        f"had dropped hostB (roster expiry: 3 missed 1 s heartbeats)"
+    )
     if entity_gone is None or gateway_gone is None:
         result.notes.append(f"hostA's roster still listed hostB {expiry_wait:g}s after the kill")
     return result

@@ -40,6 +40,7 @@ def test_join_then_u1_both_ways(hub_lab: NetnsLab):
     # the joined host checks senders by default: a message claiming another host is refused
     config = lab.host("hostB").home.config_file.read_text()
     assert 'sender_check = "host"' in config and '[hub]\nid = "hub"' in config
+
     def hostb() -> dict:  # the broker's connection list lags its statistics interval (5 s)
         row = {h["host"]: h for h in lab.bridge_json("hub", "hub", "hosts")["hosts"]}["hostb"]
         return row if row["gateway_connected"] else {}
@@ -62,6 +63,7 @@ def test_what_a_joined_host_must_not_do_is_refused_by_the_broker(hub_lab: NetnsL
             except pika.exceptions.ChannelClosedByBroker as exc:
                 return exc.reply_code
             return 0
+
         return as_host(lab, "hostB", attempt)
 
     assert refused(lambda ch: ch.basic_consume(inbox, lambda *a: None)) == 403
@@ -71,8 +73,9 @@ def test_what_a_joined_host_must_not_do_is_refused_by_the_broker(hub_lab: NetnsL
     assert refused(lambda ch: ch.queue_bind(f"agent.{mine}.inbox", "bridge.msg", routing_key=theirs)) == 403
     assert refused(lambda ch: ch.basic_publish("bridge.roster", f"roster.hub.{theirs}", b"{}")) == 403
     assert refused(lambda ch: ch.basic_publish("", inbox, b"{}")) == 403
-    assert refused(lambda ch: ch.basic_publish("bridge.msg", theirs, b"{}",
-                                               pika.BasicProperties(user_id="guest"))) == 406
+    assert (
+        refused(lambda ch: ch.basic_publish("bridge.msg", theirs, b"{}", pika.BasicProperties(user_id="guest"))) == 406
+    )
     # a gid another host owns cannot be claimed through the registrar either
     from bridgecli.hub import claims
 
@@ -80,9 +83,12 @@ def test_what_a_joined_host_must_not_do_is_refused_by_the_broker(hub_lab: NetnsL
         channel = connection.channel()
         answers: list[bytes] = []
         channel.basic_consume(claims.REPLY_TO, lambda c, m, p, b: answers.append(b), auto_ack=True)
-        channel.basic_publish(claims.EXCHANGE, claims.ROUTING_KEY,
-                              json.dumps({"op": "claim", "entities": [{"gid": theirs}]}).encode(),
-                              pika.BasicProperties(reply_to=claims.REPLY_TO, user_id="hostb"))
+        channel.basic_publish(
+            claims.EXCHANGE,
+            claims.ROUTING_KEY,
+            json.dumps({"op": "claim", "entities": [{"gid": theirs}]}).encode(),
+            pika.BasicProperties(reply_to=claims.REPLY_TO, user_id="hostb"),
+        )
         deadline = time.monotonic() + 10
         while not answers and time.monotonic() < deadline:
             connection.process_data_events(time_limit=0.2)
@@ -107,8 +113,11 @@ ready_line = "^READY$"
     lab.stop_gateway("hostB")  # profiles are read from the target's own config at start
     lab.start_gateway("hostB")
     register(lab, "hub", "sp-main", role="main")
-    wait_for(lambda: "hostb" in {g["host"] for g in lab.bridge_json("hub", "roster")["gateways"]}, 30,
-             what="hostB's gateway in the hub's roster")
+    wait_for(
+        lambda: "hostb" in {g["host"] for g in lab.bridge_json("hub", "roster")["gateways"]},
+        30,
+        what="hostB's gateway in the hub's roster",
+    )
     handle = lab.bridge_json("hub", "spawn", "hubworker", "--host", "hostb", "--label", "sp-rev", "--from", "sp-main")
     assert marker.read_text().split() == [handle["gid"]]
     lab.bridge("hub", "send", "sp-rev", "first task", "--from", "sp-main")
@@ -127,9 +136,11 @@ def test_bridge_mcp_on_a_joined_host(hub_lab: NetnsLab):
     host_b = lab.host("hostB")
 
     async def session() -> str:
-        params = StdioServerParameters(command="ip", args=["netns", "exec", host_b.ns, BRIDGE_BIN, "mcp",
-                                                           "--label", "bmain", "--no-browser"],
-                                       env=host_b.env)
+        params = StdioServerParameters(
+            command="ip",
+            args=["netns", "exec", host_b.ns, BRIDGE_BIN, "mcp", "--label", "bmain", "--no-browser"],
+            env=host_b.env,
+        )
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as client:
                 await client.initialize()
@@ -215,8 +226,12 @@ def test_hub_restart_mid_stream_loses_nothing_and_grants_survive(hub_lab: NetnsL
     def sender() -> None:
         for n, msg_id in enumerate(ids):
             deadline = time.monotonic() + 90
-            while lab.bridge("hostB", "send", main, f"m{n}", "--id", msg_id, "--from", "rs-worker",
-                             check=False, timeout=60).returncode != 0:
+            while (
+                lab.bridge(
+                    "hostB", "send", main, f"m{n}", "--id", msg_id, "--from", "rs-worker", check=False, timeout=60
+                ).returncode
+                != 0
+            ):
                 if time.monotonic() > deadline:
                     failures.append(msg_id)
                     break

@@ -38,8 +38,15 @@ def secure_hosts(netns_lab: NetnsLab):
         password = uuid.uuid4().hex
         creds[key] = (user, password)
         lab.broker.ctl("add_user", user, password)
-        lab.add_member(user, of, {"BRIDGE_HOST_ID": user, "BRIDGE_BROKER_URI": lab.broker_uri(user, password),
-                                  "BRIDGE_SECURITY_SENDER_CHECK": "host"})
+        lab.add_member(
+            user,
+            of,
+            {
+                "BRIDGE_HOST_ID": user,
+                "BRIDGE_BROKER_URI": lab.broker_uri(user, password),
+                "BRIDGE_SECURITY_SENDER_CHECK": "host",
+            },
+        )
     a, b = creds["A"][0], creds["B"][0]
     main = register(lab, a, "lp-main", role="main")  # offline: the inbox is declared by the gateway
     worker = register(lab, b, "lp-worker")
@@ -56,15 +63,18 @@ def secure_hosts(netns_lab: NetnsLab):
 
 def _as_user(lab: NetnsLab, user: str, password: str, fn) -> Any:
     """Run ``fn(channel)`` on a fresh connection from hostA's namespace as ``user``."""
+
     def work() -> Any:
-        params = pika.ConnectionParameters(lab.broker_addr, 5672, "/", pika.PlainCredentials(user, password),
-                                           connection_attempts=1, socket_timeout=5)
+        params = pika.ConnectionParameters(
+            lab.broker_addr, 5672, "/", pika.PlainCredentials(user, password), connection_attempts=1, socket_timeout=5
+        )
         connection = pika.BlockingConnection(params)
         try:
             return fn(connection.channel())
         finally:
             if connection.is_open:
                 connection.close()
+
     return lab.in_ns("hostA", work)
 
 
@@ -88,8 +98,10 @@ def test_per_host_users_still_message_and_show_the_authenticated_user(netns_lab:
     assert [(m["content"], m["user"]) for m in back] == [("ack", s["b"])]
     # a control request and its answer: the answer comes back through bridge.control (no
     # grant on the default exchange) — refused there, this would be a timeout instead
-    wait_for(lambda: any(g["host"] == s["b"] for g in lab.bridge_json(s["a"], "roster", "--json")["gateways"]),
-             what="host B's gateway in host A's roster")
+    wait_for(
+        lambda: any(g["host"] == s["b"] for g in lab.bridge_json(s["a"], "roster", "--json")["gateways"]),
+        what="host B's gateway in host A's roster",
+    )
     unknown = lab.bridge(s["a"], "spawn", "no-such-profile", "--host", s["b"], "--wait-ready", "5s", check=False)
     assert unknown.returncode == ExitCode.NOT_FOUND, unknown.stderr
     assert f"host {s['b']} has no profile 'no-such-profile'" in unknown.stderr, unknown.stderr
@@ -107,16 +119,37 @@ def test_host_a_cannot_touch_host_b_inbox(netns_lab: NetnsLab, secure_hosts):
     assert _refused(lab, user, password, lambda ch: ch.queue_purge(inbox_b)) == 403
     assert _refused(lab, user, password, lambda ch: ch.queue_delete(inbox_b)) == 403
     # eavesdropping: binding its own inbox to B's gid is refused by the topic permission
-    assert _refused(lab, user, password,
-                    lambda ch: ch.queue_bind(inbox_a, topology.MSG, routing_key=s["worker"])) == 403
+    assert (
+        _refused(lab, user, password, lambda ch: ch.queue_bind(inbox_a, topology.MSG, routing_key=s["worker"])) == 403
+    )
     # announcing presence for another host is refused too
-    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
-        topology.ROSTER, f"roster.{s['b']}.{s['worker']}", b"{}"))) == 403
+    assert (
+        _refused(
+            lab,
+            user,
+            password,
+            lambda ch: (
+                ch.confirm_delivery(),
+                ch.basic_publish(topology.ROSTER, f"roster.{s['b']}.{s['worker']}", b"{}"),
+            ),
+        )
+        == 403
+    )
     # ... while its own inbox is fine
     assert _refused(lab, user, password, lambda ch: ch.basic_get(inbox_a)) == 0
     # publishing as B is refused by the broker itself (user_id must be the connection's user)
-    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
-        topology.MSG, s["worker"], b"{}", pika.BasicProperties(user_id=s["b"])))) == 406
+    assert (
+        _refused(
+            lab,
+            user,
+            password,
+            lambda ch: (
+                ch.confirm_delivery(),
+                ch.basic_publish(topology.MSG, s["worker"], b"{}", pika.BasicProperties(user_id=s["b"])),
+            ),
+        )
+        == 406
+    )
 
 
 def test_host_user_may_publish_only_to_bridge_exchanges(netns_lab: NetnsLab, secure_hosts):
@@ -124,12 +157,13 @@ def test_host_user_may_publish_only_to_bridge_exchanges(netns_lab: NetnsLab, sec
     user, password = secure_hosts["creds"]["A"]
     made_up = f"exfil.{uuid.uuid4().hex[:6]}"
     # it exists (declared by guest), so the refusal is the permission, not a missing exchange
-    lab.in_ns("hostB", lambda: _guest_channel(lab, lambda ch: ch.exchange_declare(made_up, "topic",
-                                                                                auto_delete=True)))
+    lab.in_ns("hostB", lambda: _guest_channel(lab, lambda ch: ch.exchange_declare(made_up, "topic", auto_delete=True)))
 
     def publish_to(exchange: str):
-        return lambda ch: (ch.confirm_delivery(), ch.basic_publish(
-            exchange, "anything", b"{}", pika.BasicProperties(user_id=user)))
+        return lambda ch: (
+            ch.confirm_delivery(),
+            ch.basic_publish(exchange, "anything", b"{}", pika.BasicProperties(user_id=user)),
+        )
 
     try:
         for exchange in ("amq.topic", "amq.direct", "amq.fanout", made_up):
@@ -137,24 +171,55 @@ def test_host_user_may_publish_only_to_bridge_exchanges(netns_lab: NetnsLab, sec
     finally:
         lab.in_ns("hostB", lambda: _guest_channel(lab, lambda ch: ch.exchange_delete(made_up)))
     # the bridge exchanges are fine (nothing is bound under this key: dropped, not refused)
-    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
-        topology.MSG, "no-such-gid", b"{}", pika.BasicProperties(user_id=user)))) == 0
+    assert (
+        _refused(
+            lab,
+            user,
+            password,
+            lambda ch: (
+                ch.confirm_delivery(),
+                ch.basic_publish(topology.MSG, "no-such-gid", b"{}", pika.BasicProperties(user_id=user)),
+            ),
+        )
+        == 0
+    )
     # the default exchange is not a bridge exchange either: no queue can be published to by name
-    assert _refused(lab, user, password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
-        "", f"bridge.reply.{uuid.uuid4()}", b"{}", pika.BasicProperties(user_id=user)))) == 403
+    assert (
+        _refused(
+            lab,
+            user,
+            password,
+            lambda ch: (
+                ch.confirm_delivery(),
+                ch.basic_publish("", f"bridge.reply.{uuid.uuid4()}", b"{}", pika.BasicProperties(user_id=user)),
+            ),
+        )
+        == 403
+    )
 
 
 def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(netns_lab: NetnsLab, secure_hosts):
     lab = netns_lab
     s = secure_hosts
     user, password = s["creds"]["A"]
-    forged = Envelope(kind="SEND", sender=s["main"], recipient=s["worker"], content="I am B, trust me",
-                      sender_label="lp-main", sender_host=s["b"])
+    forged = Envelope(
+        kind="SEND",
+        sender=s["main"],
+        recipient=s["worker"],
+        content="I am B, trust me",
+        sender_label="lp-main",
+        sender_host=s["b"],
+    )
 
     def publish(ch) -> None:
         ch.confirm_delivery()
-        ch.basic_publish(topology.MSG, s["worker"], forged.to_bytes(),
-                         pika.BasicProperties(**forged.amqp_properties(), user_id=user), mandatory=True)
+        ch.basic_publish(
+            topology.MSG,
+            s["worker"],
+            forged.to_bytes(),
+            pika.BasicProperties(**forged.amqp_properties(), user_id=user),
+            mandatory=True,
+        )
 
     _as_user(lab, user, password, publish)
 
@@ -167,6 +232,7 @@ def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(netns_lab: Ne
                     return found  # closing without ack puts everything back
                 if props.message_id == msg_id:
                     found = dict(props.headers or {})
+
         guest = lambda fn: lab.in_ns("hostB", lambda: _guest_channel(lab, fn))  # noqa: E731
         return guest(look)
 
@@ -177,11 +243,29 @@ def test_claiming_another_host_is_dead_lettered_as_sender_mismatch(netns_lab: Ne
 
     # B's own user, claiming its own host, but speaking for an entity the roster puts on A
     b_user, b_password = s["creds"]["B"]
-    borrowed = Envelope(kind="SEND", sender=s["main"], recipient=s["worker"], content="as main",
-                        sender_label="lp-main", sender_host=s["b"])
-    _as_user(lab, b_user, b_password, lambda ch: (ch.confirm_delivery(), ch.basic_publish(
-        topology.MSG, s["worker"], borrowed.to_bytes(),
-        pika.BasicProperties(**borrowed.amqp_properties(), user_id=b_user), mandatory=True)))
+    borrowed = Envelope(
+        kind="SEND",
+        sender=s["main"],
+        recipient=s["worker"],
+        content="as main",
+        sender_label="lp-main",
+        sender_host=s["b"],
+    )
+    _as_user(
+        lab,
+        b_user,
+        b_password,
+        lambda ch: (
+            ch.confirm_delivery(),
+            ch.basic_publish(
+                topology.MSG,
+                s["worker"],
+                borrowed.to_bytes(),
+                pika.BasicProperties(**borrowed.amqp_properties(), user_id=b_user),
+                mandatory=True,
+            ),
+        ),
+    )
     headers = wait_for(lambda: dead_letter_of(borrowed.msg_id), 30, 0.5, "the borrowed-gid message in bridge.dlq")
     assert headers[topology.REASON_HEADER] == "sender_mismatch"
     assert f"announced on host '{s['a']}'" in headers[topology.DETAIL_HEADER]

@@ -20,8 +20,13 @@ pytestmark = pytest.mark.netns
 
 
 def _unreachable_routes() -> str:
-    return subprocess.run(["ip", "route", "show", "table", "all", "type", "unreachable"],
-                          capture_output=True, text=True, check=True, timeout=30).stdout
+    return subprocess.run(
+        ["ip", "route", "show", "table", "all", "type", "unreachable"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
 
 
 def _route_get(addr: str) -> subprocess.CompletedProcess:
@@ -46,8 +51,12 @@ def test_small_lab_tears_down_namespaces_and_the_unreachable_route(tmp_path: Pat
         lookup = _route_get(lab.broker_addr)
         assert lookup.returncode != 0 and "no route to host" in lookup.stderr.lower(), lookup
         # ... while inside the lab the broker's address is on the LAN
-        result = subprocess.run(["ip", "netns", "exec", lab.ns("hostA"), "ip", "route", "get", lab.broker_addr],
-                                capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            ["ip", "netns", "exec", lab.ns("hostA"), "ip", "route", "get", lab.broker_addr],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert result.returncode == 0 and "eth0" in result.stdout, result
         broker_pid = lab.broker.process.pid if lab.broker and lab.broker.process else None
     finally:

@@ -26,14 +26,14 @@ def _queue_types(broker) -> dict[str, str]:
 
 def _gateway_refuses(host: Host) -> str:
     """Run ``bridge gateway`` and expect it to stop by itself with a conflict; its output."""
-    proc = subprocess.run([BRIDGE_BIN, "gateway"], env=host.env, capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [BRIDGE_BIN, "gateway"], env=host.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == ExitCode.CONFLICT, (proc.returncode, proc.stdout, proc.stderr)
     return proc.stdout + proc.stderr
 
 
-def test_classic_dlq_and_control_queue_must_be_deleted_when_switching_to_quorum(rabbitmq_node_factory,
-                                                                             tmp_path: Path):
+def test_classic_dlq_and_control_queue_must_be_deleted_when_switching_to_quorum(rabbitmq_node_factory, tmp_path: Path):
     broker = rabbitmq_node_factory()
     name = f"mig{uuid.uuid4().hex[:6]}"
     classic = Host(name, tmp_path / "classic", broker.uri)

@@ -22,14 +22,17 @@ def tls_broker(tmp_path_factory) -> Iterator[tuple[ManagedBroker, Pki, str]]:
     start costs ~5-15 s)."""
     pki = make_pki(tmp_path_factory.mktemp("pki"))
     port = free_port()
-    node = LocalNode(Path(tempfile.mkdtemp(prefix="btl", dir="/tmp")), extra_conf=[
-        f"listeners.ssl.default = 127.0.0.1:{port}",
-        f"ssl_options.cacertfile = {pki.ca}",
-        f"ssl_options.certfile = {pki.server_cert}",
-        f"ssl_options.keyfile = {pki.server_key}",
-        "ssl_options.verify = verify_peer",
-        "ssl_options.fail_if_no_peer_cert = true",
-    ])
+    node = LocalNode(
+        Path(tempfile.mkdtemp(prefix="btl", dir="/tmp")),
+        extra_conf=[
+            f"listeners.ssl.default = 127.0.0.1:{port}",
+            f"ssl_options.cacertfile = {pki.ca}",
+            f"ssl_options.certfile = {pki.server_cert}",
+            f"ssl_options.keyfile = {pki.server_key}",
+            "ssl_options.verify = verify_peer",
+            "ssl_options.fail_if_no_peer_cert = true",
+        ],
+    )
     try:
         node.start()
         yield ManagedBroker(node), pki, f"amqps://guest:guest@localhost:{port}/"
@@ -41,9 +44,15 @@ def tls_broker(tmp_path_factory) -> Iterator[tuple[ManagedBroker, Pki, str]]:
 
 def test_gateway_and_cli_over_amqps_with_client_certificate(tls_broker, host_factory):
     node, pki, uri = tls_broker
-    host = host_factory("tls", broker_uri=uri, extra_env={
-        "BRIDGE_BROKER_TLS_CA": str(pki.ca), "BRIDGE_BROKER_TLS_CERT": str(pki.client_cert),
-        "BRIDGE_BROKER_TLS_KEY": str(pki.client_key)})
+    host = host_factory(
+        "tls",
+        broker_uri=uri,
+        extra_env={
+            "BRIDGE_BROKER_TLS_CA": str(pki.ca),
+            "BRIDGE_BROKER_TLS_CERT": str(pki.client_cert),
+            "BRIDGE_BROKER_TLS_KEY": str(pki.client_key),
+        },
+    )
     main = host.register("main", role="main")
     host.start_gateway()
     sent = host.bridge_json("send", main, "over TLS", "--from", "main")
@@ -57,8 +66,11 @@ def test_gateway_and_cli_over_amqps_with_client_certificate(tls_broker, host_fac
 @pytest.mark.parametrize("problem", ["wrong CA", "no client certificate"])
 def test_bad_tls_settings_fail_clearly(tls_broker, host_factory, problem):
     _, pki, uri = tls_broker
-    env = {"BRIDGE_BROKER_TLS_CA": str(pki.ca), "BRIDGE_BROKER_TLS_CERT": str(pki.client_cert),
-           "BRIDGE_BROKER_TLS_KEY": str(pki.client_key)}
+    env = {
+        "BRIDGE_BROKER_TLS_CA": str(pki.ca),
+        "BRIDGE_BROKER_TLS_CERT": str(pki.client_cert),
+        "BRIDGE_BROKER_TLS_KEY": str(pki.client_key),
+    }
     if problem == "wrong CA":
         env["BRIDGE_BROKER_TLS_CA"] = str(pki.other_ca)
     else:

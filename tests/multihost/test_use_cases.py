@@ -34,8 +34,11 @@ def test_the_root_namespace_cannot_reach_the_lab(lab: NetnsLab):
     while hostA reaches the broker over its veth."""
     probe = subprocess.run(["ip", "route", "get", lab.broker_addr], capture_output=True, text=True)
     assert probe.returncode != 0 and "No route to host" in probe.stderr
-    inside = subprocess.run(["ip", "netns", "exec", lab.host("hostA").ns, "ip", "route", "get", lab.broker_addr],
-                            capture_output=True, text=True)
+    inside = subprocess.run(
+        ["ip", "netns", "exec", lab.host("hostA").ns, "ip", "route", "get", lab.broker_addr],
+        capture_output=True,
+        text=True,
+    )
     assert inside.returncode == 0 and "dev eth0" in inside.stdout
     assert ns_pids(lab.host("hostA").ns), "hostA's gateway runs inside its namespace"
 
@@ -51,8 +54,9 @@ def test_u1_delegate_and_reply(lab: NetnsLab):
     assert got[0]["user"] == "guest"  # the broker-authenticated publisher, shown to the recipient
     reply_id = lab.bridge("hostB", "reply", sent["msgId"], "LGTM", "--from", "u1-worker").stdout.strip()
     back = poll(lab, "hostA", main)
-    assert [(m["kind"], m["content"], m["inReplyTo"], m["msgId"]) for m in back] == \
-        [("REPLY", "LGTM", sent["msgId"], reply_id)]
+    assert [(m["kind"], m["content"], m["inReplyTo"], m["msgId"]) for m in back] == [
+        ("REPLY", "LGTM", sent["msgId"], reply_id)
+    ]
     human = lab.bridge("hostA", "show", reply_id).stdout
     assert "[user guest]" in human and "@hostb" in human
 
@@ -62,9 +66,29 @@ def test_u2_mid_turn_ask_and_answer(lab: NetnsLab):
     register(lab, "hostB", "u2-worker")
     wait_announced(lab, "hostB", main)
     host_b = lab.host("hostB")
-    asking = subprocess.Popen(["ip", "netns", "exec", host_b.ns, BRIDGE_BIN, "ask", main, "which branch?",
-                               "--from", "u2-worker", "--turn", "t-1", "--wait", "30s", "--json"],
-                              env=host_b.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asking = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            host_b.ns,
+            BRIDGE_BIN,
+            "ask",
+            main,
+            "which branch?",
+            "--from",
+            "u2-worker",
+            "--turn",
+            "t-1",
+            "--wait",
+            "30s",
+            "--json",
+        ],
+        env=host_b.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         question = poll_until(lab, "hostA", main, 1)[0]
         assert question["kind"] == "ASK" and question["turn"] == "t-1" and question["fromHost"] == "hostb"
@@ -126,8 +150,11 @@ def test_u5_roster_is_the_union_of_both_hosts(lab: NetnsLab):
     a = register(lab, "hostA", "u5-a")
     b = register(lab, "hostB", "u5-b")
     for host in ("hostA", "hostB"):
-        entries = wait_for(lambda h=host: (r := roster_gids(lab, h)) and a in r and b in r and r, 30,
-                           what=f"both entities in {host}'s roster")
+        entries = wait_for(
+            lambda h=host: (r := roster_gids(lab, h)) and a in r and b in r and r,
+            30,
+            what=f"both entities in {host}'s roster",
+        )
         assert entries[a]["host"] == "hosta" and entries[b]["host"] == "hostb"
     # a label known only through the roster resolves across hosts
     lab.bridge("hostA", "send", "u5-b", "found you by label", "--from", "u5-a")
@@ -147,10 +174,12 @@ ready_line = "^READY$"
     lab.stop_gateway("hostB")  # profiles are read from the target's own config at start
     lab.start_gateway("hostB")
     main = register(lab, "hostA", "u4-main", role="main")
-    wait_for(lambda: "hostb" in {g["host"] for g in lab.bridge_json("hostA", "roster")["gateways"]}, 30,
-             what="hostB's gateway in hostA's roster")
-    handle = lab.bridge_json("hostA", "spawn", "nsworker", "--host", "hostb", "--label", "u4-rev",
-                             "--from", "u4-main")
+    wait_for(
+        lambda: "hostb" in {g["host"] for g in lab.bridge_json("hostA", "roster")["gateways"]},
+        30,
+        what="hostB's gateway in hostA's roster",
+    )
+    handle = lab.bridge_json("hostA", "spawn", "nsworker", "--host", "hostb", "--label", "u4-rev", "--from", "u4-main")
     assert handle["host"] == "hostb" and handle["label"] == "u4-rev"
     # it really runs inside hostB's namespace, with the gid and host id it was given
     assert marker.read_text().split() == [handle["gid"], "hostb"]

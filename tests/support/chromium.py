@@ -156,6 +156,7 @@ def targets(bridge) -> list[dict]:
 
 def wait_for_target(bridge, label: str, timeout: float = 20.0) -> dict:
     """Wait until an executor labelled ``label`` is connected; return its entry."""
+
     def find() -> dict | None:
         return next((t for t in targets(bridge) if t["label"] == label), None)
 
@@ -165,8 +166,9 @@ def wait_for_target(bridge, label: str, timeout: float = 20.0) -> dict:
 def start_extension_browser(chromium_factory, port: int, token: str, label: str, **config):
     """A headless Chromium with a provisioned copy of the shipped extension loaded."""
     ext = extension_copy({"port": port, "token": token, "label": label, **config})
-    browser = chromium_factory(extra_args=[f"--load-extension={ext}",
-                                           f"--disable-extensions-except={ext}", *EXTENSION_FLAGS])
+    browser = chromium_factory(
+        extra_args=[f"--load-extension={ext}", f"--disable-extensions-except={ext}", *EXTENSION_FLAGS]
+    )
     browser.extension_dir = ext
     return browser
 
@@ -175,18 +177,22 @@ class CdpExecutorThread:
     """The CDP executor of bridgecli-cdp serving ``endpoint`` in a thread (what
     ``bridge browser attach`` runs), stopped and joined by :meth:`stop`."""
 
-    def __init__(self, endpoint: str, port: int, token: str, label: str,
-                 executor_id: str | None = None, default: bool = False) -> None:
+    def __init__(
+        self, endpoint: str, port: int, token: str, label: str, executor_id: str | None = None, default: bool = False
+    ) -> None:
         from bridgecli.interfaces import ExecutorOptions
         from bridgecli_cdp.target import CdpTarget
 
         self.states: list[tuple[str, dict]] = []
         self.error: BaseException | None = None
         self._stop = threading.Event()
-        options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label=label,
-                                  executor_id=executor_id,
-                                  settings={"on_status": lambda s, i: self.states.append((s, i)),
-                                            "default": default})
+        options = ExecutorOptions(
+            url=f"ws://127.0.0.1:{port}/",
+            token=token,
+            label=label,
+            executor_id=executor_id,
+            settings={"on_status": lambda s, i: self.states.append((s, i)), "default": default},
+        )
 
         def run() -> None:
             try:
@@ -226,8 +232,9 @@ def host_bridge(bridge_home) -> Iterator[Callable[..., object]]:
 
     opened: list[BrowserBridge] = []
 
-    def start(port: int | None = None, token: str = "test-token", label: str = "agent",
-              **kwargs: object) -> BrowserBridge:
+    def start(
+        port: int | None = None, token: str = "test-token", label: str = "agent", **kwargs: object
+    ) -> BrowserBridge:
         bridge = BrowserBridge(port or free_port(), token, label=label, **kwargs).start()  # type: ignore[arg-type]
         opened.append(bridge)
         return bridge

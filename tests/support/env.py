@@ -64,9 +64,17 @@ def bridge_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[BridgeHome]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def run_bridge(*args: str, env: dict[str, str], timeout: float = 120,
-               input: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_bridge(
+    *args: str, env: dict[str, str], timeout: float = 120, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the installed ``bridge`` console script as a real subprocess."""
 
-    return subprocess.run([BRIDGE_BIN, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, input=input, stdin=None if input else subprocess.DEVNULL)
+    return subprocess.run(
+        [BRIDGE_BIN, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+        stdin=None if input else subprocess.DEVNULL,
+    )

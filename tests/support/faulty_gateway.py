@@ -60,8 +60,9 @@ def _install(stage: str, nth: int) -> None:
 
 def main() -> None:
     stage, _, nth = os.environ["BRIDGE_TEST_FAULT"].partition(":")
-    assert stage in ("before-commit", "after-commit", "after-ack", "handoff-after-commit",
-                     "handoff-commit-fails"), stage
+    assert stage in ("before-commit", "after-commit", "after-ack", "handoff-after-commit", "handoff-commit-fails"), (
+        stage
+    )
     _install(stage, int(nth or 1))
     from bridgecli.entry import main as bridge_main
 

@@ -82,8 +82,10 @@ class GatewayWatch:
         """Why ``proc`` counts as a crash (it exited and nobody ended it on purpose), or None."""
         if proc is None or self.ended_on_purpose(proc) or proc.poll() is None:
             return None
-        return (f"gateway of {self.name} died mid-test (exit {proc.returncode}); a test that ends it on "
-                "purpose says so: stop_gateway(), kill_gateway() or wait_gateway_exit() (a lab: stop_gateway(name))")
+        return (
+            f"gateway of {self.name} died mid-test (exit {proc.returncode}); a test that ends it on "
+            "purpose says so: stop_gateway(), kill_gateway() or wait_gateway_exit() (a lab: stop_gateway(name))"
+        )
 
     def problems(self, proc: subprocess.Popen | None, log: Callable[[], str], timeout: float = 20) -> list[str]:
         """The teardown check of ``proc`` (the host's last gateway, None if none is left) and of
@@ -116,8 +118,10 @@ class GatewayWatch:
             hits = [n for n, pattern in enumerate(self.expected) if pattern.search(entry)]
             used.update(hits)
             if not hits:
-                found.append(f"gateway of {self.name} logged an error; if the test means it, declare it "
-                             f"with expect_log_errors(PATTERN): {entry.splitlines()[-1][:300]}")
+                found.append(
+                    f"gateway of {self.name} logged an error; if the test means it, declare it "
+                    f"with expect_log_errors(PATTERN): {entry.splitlines()[-1][:300]}"
+                )
         for n, pattern in enumerate(self.expected):
             if n not in used:
                 found.append(f"gateway of {self.name}: expected log error {pattern.pattern!r} never logged")

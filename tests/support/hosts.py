@@ -53,12 +53,24 @@ class Host:
         self.home.config_file.parent.mkdir(parents=True, exist_ok=True)
         self.home.config_file.write_text(text)
 
-    def bridge(self, *args: str, input: str | None = None, timeout: float = 60, check: bool = False,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def bridge(
+        self,
+        *args: str,
+        input: str | None = None,
+        timeout: float = 60,
+        check: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``bridge ARGS`` as this host."""
-        proc = subprocess.run([BRIDGE_BIN, *args], env={**self.env, **(env or {})}, capture_output=True,
-                              text=True, timeout=timeout, input=input,
-                              stdin=None if input is not None else subprocess.DEVNULL)
+        proc = subprocess.run(
+            [BRIDGE_BIN, *args],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"bridge {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
         return proc
@@ -71,8 +83,9 @@ class Host:
         proc = self.bridge("register", "--label", label, "--role", role, "--deliver", deliver, check=True)
         return proc.stdout.strip()
 
-    def start_gateway(self, timeout: float = 30, command: list[str] | None = None,
-                      env: dict[str, str] | None = None) -> subprocess.Popen:
+    def start_gateway(
+        self, timeout: float = 30, command: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         """Start ``bridge gateway`` (or ``command``, e.g. a fault-injecting wrapper, with this
         host's environment plus ``env``) and wait until its status says it is connected."""
         assert self.gateway is None or self.gateway.poll() is not None, "gateway already running"
@@ -81,9 +94,15 @@ class Host:
         if self._log is not None:
             self._log.close()
         self._log = open(self.log_path, "ab")
-        self.gateway = subprocess.Popen(command or [BRIDGE_BIN, "gateway"], env={**self.env, **(env or {})},
-                                        stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, cwd=ROOT if command else None)
+        self.gateway = subprocess.Popen(
+            command or [BRIDGE_BIN, "gateway"],
+            env={**self.env, **(env or {})},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=ROOT if command else None,
+        )
         self.wait_connected(timeout)
         return self.gateway
 

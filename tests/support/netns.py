@@ -157,8 +157,7 @@ class NetnsNode(LocalNode):
     """
 
     def __init__(self, base: Path, ns: str, extra_conf: Sequence[str] = ()) -> None:
-        super().__init__(base, nodename="rabbit@localhost", amqp_port=AMQP_PORT,
-                         dist_port=25672, extra_conf=extra_conf)
+        super().__init__(base, nodename="rabbit@localhost", amqp_port=AMQP_PORT, dist_port=25672, extra_conf=extra_conf)
         self.ns = ns
 
     def _pick_ports(self) -> None:  # the namespace's ports are all free
@@ -181,9 +180,14 @@ class NetnsNode(LocalNode):
         self.pid_file.unlink(missing_ok=True)
         with self.stdout_file.open("ab") as out:
             self.process = subprocess.Popen(
-                ["ip", "netns", "exec", self.ns, str(bin_dir / "rabbitmq-server")], env=self.env(),
-                cwd=self.base, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                ["ip", "netns", "exec", self.ns, str(bin_dir / "rabbitmq-server")],
+                env=self.env(),
+                cwd=self.base,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.pgid = self.process.pid
         self.wait_ready(timeout)
 
@@ -196,11 +200,19 @@ class NetnsNode(LocalNode):
                 raise TimeoutError(f"RabbitMQ in {self.ns} not ready in {timeout:g}s: {self.log_tail(5)}")
             time.sleep(0.2)
 
-    def ctl(self, *args: str, check: bool = True, timeout: float = 60.0,
-            tool: str = "rabbitmqctl") -> subprocess.CompletedProcess:
+    def ctl(
+        self, *args: str, check: bool = True, timeout: float = 60.0, tool: str = "rabbitmqctl"
+    ) -> subprocess.CompletedProcess:
         cmd = ["ip", "netns", "exec", self.ns, str(rabbitmq_bin_dir() / tool), "-n", self.nodename, *args]
-        result = subprocess.run(cmd, env=self.env(), cwd=self.base, capture_output=True, text=True,
-                                timeout=timeout, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            cmd,
+            env=self.env(),
+            cwd=self.base,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if check and result.returncode != 0:
             raise RuntimeError(f"{tool} {' '.join(args)}: {(result.stderr or result.stdout).strip()[-500:]}")
         return result
@@ -274,8 +286,9 @@ class NetnsLab:
 
     def _save_record(self) -> None:
         assert self._record is not None
-        self._record.write_text(json.dumps({"owner": os.getpid(), "subnet": self.subnet,
-                                            "namespaces": self._namespaces}))
+        self._record.write_text(
+            json.dumps({"owner": os.getpid(), "subnet": self.subnet, "namespaces": self._namespaces})
+        )
 
     def setup(self) -> None:
         """Route first, then namespaces, links, the broker node; gateways start on demand."""
@@ -298,8 +311,14 @@ class NetnsLab:
             _ip("-n", ns, "link", "set", "lo", "up")
             if name != "broker":
                 home = make_home(self.root / name)
-                home.env.update({"BRIDGE_HOST_ID": name.lower(), "BRIDGE_BROKER_URI": self.broker_uri(),
-                                 "BRIDGE_ROSTER_INTERVAL": "1", "BRIDGE_BROKER_HEARTBEAT": "2"})
+                home.env.update(
+                    {
+                        "BRIDGE_HOST_ID": name.lower(),
+                        "BRIDGE_BROKER_URI": self.broker_uri(),
+                        "BRIDGE_ROSTER_INTERVAL": "1",
+                        "BRIDGE_BROKER_HEARTBEAT": "2",
+                    }
+                )
                 self.members[name] = Host(name, ns, self.addr(name), home)
         if self.start_broker:
             self.broker = NetnsNode(self.root / "broker", self.ns("broker"), self.broker_conf)
@@ -354,17 +373,30 @@ class NetnsLab:
     def host(self, name: str) -> Host:
         return self.members[name]
 
-    def bridge(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
-               input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    def bridge(
+        self,
+        name: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+        input: str | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess:
         """Run ``bridge ARGS`` inside host ``name`` with that host's environment."""
         host = self.members[name]
-        result = subprocess.run(["ip", "netns", "exec", host.ns, BRIDGE_BIN, *args],
-                                env={**host.env, **(env or {})}, capture_output=True, text=True,
-                                timeout=timeout, input=input,
-                                stdin=None if input is not None else subprocess.DEVNULL)
+        result = subprocess.run(
+            ["ip", "netns", "exec", host.ns, BRIDGE_BIN, *args],
+            env={**host.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
         if check and result.returncode != 0:
-            raise AssertionError(f"[{name}] bridge {' '.join(args)} exited {result.returncode}: "
-                                 f"{result.stderr.strip()[-800:]}")
+            raise AssertionError(
+                f"[{name}] bridge {' '.join(args)} exited {result.returncode}: {result.stderr.strip()[-800:]}"
+            )
         return result
 
     def bridge_json(self, name: str, *args: str, **kwargs: Any) -> Any:
@@ -380,8 +412,13 @@ class NetnsLab:
         host.gateway_log = host.home.root / f"gateway-{host.gateway_starts}.log"
         with host.gateway_log.open("wb") as log:
             host.gateway = subprocess.Popen(
-                ["ip", "netns", "exec", host.ns, BRIDGE_BIN, "gateway"], env={**host.env, **(env or {})},
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                ["ip", "netns", "exec", host.ns, BRIDGE_BIN, "gateway"],
+                env={**host.env, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.wait_log(name, "connected to broker", timeout)
         return host
 
@@ -400,8 +437,9 @@ class NetnsLab:
             if needle in self.gateway_text(name)[after:]:
                 return time.monotonic()
             if host.gateway is not None and host.gateway.poll() is not None:
-                raise AssertionError(f"gateway {name} exited {host.gateway.returncode}: "
-                                     f"{self.gateway_text(name)[-1500:]}")
+                raise AssertionError(
+                    f"gateway {name} exited {host.gateway.returncode}: {self.gateway_text(name)[-1500:]}"
+                )
             time.sleep(0.1)
         raise AssertionError(f"gateway {name}: no {needle!r} in {timeout:g}s: {self.gateway_text(name)[-1500:]}")
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 def server_pid(sock: str) -> int:
     """The pid of the tmux server on ``sock`` (for :func:`stop_server`)."""
-    out = subprocess.run(["tmux", "-S", sock, "display-message", "-p", "#{pid}"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["tmux", "-S", sock, "display-message", "-p", "#{pid}"], capture_output=True, text=True, check=True
+    ).stdout
     return int(out.strip())
 
 

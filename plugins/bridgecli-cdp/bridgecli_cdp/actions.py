@@ -31,8 +31,7 @@ def page_script() -> str:
 class CdpActions:
     """Dispatches one command to its action; every action is bounded by ``timeout``."""
 
-    def __init__(self, cdp: Cdp, registry: GroupRegistry,
-                 emit: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, cdp: Cdp, registry: GroupRegistry, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cdp = cdp
         self.registry = registry
         self.emit = emit or (lambda event: None)
@@ -70,8 +69,7 @@ class CdpActions:
             session = self._sessions.get(target_id)
         if session:
             return session
-        session = self.cdp.call("Target.attachToTarget",
-                                {"targetId": target_id, "flatten": True})["sessionId"]
+        session = self.cdp.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})["sessionId"]
         self.cdp.call("Page.enable", session=session)
         self.cdp.call("Page.setLifecycleEventsEnabled", {"enabled": True}, session=session)
         with self._lock:
@@ -83,24 +81,27 @@ class CdpActions:
         group's active tab."""
         tabs = self.registry.tabs(group)
         if not tabs:
-            raise BrowserError(f'group "{group}" has no tabs in this browser',
-                               "open one first with the open action")
+            raise BrowserError(f'group "{group}" has no tabs in this browser', "open one first with the open action")
         wanted = params.get("tab")
         if wanted is None:
             return self.registry.active(group) or tabs[-1]
         if str(wanted) not in tabs:
-            raise BrowserError(f'tab {wanted} is not in group "{group}"',
-                               "list the group's tabs with the tabs action")
+            raise BrowserError(f'tab {wanted} is not in group "{group}"', "list the group's tabs with the tabs action")
         self.registry.set_active(group, str(wanted))
         return str(wanted)
 
     def _evaluate(self, session: str, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
         expression = f"(() => {{ {self._page}\n return __bridgePage({json.dumps(op)}, {json.dumps(args)}); }})()"
-        reply = self.cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                   "awaitPromise": True}, session=session, timeout=timeout)
+        reply = self.cdp.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=session,
+            timeout=timeout,
+        )
         if "exceptionDetails" in reply:
-            text = reply["exceptionDetails"].get("exception", {}).get("description") or \
-                reply["exceptionDetails"].get("text")
+            text = reply["exceptionDetails"].get("exception", {}).get("description") or reply["exceptionDetails"].get(
+                "text"
+            )
             raise BrowserError(f"{op} failed in the page: {text}", "check the page and the selector")
         value = reply.get("result", {}).get("value") or {}
         if value.get("error"):
@@ -115,11 +116,11 @@ class CdpActions:
         the navigation reports, so neither an early event nor a stale one from the previous
         page can fool it; a readyState poll of the same loader backs it up.
         """
-        waiter = self.cdp.waiter(lambda m, p: m == "Page.lifecycleEvent" and p.get("name") == "load"
-                                 and p.get("__session") == session)
+        waiter = self.cdp.waiter(
+            lambda m, p: m == "Page.lifecycleEvent" and p.get("name") == "load" and p.get("__session") == session
+        )
         deadline = time.monotonic() + timeout  # one budget for the request and the load
-        too_slow = BrowserError(f"{url} did not finish loading within {timeout:g} s",
-                                "retry, or raise params.timeout")
+        too_slow = BrowserError(f"{url} did not finish loading within {timeout:g} s", "retry, or raise params.timeout")
         try:
             try:  # Page.navigate itself waits for the response headers
                 reply = self.cdp.call("Page.navigate", {"url": url}, session=session, timeout=timeout)
@@ -128,8 +129,9 @@ class CdpActions:
                     raise too_slow from None
                 raise
             if reply.get("errorText"):
-                raise BrowserError(f"navigation to {url} failed: {reply['errorText']}",
-                                   "check the URL and that its server is up")
+                raise BrowserError(
+                    f"navigation to {url} failed: {reply['errorText']}", "check the URL and that its server is up"
+                )
             loader = reply.get("loaderId")
             if not loader:  # same-document navigation (#hash): nothing to load
                 return
@@ -138,8 +140,12 @@ class CdpActions:
                     return
                 tree = self.cdp.call("Page.getFrameTree", session=session, timeout=5)["frameTree"]["frame"]
                 if tree.get("loaderId") == loader:
-                    state = self.cdp.call("Runtime.evaluate", {"expression": "document.readyState",
-                                                               "returnByValue": True}, session=session, timeout=5)
+                    state = self.cdp.call(
+                        "Runtime.evaluate",
+                        {"expression": "document.readyState", "returnByValue": True},
+                        session=session,
+                        timeout=5,
+                    )
                     if state.get("result", {}).get("value") == "complete":
                         return
             raise too_slow
@@ -148,9 +154,12 @@ class CdpActions:
 
     def _info(self, session: str) -> dict[str, Any]:
         # A one-liner rather than page.js: this runs after every open/navigate.
-        reply = self.cdp.call("Runtime.evaluate", {
-            "expression": "({url: location.href, title: document.title})", "returnByValue": True},
-            session=session, timeout=10)
+        reply = self.cdp.call(
+            "Runtime.evaluate",
+            {"expression": "({url: location.href, title: document.title})", "returnByValue": True},
+            session=session,
+            timeout=10,
+        )
         return reply.get("result", {}).get("value") or {}
 
     # --- actions ------------------------------------------------------------------------
@@ -190,24 +199,28 @@ class CdpActions:
         groups = []
         for name in names:
             active = self.registry.active(name)
-            tabs = [{"tab": t, "url": infos[t].get("url", ""), "title": infos[t].get("title", ""),
-                     "active": t == active} for t in self.registry.tabs(name) if t in infos]
+            tabs = [
+                {"tab": t, "url": infos[t].get("url", ""), "title": infos[t].get("title", ""), "active": t == active}
+                for t in self.registry.tabs(name)
+                if t in infos
+            ]
             if tabs:  # an unknown group answers {"groups": []} (protocol)
                 groups.append({"group": name, "tabs": tabs})
         return {"groups": groups}
 
     def do_click(self, group: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return self._evaluate(self._session(self._tab(group, params)), "click",
-                              {"selector": params.get("selector")}, timeout)
+        return self._evaluate(
+            self._session(self._tab(group, params)), "click", {"selector": params.get("selector")}, timeout
+        )
 
     def do_type(self, group: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        args = {"selector": params.get("selector"), "text": params.get("text"),
-                "clear": params.get("clear", True)}
+        args = {"selector": params.get("selector"), "text": params.get("text"), "clear": params.get("clear", True)}
         return self._evaluate(self._session(self._tab(group, params)), "type", args, timeout)
 
     def do_text(self, group: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return self._evaluate(self._session(self._tab(group, params)), "text",
-                              {"selector": params.get("selector")}, timeout)
+        return self._evaluate(
+            self._session(self._tab(group, params)), "text", {"selector": params.get("selector")}, timeout
+        )
 
     def do_snapshot(self, group: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         return self._evaluate(self._session(self._tab(group, params)), "snapshot", {}, timeout)

@@ -42,9 +42,10 @@ def browser_ws_url(endpoint: str, timeout: float = 3.0) -> str:
         except Exception as exc:  # Chromium may still be starting
             last = exc
             time.sleep(0.1)
-    raise BrowserError(f"no DevTools endpoint answers at {base}/json/version ({last})",
-                       "start Chromium with --remote-debugging-port=PORT and pass "
-                       "--cdp http://127.0.0.1:PORT")
+    raise BrowserError(
+        f"no DevTools endpoint answers at {base}/json/version ({last})",
+        "start Chromium with --remote-debugging-port=PORT and pass --cdp http://127.0.0.1:PORT",
+    )
 
 
 class Waiter:
@@ -61,9 +62,11 @@ class Waiter:
                 self.events.append((method, params))
                 self.cond.notify_all()
 
-    def wait_for(self, match: Callable[[tuple[str, dict[str, Any]]], bool],
-                 timeout: float) -> tuple[str, dict[str, Any]] | None:
+    def wait_for(
+        self, match: Callable[[tuple[str, dict[str, Any]]], bool], timeout: float
+    ) -> tuple[str, dict[str, Any]] | None:
         """The first collected event for which ``match`` holds, or None after ``timeout`` s."""
+
         def found() -> tuple[str, dict[str, Any]] | None:
             return next((e for e in self.events if match(e)), None)
 
@@ -78,11 +81,14 @@ class Cdp:
     def __init__(self, ws_url: str, *, timeout: float = 10.0) -> None:
         try:
             # DevTools refuses foreign Origins with 403; sending none is always accepted.
-            self.ws = websocket.create_connection(ws_url, suppress_origin=True, timeout=timeout,
-                                                  enable_multithread=True)
+            self.ws = websocket.create_connection(
+                ws_url, suppress_origin=True, timeout=timeout, enable_multithread=True
+            )
         except Exception as exc:
-            raise BrowserError(f"cannot open the DevTools socket {ws_url} ({exc})",
-                               "check that Chromium is running with remote debugging") from None
+            raise BrowserError(
+                f"cannot open the DevTools socket {ws_url} ({exc})",
+                "check that Chromium is running with remote debugging",
+            ) from None
         self.ws.settimeout(None)
         self._ids = itertools.count(1)
         self._pending: dict[int, list[Any]] = {}
@@ -128,8 +134,9 @@ class Cdp:
             for slot in pending.values():
                 slot[0].set()
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *,
-             session: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None, timeout: float = 30.0
+    ) -> dict[str, Any]:
         """Send one command and return its ``result``; raise BrowserError on error/timeout."""
         if self.closed.is_set():
             raise BrowserError("the DevTools connection is closed", "the browser has exited; relaunch it")
@@ -145,20 +152,20 @@ class Cdp:
         except Exception:
             with self._lock:
                 self._pending.pop(msg_id, None)
-            raise BrowserError("the DevTools connection is closed",
-                               "the browser has exited; relaunch it") from None
+            raise BrowserError("the DevTools connection is closed", "the browser has exited; relaunch it") from None
         if not slot[0].wait(timeout):
             with self._lock:
                 self._pending.pop(msg_id, None)
-            raise BrowserError(f"{method} got no answer within {timeout:g} s",
-                               "the page may be hung; retry or close the tab")
+            raise BrowserError(
+                f"{method} got no answer within {timeout:g} s", "the page may be hung; retry or close the tab"
+            )
         reply = slot[1]
         if reply is None:
-            raise BrowserError("the DevTools connection closed during " + method,
-                               "the browser has exited; relaunch it")
+            raise BrowserError("the DevTools connection closed during " + method, "the browser has exited; relaunch it")
         if "error" in reply:
-            raise BrowserError(f"{method} failed: {reply['error'].get('message')}",
-                               "check the parameters (selector, url, tab id)")
+            raise BrowserError(
+                f"{method} failed: {reply['error'].get('message')}", "check the parameters (selector, url, tab id)"
+            )
         return reply.get("result", {})
 
     def waiter(self, predicate: Predicate) -> Waiter:

@@ -24,9 +24,15 @@ from bridgecli.errors import BrowserError, MissingDependency
 CANDIDATES = ("/usr/lib/chromium/chromium", "chromium", "chromium-browser", "google-chrome")
 
 BASE_FLAGS = (
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--no-default-browser-check", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--window-size=1280,800",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,800",
 )
 
 
@@ -45,27 +51,33 @@ def _die_with_parent() -> None:
 def find_binary(explicit: str | None = None) -> str:
     """The Chromium executable: ``explicit`` ([plugins.cdp] binary), ``$BRIDGE_CHROMIUM``, then
     the usual names. An explicitly chosen binary that is missing is an error, never skipped."""
-    for source, chosen in (("[plugins.cdp] binary", explicit),
-                           ("BRIDGE_CHROMIUM", os.environ.get("BRIDGE_CHROMIUM"))):
+    for source, chosen in (("[plugins.cdp] binary", explicit), ("BRIDGE_CHROMIUM", os.environ.get("BRIDGE_CHROMIUM"))):
         if chosen:
             path = chosen if os.path.isabs(chosen) else shutil.which(chosen)
             if not path or not os.access(path, os.X_OK):
-                raise MissingDependency(f"{source} names {chosen}, which is not an executable",
-                                        "fix the path or unset it to use the installed Chromium")
+                raise MissingDependency(
+                    f"{source} names {chosen}, which is not an executable",
+                    "fix the path or unset it to use the installed Chromium",
+                )
             return path
     for candidate in CANDIDATES:
         path = candidate if os.path.isabs(candidate) else shutil.which(candidate)
         if path and os.access(path, os.X_OK):
             return path
-    raise MissingDependency("no Chromium found",
-                            "install it (apt-get install chromium) or set BRIDGE_CHROMIUM=/path")
+    raise MissingDependency("no Chromium found", "install it (apt-get install chromium) or set BRIDGE_CHROMIUM=/path")
 
 
 class Chromium:
     """One Chromium process with a throwaway profile; a context manager."""
 
-    def __init__(self, *, headless: bool = True, extra_args: Sequence[str] = (),
-                 binary: str | None = None, start_url: str = "about:blank") -> None:
+    def __init__(
+        self,
+        *,
+        headless: bool = True,
+        extra_args: Sequence[str] = (),
+        binary: str | None = None,
+        start_url: str = "about:blank",
+    ) -> None:
         self.binary = find_binary(binary)
         self.headless = headless
         self.extra_args = list(extra_args)
@@ -81,8 +93,13 @@ class Chromium:
 
     def start(self, timeout: float = 20.0) -> Chromium:
         self.profile = Path(tempfile.mkdtemp(prefix="bridge-chromium-"))
-        args = [self.binary, *BASE_FLAGS, f"--user-data-dir={self.profile}",
-                "--remote-debugging-port=0", *self.extra_args]
+        args = [
+            self.binary,
+            *BASE_FLAGS,
+            f"--user-data-dir={self.profile}",
+            "--remote-debugging-port=0",
+            *self.extra_args,
+        ]
         if self.headless:
             args.insert(1, "--headless=new")
         args.append(self.start_url)
@@ -90,9 +107,14 @@ class Chromium:
         # with SIGKILL still takes its browser along. (It fires when the *thread* that started
         # Chromium exits, so start it from a thread that lives as long as the browser.)
         log = open(self.profile / "chromium.log", "wb")  # noqa: SIM115 (closed right below)
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=log, start_new_session=True,
-                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
         log.close()
         marker = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
@@ -101,10 +123,14 @@ class Chromium:
                 code, why = self.proc.returncode, self._why()
                 self.stop()
                 if "Missing X server" in why:
-                    raise BrowserError("Chromium cannot open a window: no display ($DISPLAY unset)",
-                                       "pass --headless, or run it inside a desktop session")
-                raise BrowserError(f"Chromium exited at start (code {code}): {why or 'no message'}",
-                                   "run it by hand with the same flags to see more")
+                    raise BrowserError(
+                        "Chromium cannot open a window: no display ($DISPLAY unset)",
+                        "pass --headless, or run it inside a desktop session",
+                    )
+                raise BrowserError(
+                    f"Chromium exited at start (code {code}): {why or 'no message'}",
+                    "run it by hand with the same flags to see more",
+                )
             try:
                 lines = marker.read_text().splitlines()
                 if len(lines) >= 2:
@@ -114,8 +140,9 @@ class Chromium:
                 pass
             time.sleep(0.05)
         self.stop()
-        raise BrowserError(f"Chromium did not open its DevTools port within {timeout:g} s",
-                           "the machine may be overloaded; retry")
+        raise BrowserError(
+            f"Chromium did not open its DevTools port within {timeout:g} s", "the machine may be overloaded; retry"
+        )
 
     def _why(self) -> str:
         """The first real error line Chromium logged (dbus and zygote noise skipped)."""
@@ -126,8 +153,7 @@ class Chromium:
         except OSError:
             return ""
         noise = ("dbus", "zygote", "Fontconfig")
-        errors = [line.split("] ", 1)[-1] for line in lines
-                  if "ERROR" in line and not any(n in line for n in noise)]
+        errors = [line.split("] ", 1)[-1] for line in lines if "ERROR" in line and not any(n in line for n in noise)]
         return errors[0] if errors else (lines[-1] if lines else "")
 
     @property

@@ -62,7 +62,8 @@ class GroupRegistry:
         self._lock = threading.Lock()
         self.groups: dict[str, dict[str, Any]] = {
             name: {"tabs": list(g.get("tabs", [])), "active": g.get("active")}
-            for name, g in _read_json(self.path).items() if isinstance(g, dict)
+            for name, g in _read_json(self.path).items()
+            if isinstance(g, dict)
         }
 
     def _save(self) -> None:

@@ -47,9 +47,17 @@ def backoff_delays(first: float = 0.25, cap: float = 5.0):
 class ExecutorSession:
     """Keeps one executor connected to the broker and serves its commands."""
 
-    def __init__(self, options: ExecutorOptions, *, executor_id: str, browser: str,
-                 handler: Handler, should_stop: Callable[[], bool],
-                 on_status: StatusCallback | None = None, workers: int = 8) -> None:
+    def __init__(
+        self,
+        options: ExecutorOptions,
+        *,
+        executor_id: str,
+        browser: str,
+        handler: Handler,
+        should_stop: Callable[[], bool],
+        on_status: StatusCallback | None = None,
+        workers: int = 8,
+    ) -> None:
         self.options = options
         self.executor_id = executor_id
         self.browser = browser
@@ -122,21 +130,36 @@ class ExecutorSession:
             time.sleep(min(0.05, deadline - time.monotonic()))
 
     def _serve(self) -> None:
-        ws = websocket.create_connection(self.options.url, suppress_origin=True, timeout=5,
-                                         enable_multithread=True)
+        ws = websocket.create_connection(self.options.url, suppress_origin=True, timeout=5, enable_multithread=True)
         try:
-            ws.send(frames.encode(dict(frames.hello(
-                self._token(), frames.ROLE_EXTENSION, label=self.options.label,
-                id=self.executor_id, browser=self.browser),
-                default=bool(self.options.settings.get("default", False)))))
+            ws.send(
+                frames.encode(
+                    dict(
+                        frames.hello(
+                            self._token(),
+                            frames.ROLE_EXTENSION,
+                            label=self.options.label,
+                            id=self.executor_id,
+                            browser=self.browser,
+                        ),
+                        default=bool(self.options.settings.get("default", False)),
+                    )
+                )
+            )
             ready = self._recv_ready(ws)
             self.client_id = ready.get("clientId")
             with self._send_lock:
                 self._ws = ws
-            self.on_status("connected", {"clientId": self.client_id, "id": self.executor_id,
-                                         "label": self.options.label, "url": self.options.url})
-            log.info("executor %s (%s) connected to %s", self.executor_id, self.options.label,
-                     self.options.url)
+            self.on_status(
+                "connected",
+                {
+                    "clientId": self.client_id,
+                    "id": self.executor_id,
+                    "label": self.options.label,
+                    "url": self.options.url,
+                },
+            )
+            log.info("executor %s (%s) connected to %s", self.executor_id, self.options.label, self.options.url)
             self._loop(ws)
         finally:
             with self._send_lock:
@@ -152,13 +175,16 @@ class ExecutorSession:
             code = int.from_bytes(data[:2], "big") if len(data) >= 2 else None
             reason = data[2:].decode("utf-8", "replace")
             if code == frames.CLOSE_BAD_TOKEN:
-                raise BrowserError("the browser broker refused the token",
-                                   "run `bridge token show` and pass the current token")
+                raise BrowserError(
+                    "the browser broker refused the token", "run `bridge token show` and pass the current token"
+                )
             raise ConnectionError(f"broker closed the connection at hello ({code} {reason})")
         frame = frames.decode(data)
         if frame.get("type") != "ready":
-            raise BrowserError(f"the broker answered hello with {frame.get('type')!r}",
-                               "update bridge so both sides speak the same protocol")
+            raise BrowserError(
+                f"the broker answered hello with {frame.get('type')!r}",
+                "update bridge so both sides speak the same protocol",
+            )
         return frame
 
     def _loop(self, ws: websocket.WebSocket) -> None:
@@ -177,9 +203,10 @@ class ExecutorSession:
             if opcode == websocket.ABNF.OPCODE_CLOSE:
                 code = int.from_bytes(raw[:2], "big") if len(raw) >= 2 else None
                 if code == frames.CLOSE_REPLACED:
-                    raise Replaced(f"another executor with id {self.executor_id} connected to the "
-                                   "broker and replaced this one",
-                                   "give each browser its own --label (or --id)")
+                    raise Replaced(
+                        f"another executor with id {self.executor_id} connected to the broker and replaced this one",
+                        "give each browser its own --label (or --id)",
+                    )
                 raise ConnectionError(f"broker closed the connection ({code})")
             if opcode not in (websocket.ABNF.OPCODE_TEXT, websocket.ABNF.OPCODE_BINARY):
                 continue
@@ -201,12 +228,10 @@ class ExecutorSession:
     def _run_command(self, frame: dict[str, Any]) -> None:
         frame_id = frame.get("id")
         try:
-            data = self.handler(str(frame.get("action", "")), frame.get("group"),
-                                dict(frame.get("params") or {}))
+            data = self.handler(str(frame.get("action", "")), frame.get("group"), dict(frame.get("params") or {}))
             self.send(frames.ok(frame_id, data))
         except BrowserError as exc:
             self.send(frames.fail(frame_id, frames.E_EXECUTOR, str(exc)))
         except Exception as exc:  # an executor must answer every command
             log.exception("action %s failed", frame.get("action"))
             self.send(frames.fail(frame_id, frames.E_EXECUTOR, f"{type(exc).__name__}: {exc}"))
-

@@ -46,21 +46,28 @@ class CdpTarget:
             executor_id = options.executor_id or stable_executor_id(options.label)
             registry = GroupRegistry(executor_id)
             session_box: list[ExecutorSession] = []
+
             def emit(event: dict[str, Any]) -> None:
                 if session_box:
                     session_box[0].emit(event)
 
             actions = CdpActions(cdp, registry, emit=emit)
             gone = lambda: cdp.closed.is_set() or not alive()  # noqa: E731
-            session = ExecutorSession(options, executor_id=executor_id, browser="cdp",
-                                      handler=actions.handle,
-                                      should_stop=lambda: stop.is_set() or gone(),
-                                      on_status=options.settings.get("on_status"))
+            session = ExecutorSession(
+                options,
+                executor_id=executor_id,
+                browser="cdp",
+                handler=actions.handle,
+                should_stop=lambda: stop.is_set() or gone(),
+                on_status=options.settings.get("on_status"),
+            )
             session_box.append(session)
             session.run()
             if gone() and not stop.is_set():
-                raise BrowserError("the browser went away (Chromium exited or closed DevTools)",
-                                   "relaunch it with `bridge browser launch`")
+                raise BrowserError(
+                    "the browser went away (Chromium exited or closed DevTools)",
+                    "relaunch it with `bridge browser launch`",
+                )
         finally:
             cdp.close()
 

@@ -54,19 +54,22 @@ def test_failures_are_one_line_errors_and_the_executor_keeps_serving(cdp_setup, 
     bridge.send("open", "g", {"url": page_server + "/form.html"})
     with pytest.raises(CommandError, match=r"no element matches #missing — check the selector"):
         bridge.send("click", "g", {"selector": "#missing"})
-    with pytest.raises(CommandError,
-                       match=r'tab nope is not in group "g" — list the group\'s tabs with the tabs action'):
+    with pytest.raises(
+        CommandError, match=r'tab nope is not in group "g" — list the group\'s tabs with the tabs action'
+    ):
         bridge.send("text", "g", {"tab": "nope"})
     with pytest.raises(CommandError, match=r"is not a text field"):
         bridge.send("type", "g", {"selector": "#go", "text": "x"})
     assert bridge.send("text", "g", {"selector": "h1"})["text"] == "Greeter"
     with pytest.raises(CommandError, match=r"navigation to http://127\.0\.0\.1:1/ failed: net::"):
         bridge.send("navigate", "g", {"url": "http://127.0.0.1:1/"})
-    with pytest.raises(CommandError, match=r"/hang\.html did not finish loading within 1 s — retry, "
-                                           r"or raise params\.timeout"):
+    with pytest.raises(
+        CommandError,
+        match=r"/hang\.html did not finish loading within 1 s — retry, "
+        r"or raise params\.timeout",
+    ):
         bridge.send("navigate", "g", {"url": page_server + "/hang.html", "timeout": 1})
     assert bridge.send("navigate", "g", {"url": page_server + "/other.html"})["title"] == "Other page"
-
 
 
 def test_same_document_navigation_returns_without_a_load(cdp_setup, page_server):
@@ -87,6 +90,7 @@ def test_same_document_navigation_returns_without_a_load(cdp_setup, page_server)
     assert moved["url"] == page_server + "/held.html#section" and moved["title"] == "Held page"
     assert bridge.send("text", "g", {"selector": "#section"})["text"] == "a section"
 
+
 def test_two_tabs_in_one_group_and_tab_addressing(cdp_setup, page_server):
     bridge, *_ = cdp_setup
     first = bridge.send("open", "g", {"url": page_server + "/form.html"})["tab"]
@@ -104,14 +108,16 @@ def test_user_closing_the_last_tab_makes_the_broker_forget_the_group(cdp_setup, 
     import urllib.request
 
     urllib.request.urlopen(f"{browser.endpoint}/json/close/{tab}").read()  # the "user" closes it
-    wait_for(lambda: bridge.send("targets")["targets"][0]["groups"] == [], 10,
-             f"group_closed (executor states {executor.states}, events {events})")
+    wait_for(
+        lambda: bridge.send("targets")["targets"][0]["groups"] == [],
+        10,
+        f"group_closed (executor states {executor.states}, events {events})",
+    )
     assert [(e["event"], e["group"]) for e in events] == [("tab_closed", "g"), ("group_closed", "g")]
     assert events[0]["data"] == {"tab": tab}
 
 
-def test_restarted_executor_keeps_its_id_and_groups(host_bridge, chromium_factory, cdp_executors,
-                                                    page_server):
+def test_restarted_executor_keeps_its_id_and_groups(host_bridge, chromium_factory, cdp_executors, page_server):
     bridge = host_bridge()
     browser = chromium_factory()
     first = cdp_executors(browser.endpoint, bridge.port, "test-token", "keeper")
@@ -123,8 +129,11 @@ def test_restarted_executor_keeps_its_id_and_groups(host_bridge, chromium_factor
     cdp_executors(browser.endpoint, bridge.port, "test-token", "keeper")
     after = wait_for_target(bridge, "keeper")
     assert after["id"] == before["id"]  # stable per label on this host
-    wait_for(lambda: after["groups"] == ["kept"] or
-             bridge.send("targets")["targets"][0]["groups"] == ["kept"], 10, "rebuilt group")
+    wait_for(
+        lambda: after["groups"] == ["kept"] or bridge.send("targets")["targets"][0]["groups"] == ["kept"],
+        10,
+        "rebuilt group",
+    )
     assert bridge.send("text", "kept", {"selector": "h1"})["text"] == "Greeter"
     assert bridge.send("tabs", "kept")["groups"][0]["tabs"][0]["tab"] == tab
 
@@ -135,13 +144,13 @@ def test_wrong_token_is_reported_and_retried(host_bridge, chromium_factory, cdp_
     executor = cdp_executors(browser.endpoint, bridge.port, "wrong-token", "bad")
     wait_for(lambda: any(s == "refused" for s, _ in executor.states), 10, "refusal")
     message = next(i["error"] for s, i in executor.states if s == "refused")
-    assert message == ("the browser broker refused the token — run `bridge token show` and "
-                       "pass the current token")
+    assert message == ("the browser broker refused the token — run `bridge token show` and pass the current token")
     assert bridge.send("targets")["targets"] == []
 
 
 def test_a_second_executor_with_the_same_id_replaces_the_first_which_stops(
-        host_bridge, chromium_factory, cdp_executors):
+    host_bridge, chromium_factory, cdp_executors
+):
     """Two browsers under one id would evict each other forever; the evicted one stops with an
     error saying how to fix it."""
     bridge = host_bridge()
@@ -151,13 +160,14 @@ def test_a_second_executor_with_the_same_id_replaces_the_first_which_stops(
     cdp_executors(browser.endpoint, bridge.port, "test-token", "two", executor_id="same-id")
     first.thread.join(15)
     assert not first.thread.is_alive()
-    assert str(first.error) == ("another executor with id same-id connected to the broker and "
-                                "replaced this one — give each browser its own --label (or --id)")
+    assert str(first.error) == (
+        "another executor with id same-id connected to the broker and "
+        "replaced this one — give each browser its own --label (or --id)"
+    )
     assert [t["label"] for t in bridge.send("targets")["targets"]] == ["two"]
 
 
-def test_executor_stops_with_a_clear_error_when_its_browser_dies(host_bridge, chromium_factory,
-                                                                 cdp_executors):
+def test_executor_stops_with_a_clear_error_when_its_browser_dies(host_bridge, chromium_factory, cdp_executors):
     bridge = host_bridge()
     browser = chromium_factory()
     executor = cdp_executors(browser.endpoint, bridge.port, "test-token", "mortal")
@@ -165,8 +175,9 @@ def test_executor_stops_with_a_clear_error_when_its_browser_dies(host_bridge, ch
     browser.stop()  # the user quits Chromium
     executor.thread.join(15)
     assert not executor.thread.is_alive()
-    assert str(executor.error) == ("the browser went away (Chromium exited or closed DevTools) — "
-                                   "relaunch it with `bridge browser launch`")
+    assert str(executor.error) == (
+        "the browser went away (Chromium exited or closed DevTools) — relaunch it with `bridge browser launch`"
+    )
     wait_for(lambda: bridge.send("targets")["targets"] == [], 10, "the executor to leave the broker")
 
 
@@ -182,8 +193,14 @@ def test_tabs_answers_like_the_protocol_says(bridge_home, chromium_factory, page
         assert actions.handle("tabs", "never-opened", {}) == {"groups": []}
         tab = actions.handle("open", "g", {"url": page_server + "/other.html"})["tab"]
         everything = actions.handle("tabs", None, {})
-        assert everything == {"groups": [{"group": "g", "tabs": [
-            {"tab": tab, "url": page_server + "/other.html", "title": "Other page", "active": True}]}]}
+        assert everything == {
+            "groups": [
+                {
+                    "group": "g",
+                    "tabs": [{"tab": tab, "url": page_server + "/other.html", "title": "Other page", "active": True}],
+                }
+            ]
+        }
         assert actions.handle("tabs", "g", {}) == everything
         with pytest.raises(BrowserError, match="unknown action 'fly' — use one of open, navigate"):
             actions.handle("fly", "g", {})

@@ -26,18 +26,26 @@ def test_plugin_settings_reach_the_target(bridge_home):
 
 def test_disabling_third_party_plugins_removes_the_kind(bridge_home):
     env = dict(bridge_home.env, BRIDGE_LOAD_PLUGINS="", BRIDGE_BROWSER_TOKEN="t")
-    done = subprocess.run([BRIDGE_BIN, "browser", "launch", "--label", "x"], env=env,
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [BRIDGE_BIN, "browser", "launch", "--label", "x"], env=env, capture_output=True, text=True, timeout=30
+    )
     assert "unknown browser target 'cdp' (installed: none)" in done.stderr
 
 
 def test_a_configured_chromium_that_does_not_exist_is_named_in_the_error(bridge_home):
     env = dict(bridge_home.env, BRIDGE_BROWSER_TOKEN="t", BRIDGE_CHROMIUM="/nonexistent/chromium")
-    done = subprocess.run([BRIDGE_BIN, "browser", "launch", "--headless", "--label", "x"], env=env,
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [BRIDGE_BIN, "browser", "launch", "--headless", "--label", "x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 11  # ExitCode.MISSING_DEPENDENCY
-    assert ("BRIDGE_CHROMIUM names /nonexistent/chromium, which is not an executable — fix the "
-            "path or unset it to use the installed Chromium") in done.stderr
+    assert (
+        "BRIDGE_CHROMIUM names /nonexistent/chromium, which is not an executable — fix the "
+        "path or unset it to use the installed Chromium"
+    ) in done.stderr
 
 
 def test_settings_set_through_bridge_config_reach_the_target(bridge_home):

@@ -37,8 +37,9 @@ def _number(settings: Mapping[str, Any], key: str, default: float) -> float:
     try:
         value = float(settings.get(key, default))
     except (TypeError, ValueError):
-        raise ConfigError(f"[plugins.herdr] {key} must be a number, not {settings.get(key)!r}",
-                          f"fix {key} in bridge.toml") from None
+        raise ConfigError(
+            f"[plugins.herdr] {key} must be a number, not {settings.get(key)!r}", f"fix {key} in bridge.toml"
+        ) from None
     if value < 0:
         raise ConfigError(f"[plugins.herdr] {key} must not be negative", f"fix {key} in bridge.toml")
     return value
@@ -60,16 +61,21 @@ class HerdrSettings:
         method = str(settings.get("method", cls.method))
         multiline = str(settings.get("multiline", cls.multiline))
         if method not in ("send_input", "prompt"):
-            raise ConfigError(f"[plugins.herdr] method = {method!r} is not send_input or prompt",
-                              "fix method in bridge.toml")
+            raise ConfigError(
+                f"[plugins.herdr] method = {method!r} is not send_input or prompt", "fix method in bridge.toml"
+            )
         if multiline not in ("paste", "line"):
-            raise ConfigError(f"[plugins.herdr] multiline = {multiline!r} is not paste or line",
-                              "fix multiline in bridge.toml")
-        return cls(blocked_wait=_number(settings, "blocked_wait", cls.blocked_wait),
-                   confirm_timeout=_number(settings, "confirm_timeout", cls.confirm_timeout),
-                   max_bytes=int(_number(settings, "max_inline_bytes", cls.max_bytes)),
-                   max_lines=int(_number(settings, "max_inline_lines", cls.max_lines)),
-                   method=method, multiline=multiline)
+            raise ConfigError(
+                f"[plugins.herdr] multiline = {multiline!r} is not paste or line", "fix multiline in bridge.toml"
+            )
+        return cls(
+            blocked_wait=_number(settings, "blocked_wait", cls.blocked_wait),
+            confirm_timeout=_number(settings, "confirm_timeout", cls.confirm_timeout),
+            max_bytes=int(_number(settings, "max_inline_bytes", cls.max_bytes)),
+            max_lines=int(_number(settings, "max_inline_lines", cls.max_lines)),
+            method=method,
+            multiline=multiline,
+        )
 
 
 class HerdrBackend:
@@ -91,8 +97,10 @@ class HerdrBackend:
     def check_address(self, address: str | None) -> None:
         """The address must be a herdr pane id that exists on the configured server."""
         if not address or not PANE_RE.match(address):
-            raise ConfigError(f"herdr pane id {address!r} is not valid",
-                              "use --deliver herdr:w1:p3 (inside herdr: herdr:$HERDR_PANE_ID)")
+            raise ConfigError(
+                f"herdr pane id {address!r} is not valid",
+                "use --deliver herdr:w1:p3 (inside herdr: herdr:$HERDR_PANE_ID)",
+            )
         try:
             self.client.request("pane.get", {"pane_id": address})
         except HerdrError as exc:
@@ -104,14 +112,21 @@ class HerdrBackend:
         """Send the framed message once the agent is not blocked; return once confirmed."""
         pane_id = entity.address
         if not pane_id:
-            raise DeliveryError(f"entity {entity.label} has no herdr pane in --deliver {entity.deliver!r}",
-                                "re-register it with --deliver herdr:<pane-id>", retryable=False)
+            raise DeliveryError(
+                f"entity {entity.label} has no herdr pane in --deliver {entity.deliver!r}",
+                "re-register it with --deliver herdr:<pane-id>",
+                retryable=False,
+            )
         try:
             pane = self._wait_unblocked(pane_id)
             agent = pane.get("agent")
             seq = pane.get("state_change_seq") if agent else None
-            frame = render(envelope, max_bytes=self.settings.max_bytes, max_lines=self.settings.max_lines,
-                           line_prefix="" if agent else SHELL_PREFIX)
+            frame = render(
+                envelope,
+                max_bytes=self.settings.max_bytes,
+                max_lines=self.settings.max_lines,
+                line_prefix="" if agent else SHELL_PREFIX,
+            )
             self._send(pane_id, frame, agent is not None)
             self._confirm(pane_id, frame, seq)
         except HerdrError as exc:
@@ -145,12 +160,16 @@ class HerdrBackend:
     def _wait_unblocked(self, pane_id: str) -> dict[str, Any]:
         """Return the pane once its agent is not blocked; never type into a dialog."""
         return wait_unblocked(
-            lambda: self._pane(pane_id), lambda pane: pane.get("agent_status") == BLOCKED,
+            lambda: self._pane(pane_id),
+            lambda pane: pane.get("agent_status") == BLOCKED,
             timeout=self.settings.blocked_wait,
             failure=lambda: DeliveryError(
                 f"the agent in herdr pane {pane_id} is blocked on an approval dialog; "
                 f"nothing was typed (waited {self.settings.blocked_wait:g}s)",
-                "answer the dialog in herdr; the message is retried", retryable=True))
+                "answer the dialog in herdr; the message is retried",
+                retryable=True,
+            ),
+        )
 
     def _seq(self, pane_id: str) -> int | None:
         try:
@@ -182,7 +201,8 @@ class HerdrBackend:
                     f"herdr accepted message {frame.msg_id} for pane {pane_id} but neither its header "
                     f"{frame.marker} nor an agent state change showed within {self.settings.confirm_timeout:g}s",
                     "the prompt may be stranded in the composer (herdr can swallow the Enter); check the pane",
-                    retryable=True)
+                    retryable=True,
+                )
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
 
@@ -190,12 +210,17 @@ class HerdrBackend:
         if exc.code in GONE_CODES:
             # retryable: the gateway retries with backoff and dead-letters after
             # messaging.max_attempts (a pane that is gone for good costs a few seconds)
-            return DeliveryError(f"herdr pane {pane_id} is gone ({exc.message})",
-                                 "the agent's pane was closed; restart it and re-register the entity",
-                                 retryable=True)
+            return DeliveryError(
+                f"herdr pane {pane_id} is gone ({exc.message})",
+                "the agent's pane was closed; restart it and re-register the entity",
+                retryable=True,
+            )
         if exc.code == "agent_blocked":
-            return DeliveryError(f"the agent in herdr pane {pane_id} is blocked; herdr refused the prompt",
-                                 "answer the dialog in herdr; the message is retried", retryable=True)
+            return DeliveryError(
+                f"the agent in herdr pane {pane_id} is blocked; herdr refused the prompt",
+                "answer the dialog in herdr; the message is retried",
+                retryable=True,
+            )
         if exc.code == "protocol_mismatch":
             return DeliveryError(exc.message, exc.hint, retryable=True)
         return DeliveryError(f"herdr could not deliver to {pane_id}: {exc.message}", exc.hint, retryable=True)

@@ -81,35 +81,52 @@ class HerdrClient:
     def from_settings(cls, settings: Mapping[str, Any], env: Mapping[str, str] | None = None) -> HerdrClient:
         return cls(resolve_socket_path(settings, env), timeout=float(settings.get("timeout", 10.0)))
 
-    def request(self, method: str, params: Mapping[str, Any] | None = None, *,
-                wait: float | None = None) -> dict[str, Any]:
+    def request(
+        self, method: str, params: Mapping[str, Any] | None = None, *, wait: float | None = None
+    ) -> dict[str, Any]:
         """Send one request and return its ``result``; raise :class:`HerdrError` on an error
         answer. ``wait`` is how long a long-wait method may hold the connection (seconds)."""
         if self.server is None and method != "ping":
             self.ping()
         request_id = f"bridge:{next(_ids)}"
-        line = json.dumps({"id": request_id, "method": method, "params": dict(params or {})},
-                          ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        line = (
+            json.dumps(
+                {"id": request_id, "method": method, "params": dict(params or {})},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            ).encode("utf-8")
+            + b"\n"
+        )
         if len(line) > MAX_REQUEST_BYTES:
-            raise HerdrError("request_too_large",
-                             f"a herdr {method} request would be {len(line)} bytes; herdr takes 1 MiB",
-                             "lower [plugins.herdr] max_inline_bytes")
+            raise HerdrError(
+                "request_too_large",
+                f"a herdr {method} request would be {len(line)} bytes; herdr takes 1 MiB",
+                "lower [plugins.herdr] max_inline_bytes",
+            )
         reply = self._exchange(line, self.timeout + (wait or 0.0))
         try:
             answer = json.loads(reply)
         except json.JSONDecodeError:
-            raise HerdrError("bad_response",
-                             f"herdr at {self.path} answered {method} with something that is not JSON: {reply[:120]!r}",
-                             "is that socket really herdr's API socket (not herdr-client.sock)?") from None
+            raise HerdrError(
+                "bad_response",
+                f"herdr at {self.path} answered {method} with something that is not JSON: {reply[:120]!r}",
+                "is that socket really herdr's API socket (not herdr-client.sock)?",
+            ) from None
         if not isinstance(answer, dict):
             raise HerdrError("bad_response", f"herdr answered {method} with a JSON {type(answer).__name__}", None)
         if "error" in answer:
             err = answer.get("error") or {}
-            raise HerdrError(str(err.get("code", "unknown")), f"herdr {method}: {err.get('message', 'error')}",
-                             _hint(str(err.get("code", ""))))
+            raise HerdrError(
+                str(err.get("code", "unknown")),
+                f"herdr {method}: {err.get('message', 'error')}",
+                _hint(str(err.get("code", ""))),
+            )
         if answer.get("id") != request_id:
-            raise HerdrError("bad_response", f"herdr answered request {request_id} with id {answer.get('id')!r}",
-                             "another program may be listening on that socket")
+            raise HerdrError(
+                "bad_response",
+                f"herdr answered request {request_id} with id {answer.get('id')!r}",
+                "another program may be listening on that socket",
+            )
         result = answer.get("result")
         if not isinstance(result, dict):
             raise HerdrError("bad_response", f"herdr answered {method} without a result object", None)
@@ -120,10 +137,12 @@ class HerdrClient:
         pong = self.request("ping", {})
         protocol = pong.get("protocol")
         if pong.get("type") != "pong" or protocol not in SUPPORTED_PROTOCOLS:
-            raise HerdrError("protocol_mismatch",
-                             f"herdr {pong.get('version', '?')} at {self.path} speaks protocol {protocol!r}; "
-                             f"bridge's herdr plugin speaks {' and '.join(map(str, SUPPORTED_PROTOCOLS))}",
-                             "use herdr 0.8.x or 0.9.x, or upgrade bridgecli-herdr")
+            raise HerdrError(
+                "protocol_mismatch",
+                f"herdr {pong.get('version', '?')} at {self.path} speaks protocol {protocol!r}; "
+                f"bridge's herdr plugin speaks {' and '.join(map(str, SUPPORTED_PROTOCOLS))}",
+                "use herdr 0.8.x or 0.9.x, or upgrade bridgecli-herdr",
+            )
         self.server = pong
         return pong
 
@@ -135,10 +154,11 @@ class HerdrClient:
                 sock.connect(str(self.path))
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 self.server = None
-                raise HerdrError("server_not_running",
-                                 f"herdr is not running (no server on {self.path}: {exc.strerror})",
-                                 "start herdr, or point [plugins.herdr] socket / HERDR_SOCKET_PATH at its socket",
-                                 ) from None
+                raise HerdrError(
+                    "server_not_running",
+                    f"herdr is not running (no server on {self.path}: {exc.strerror})",
+                    "start herdr, or point [plugins.herdr] socket / HERDR_SOCKET_PATH at its socket",
+                ) from None
             sock.sendall(line)
             chunks: list[bytes] = []
             while True:
@@ -150,19 +170,28 @@ class HerdrClient:
                     break
         except TimeoutError:
             self.server = None
-            raise HerdrError("timeout", f"herdr at {self.path} did not answer within {timeout:g}s",
-                             "check that herdr is responsive (herdr status)") from None
+            raise HerdrError(
+                "timeout",
+                f"herdr at {self.path} did not answer within {timeout:g}s",
+                "check that herdr is responsive (herdr status)",
+            ) from None
         except OSError as exc:
             self.server = None
-            raise HerdrError("server_not_running", f"lost the connection to herdr at {self.path}: {exc}",
-                             "check that herdr is still running") from None
+            raise HerdrError(
+                "server_not_running",
+                f"lost the connection to herdr at {self.path}: {exc}",
+                "check that herdr is still running",
+            ) from None
         finally:
             sock.close()
         data = b"".join(chunks).strip()
         if not data:
             self.server = None
-            raise HerdrError("bad_response", f"herdr at {self.path} closed the connection without answering",
-                             "check herdr's log (HERDR_LOG=herdr=debug)")
+            raise HerdrError(
+                "bad_response",
+                f"herdr at {self.path} closed the connection without answering",
+                "check herdr's log (HERDR_LOG=herdr=debug)",
+            )
         return data.split(b"\n", 1)[0]
 
 

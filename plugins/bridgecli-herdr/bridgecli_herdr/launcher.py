@@ -43,10 +43,15 @@ class HerdrLauncher:
         profile = spec.profile
         direction = str(profile.get("herdr_direction", "right"))
         if direction not in ("right", "down"):
-            raise ConfigError(f"profile {spec.profile_name}: herdr_direction = {direction!r} is not right or down",
-                              "use herdr_direction = \"right\" or \"down\"")
-        params: dict[str, Any] = {"direction": direction, "focus": False,
-                                  "env": {str(k): str(v) for k, v in spec.env.items()}}
+            raise ConfigError(
+                f"profile {spec.profile_name}: herdr_direction = {direction!r} is not right or down",
+                'use herdr_direction = "right" or "down"',
+            )
+        params: dict[str, Any] = {
+            "direction": direction,
+            "focus": False,
+            "env": {str(k): str(v) for k, v in spec.env.items()},
+        }
         target = profile.get("herdr_pane") or self.settings.get("split_from") or os.environ.get("HERDR_PANE_ID")
         if target:
             params["target_pane_id"] = str(target)
@@ -69,17 +74,26 @@ class HerdrLauncher:
             return self.client
         return HerdrClient(socket, timeout=self.client.timeout)
 
-    def _wait_output(self, pane_id: str, pattern: str, timeout: float, what: str,
-                     client: HerdrClient | None = None) -> None:
+    def _wait_output(
+        self, pane_id: str, pattern: str, timeout: float, what: str, client: HerdrClient | None = None
+    ) -> None:
         try:
             (client or self.client).request(
                 "pane.wait_for_output",
-                {"pane_id": pane_id, "source": "recent", "match": {"type": "regex", "value": pattern},
-                 "timeout_ms": int(timeout * 1000)}, wait=timeout)
+                {
+                    "pane_id": pane_id,
+                    "source": "recent",
+                    "match": {"type": "regex", "value": pattern},
+                    "timeout_ms": int(timeout * 1000),
+                },
+                wait=timeout,
+            )
         except HerdrError as exc:
             if exc.code == "timeout":
-                raise Timeout(f"herdr pane {pane_id} did not show {what} ({pattern!r}) within {timeout:g}s",
-                              "look at the pane in herdr; check the profile's command and ready_pattern") from None
+                raise Timeout(
+                    f"herdr pane {pane_id} did not show {what} ({pattern!r}) within {timeout:g}s",
+                    "look at the pane in herdr; check the profile's command and ready_pattern",
+                ) from None
             raise
 
     def wait_ready(self, handle: LaunchHandle, timeout: float) -> None:
@@ -95,11 +109,16 @@ class HerdrLauncher:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise Timeout(f"no agent became idle in herdr pane {pane_id} within {timeout:g}s",
-                                  "check the pane in herdr, or set ready_pattern in the profile")
+                    raise Timeout(
+                        f"no agent became idle in herdr pane {pane_id} within {timeout:g}s",
+                        "check the pane in herdr, or set ready_pattern in the profile",
+                    )
                 try:
-                    client.request("agent.wait", {"target": pane_id, "until": ["idle", "done"],
-                                                  "timeout_ms": max(int(left * 1000), 1)}, wait=left)
+                    client.request(
+                        "agent.wait",
+                        {"target": pane_id, "until": ["idle", "done"], "timeout_ms": max(int(left * 1000), 1)},
+                        wait=left,
+                    )
                     return
                 except HerdrError as exc:
                     if exc.code == "timeout":
@@ -127,8 +146,7 @@ class HerdrLauncher:
             if exc.code == "pane_not_found":
                 return
             raise BridgeError(f"herdr could not stop pane {pane_id}: {exc.message}", exc.hint) from None
-        raise BridgeError(f"herdr pane {pane_id} is still open after Ctrl-C and exit",
-                          "close it in herdr by hand")
+        raise BridgeError(f"herdr pane {pane_id} is still open after Ctrl-C and exit", "close it in herdr by hand")
 
     def status(self, handle: LaunchHandle) -> str:
         try:

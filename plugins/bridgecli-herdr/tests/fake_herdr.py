@@ -29,20 +29,56 @@ from typing import Any
 ALPHABET = "123456789ABCDEFGHJKMNPQRSTVWXYZ0"
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 STATUSES = ("idle", "working", "blocked", "done", "unknown")
-_KEYS = {"enter": "\r", "return": "\r", "esc": "\x1b", "escape": "\x1b", "tab": "\t", "space": " ",
-         "backspace": "\x7f", "left": "\x1b[D", "right": "\x1b[C", "up": "\x1b[A", "down": "\x1b[B",
-         "minus": "-", "comma": ",", "period": ".", "slash": "/", "backslash": "\\", "quote": "'",
-         "semicolon": ";", "colon": ":", "percent": "%", "ampersand": "&", "backtick": "`", "plus": "+",
-         **{f"f{n}": f"\x1b[{n}~" for n in range(1, 13)}}
+_KEYS = {
+    "enter": "\r",
+    "return": "\r",
+    "esc": "\x1b",
+    "escape": "\x1b",
+    "tab": "\t",
+    "space": " ",
+    "backspace": "\x7f",
+    "left": "\x1b[D",
+    "right": "\x1b[C",
+    "up": "\x1b[A",
+    "down": "\x1b[B",
+    "minus": "-",
+    "comma": ",",
+    "period": ".",
+    "slash": "/",
+    "backslash": "\\",
+    "quote": "'",
+    "semicolon": ";",
+    "colon": ":",
+    "percent": "%",
+    "ampersand": "&",
+    "backtick": "`",
+    "plus": "+",
+    **{f"f{n}": f"\x1b[{n}~" for n in range(1, 13)},
+}
 _MODS = {"ctrl", "control", "shift", "alt", "option", "meta", "cmd", "super"}
 
 
 #: the documented methods this fake implements (README.md#herdr-methods), and their handlers;
 #: ``events.subscribe`` is served by ``_subscribe`` before dispatch
-METHODS = {name: "m_" + name.replace(".", "_") for name in (
-    "ping", "pane.list", "pane.get", "agent.list", "agent.get", "pane.send_text", "pane.send_keys",
-    "pane.send_input", "agent.prompt", "pane.split", "pane.read", "pane.wait_for_output", "agent.wait",
-    "events.wait")}
+METHODS = {
+    name: "m_" + name.replace(".", "_")
+    for name in (
+        "ping",
+        "pane.list",
+        "pane.get",
+        "agent.list",
+        "agent.get",
+        "pane.send_text",
+        "pane.send_keys",
+        "pane.send_input",
+        "agent.prompt",
+        "pane.split",
+        "pane.read",
+        "pane.wait_for_output",
+        "agent.wait",
+        "events.wait",
+    )
+}
 #: README.md#herdr-no-proof: ``agent.prompt`` with ``wait`` answers ``agent_prompt_stalled`` when the agent's
 #: state does not change within 5 s of the prompt
 PROMPT_STALL_SECONDS = 5.0
@@ -107,9 +143,13 @@ class FakePane:
     _ctrl_c: int = 0
 
     def info(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"pane_id": self.pane_id, "terminal_id": self.terminal_id,
-                                "workspace_id": self.workspace_id, "tab_id": self.tab_id,
-                                "focused": self.focused}
+        data: dict[str, Any] = {
+            "pane_id": self.pane_id,
+            "terminal_id": self.terminal_id,
+            "workspace_id": self.workspace_id,
+            "tab_id": self.tab_id,
+            "focused": self.focused,
+        }
         if self.agent:
             data["agent"] = self.agent
         data["agent_status"] = self.agent_status
@@ -185,13 +225,26 @@ class FakeHerdr:
         for subscriber in list(self._subscribers):
             subscriber.put((kind, snapshot))
 
-    def add_pane(self, *, agent: str | None = None, status: str | None = None, name: str | None = None,
-                 bracketed_paste: bool = True, ready: bool = True) -> FakePane:
+    def add_pane(
+        self,
+        *,
+        agent: str | None = None,
+        status: str | None = None,
+        name: str | None = None,
+        bracketed_paste: bool = True,
+        ready: bool = True,
+    ) -> FakePane:
         with self.lock:
             suffix = self._new_id()
-            pane = FakePane(pane_id=f"w1:p{suffix}", terminal_id=f"term_{suffix}", agent=agent, name=name,
-                            agent_status=status or ("idle" if agent else "unknown"),
-                            bracketed_paste=bracketed_paste and ready, prompt="$ " if ready else "")
+            pane = FakePane(
+                pane_id=f"w1:p{suffix}",
+                terminal_id=f"term_{suffix}",
+                agent=agent,
+                name=name,
+                agent_status=status or ("idle" if agent else "unknown"),
+                bracketed_paste=bracketed_paste and ready,
+                prompt="$ " if ready else "",
+            )
             self.panes[pane.pane_id] = pane
             self._emit("created", pane)
             return pane
@@ -325,8 +378,10 @@ class FakeHerdr:
                 result = self._dispatch(method, params, conn)
                 answer: dict[str, Any] = {"id": request_id, "result": result}
             except ApiError as exc:
-                answer = {"id": request_id if exc.request_id is None else exc.request_id,
-                          "error": {"code": exc.code, "message": exc.message}}
+                answer = {
+                    "id": request_id if exc.request_id is None else exc.request_id,
+                    "error": {"code": exc.code, "message": exc.message},
+                }
         except ApiError as exc:
             answer = {"id": "", "error": {"code": exc.code, "message": exc.message}}
         try:
@@ -349,8 +404,13 @@ class FakeHerdr:
                     if "pane_id" not in sub:
                         raise invalid("missing field `pane_id`")
                     if sub["pane_id"] not in self.panes:
-                        self._send(conn, {"id": request_id, "error": {"code": "pane_not_found",
-                                                                      "message": f"pane {sub['pane_id']} not found"}})
+                        self._send(
+                            conn,
+                            {
+                                "id": request_id,
+                                "error": {"code": "pane_not_found", "message": f"pane {sub['pane_id']} not found"},
+                            },
+                        )
                         return
                     pane = self.panes[sub["pane_id"]]
                     if sub.get("agent_status") == pane.agent_status:  # a filter that already holds
@@ -390,12 +450,21 @@ class FakeHerdr:
         if sub["type"] == "pane.created" and kind == "created":
             return {"event": "pane_created", "data": {"type": "pane_created", "pane": pane.info()}}
         if sub["type"] == "pane.closed" and kind == "closed":
-            return {"event": "pane_closed", "data": {"type": "pane_closed", "pane_id": pane.pane_id,
-                                                     "workspace_id": pane.workspace_id}}
-        if sub["type"] == "pane.agent_status_changed" and kind == "status" and sub.get("pane_id") == pane.pane_id \
-                and sub.get("agent_status") in (None, pane.agent_status):
-            data: dict[str, Any] = {"pane_id": pane.pane_id, "workspace_id": pane.workspace_id,
-                                    "agent_status": pane.agent_status}
+            return {
+                "event": "pane_closed",
+                "data": {"type": "pane_closed", "pane_id": pane.pane_id, "workspace_id": pane.workspace_id},
+            }
+        if (
+            sub["type"] == "pane.agent_status_changed"
+            and kind == "status"
+            and sub.get("pane_id") == pane.pane_id
+            and sub.get("agent_status") in (None, pane.agent_status)
+        ):
+            data: dict[str, Any] = {
+                "pane_id": pane.pane_id,
+                "workspace_id": pane.workspace_id,
+                "agent_status": pane.agent_status,
+            }
             if pane.agent:
                 data["agent"] = pane.agent
             return {"event": "pane.agent_status_changed", "data": data}
@@ -410,8 +479,11 @@ class FakeHerdr:
             request = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise invalid(str(exc)) from None
-        if not isinstance(request, dict) or not isinstance(request.get("id"), str) \
-                or not isinstance(request.get("method"), str):
+        if (
+            not isinstance(request, dict)
+            or not isinstance(request.get("id"), str)
+            or not isinstance(request.get("method"), str)
+        ):
             raise invalid("expected an object with string id and method")
         params = request.get("params", {})
         if not isinstance(params, dict):
@@ -428,7 +500,8 @@ class FakeHerdr:
             raise invalid(f"unknown method `{method}`")
         handler: Callable[..., dict[str, Any]] = getattr(self, name)
         if method in ("agent.wait", "events.wait", "pane.wait_for_output") or (
-                method == "agent.prompt" and params.get("wait")):
+            method == "agent.prompt" and params.get("wait")
+        ):
             return handler(params, conn)
         with self.lock:
             return handler(params)
@@ -481,8 +554,12 @@ class FakeHerdr:
     # --- methods -------------------------------------------------------------------
 
     def m_ping(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "pong", "version": self.version, "protocol": self.protocol,
-                "capabilities": {"live_handoff": True, "detached_server_daemon": False}}
+        return {
+            "type": "pong",
+            "version": self.version,
+            "protocol": self.protocol,
+            "capabilities": {"live_handoff": True, "detached_server_daemon": False},
+        }
 
     def m_pane_list(self, params: dict[str, Any]) -> dict[str, Any]:
         ws = params.get("workspace_id")
@@ -545,9 +622,10 @@ class FakeHerdr:
                 if pane.closed or not pane.agent:
                     raise ApiError("agent_not_running", f"agent in {pane.pane_id} is no longer running")
                 if pane.state_change_seq == seq and time.monotonic() >= stall_at:
-                    raise ApiError("agent_prompt_stalled",
-                                   f"agent {pane.pane_id} did not change state within {self.prompt_stall:g}s "
-                                   "of the prompt")
+                    raise ApiError(
+                        "agent_prompt_stalled",
+                        f"agent {pane.pane_id} did not change state within {self.prompt_stall:g}s of the prompt",
+                    )
                 return True if pane.state_change_seq > seq and pane.agent_status in until else None
 
             self._hold(conn, wait.get("timeout_ms"), check, "agent status")
@@ -565,9 +643,18 @@ class FakeHerdr:
         pane.cwd = params.get("cwd")
         # README.md#herdr-env: herdr-managed keys override the caller's env; CODEX_THREAD_ID is removed
         pane.env = {k: v for k, v in env.items() if k != "CODEX_THREAD_ID"}
-        pane.env.update({"HERDR_ENV": "1", "HERDR_SOCKET_PATH": str(self.path), "HERDR_BIN_PATH": self.bin_path,
-                         "HERDR_WORKSPACE_ID": pane.workspace_id, "HERDR_TAB_ID": pane.tab_id,
-                         "HERDR_PANE_ID": pane.pane_id, "TERM": "xterm-256color", "COLORTERM": "truecolor"})
+        pane.env.update(
+            {
+                "HERDR_ENV": "1",
+                "HERDR_SOCKET_PATH": str(self.path),
+                "HERDR_BIN_PATH": self.bin_path,
+                "HERDR_WORKSPACE_ID": pane.workspace_id,
+                "HERDR_TAB_ID": pane.tab_id,
+                "HERDR_PANE_ID": pane.pane_id,
+                "TERM": "xterm-256color",
+                "COLORTERM": "truecolor",
+            }
+        )
 
         def shell_ready() -> None:  # the shell prints its prompt and enables 2004 a bit later
             with self.lock:
@@ -583,9 +670,19 @@ class FakeHerdr:
             raise invalid(f"unknown variant `{source}`")
         lines = min(int(params.get("lines", 1000)), 1000)
         text = "\n".join(pane.text().split("\n")[-lines:])
-        return {"type": "pane_read", "read": {"pane_id": pane.pane_id, "workspace_id": pane.workspace_id,
-                                              "tab_id": pane.tab_id, "source": source, "format": "text",
-                                              "text": text, "revision": pane.revision, "truncated": False}}
+        return {
+            "type": "pane_read",
+            "read": {
+                "pane_id": pane.pane_id,
+                "workspace_id": pane.workspace_id,
+                "tab_id": pane.tab_id,
+                "source": source,
+                "format": "text",
+                "text": text,
+                "revision": pane.revision,
+                "truncated": False,
+            },
+        }
 
     def m_pane_wait_for_output(self, params: dict[str, Any], conn: socket.socket) -> dict[str, Any]:
         with self.lock:
@@ -608,8 +705,13 @@ class FakeHerdr:
         line = self._hold(conn, params.get("timeout_ms"), check, "output match")
         with self.lock:
             read = self.m_pane_read({"pane_id": pane.pane_id, "source": params.get("source", "recent")})["read"]
-        return {"type": "output_matched", "pane_id": pane.pane_id, "revision": pane.revision,
-                "matched_line": line, "read": read}
+        return {
+            "type": "output_matched",
+            "pane_id": pane.pane_id,
+            "revision": pane.revision,
+            "matched_line": line,
+            "read": read,
+        }
 
     def m_agent_wait(self, params: dict[str, Any], conn: socket.socket) -> dict[str, Any]:
         with self.lock:
@@ -636,8 +738,12 @@ class FakeHerdr:
             if pane.closed:
                 raise ApiError("agent_not_running", f"pane {pane.pane_id} closed")
             if pane.agent_status == match.get("agent_status"):
-                data = {"type": "pane_agent_status_changed", "pane_id": pane.pane_id,
-                        "workspace_id": pane.workspace_id, "agent_status": pane.agent_status}
+                data = {
+                    "type": "pane_agent_status_changed",
+                    "pane_id": pane.pane_id,
+                    "workspace_id": pane.workspace_id,
+                    "agent_status": pane.agent_status,
+                }
                 if pane.agent:
                     data["agent"] = pane.agent
                 return {"event": "pane_agent_status_changed", "data": data}

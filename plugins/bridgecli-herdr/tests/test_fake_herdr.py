@@ -30,18 +30,30 @@ def call(fake: FakeHerdr, method: str, params: dict | None = None, rid: str = "c
 
 def test_ping_echoes_id_and_answers_once(herdr: FakeHerdr) -> None:
     answer, rest = raw(herdr, b'{"id":"api-client:status","method":"ping","params":{}}\n')
-    assert answer == {"id": "api-client:status", "result": {
-        "type": "pong", "version": "0.8.2", "protocol": 20,
-        "capabilities": {"live_handoff": True, "detached_server_daemon": False}}}
+    assert answer == {
+        "id": "api-client:status",
+        "result": {
+            "type": "pong",
+            "version": "0.8.2",
+            "protocol": 20,
+            "capabilities": {"live_handoff": True, "detached_server_daemon": False},
+        },
+    }
     assert rest == b""  # exactly one line, then the server closed
 
 
 def test_garbage_and_unknown_methods_have_an_empty_id(herdr: FakeHerdr) -> None:
-    for line in (b"not json\n", b'{"id":"x","method":"pane.explode","params":{}}\n',
-                 # misspellings of documented methods are unknown methods too, never aliases
-                 b'{"id":"x","method":"pane_list","params":{}}\n', b'{"id":"x","method":"pane.list.","params":{}}\n',
-                 b'{"id":"x","method":"agent.get.","params":{}}\n', b'{"id":"x","method":"_pane","params":{}}\n',
-                 b'{"id":"x","method":"pane.get","params":{}}\n', b"[1,2]\n"):
+    for line in (
+        b"not json\n",
+        b'{"id":"x","method":"pane.explode","params":{}}\n',
+        # misspellings of documented methods are unknown methods too, never aliases
+        b'{"id":"x","method":"pane_list","params":{}}\n',
+        b'{"id":"x","method":"pane.list.","params":{}}\n',
+        b'{"id":"x","method":"agent.get.","params":{}}\n',
+        b'{"id":"x","method":"_pane","params":{}}\n',
+        b'{"id":"x","method":"pane.get","params":{}}\n',
+        b"[1,2]\n",
+    ):
         answer, _ = raw(herdr, line)
         assert answer["id"] == "" and answer["error"]["code"] == "invalid_request"
         assert answer["error"]["message"].startswith("invalid request: ")
@@ -92,12 +104,26 @@ def test_split_ids_are_fresh_and_never_reused(herdr: FakeHerdr) -> None:
 
 def test_split_panes_get_herdrs_environment(herdr: FakeHerdr) -> None:
     """README.md#herdr-env: every managed pane gets HERDR_* and TERM; herdr's keys win over the caller's."""
-    answer = call(herdr, "pane.split", {"direction": "right", "env": {
-        "ROLE": "tests", "HERDR_PANE_ID": "forged", "TERM": "dumb", "CODEX_THREAD_ID": "t1"}})
+    answer = call(
+        herdr,
+        "pane.split",
+        {
+            "direction": "right",
+            "env": {"ROLE": "tests", "HERDR_PANE_ID": "forged", "TERM": "dumb", "CODEX_THREAD_ID": "t1"},
+        },
+    )
     pane = herdr.panes[answer["result"]["pane"]["pane_id"]]
-    assert pane.env == {"ROLE": "tests", "HERDR_ENV": "1", "HERDR_SOCKET_PATH": str(herdr.path),
-                        "HERDR_BIN_PATH": herdr.bin_path, "HERDR_WORKSPACE_ID": "w1", "HERDR_TAB_ID": "w1:t1",
-                        "HERDR_PANE_ID": pane.pane_id, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    assert pane.env == {
+        "ROLE": "tests",
+        "HERDR_ENV": "1",
+        "HERDR_SOCKET_PATH": str(herdr.path),
+        "HERDR_BIN_PATH": herdr.bin_path,
+        "HERDR_WORKSPACE_ID": "w1",
+        "HERDR_TAB_ID": "w1:t1",
+        "HERDR_PANE_ID": pane.pane_id,
+        "TERM": "xterm-256color",
+        "COLORTERM": "truecolor",
+    }
 
 
 def test_prompt_with_wait_reports_a_stalled_agent(herdr: FakeHerdr, monkeypatch) -> None:
@@ -105,14 +131,21 @@ def test_prompt_with_wait_reports_a_stalled_agent(herdr: FakeHerdr, monkeypatch)
     agent's state does not change after the prompt; a prompt that moves it is answered normally."""
     herdr.prompt_stall = 0.5  # herdr's 5 s, shortened for the test
     pane = herdr.add_pane(agent="claude", name="reviewer")
-    ok = call(herdr, "agent.prompt", {"target": "reviewer", "text": "hi",
-                                      "wait": {"until": ["idle", "done"], "timeout_ms": 5000}})
+    ok = call(
+        herdr,
+        "agent.prompt",
+        {"target": "reviewer", "text": "hi", "wait": {"until": ["idle", "done"], "timeout_ms": 5000}},
+    )
     assert ok["result"]["type"] == "agent_prompted" and pane.prompts == ["hi"]
     herdr.add_pane(agent="claude", name="stuck")
     monkeypatch.setattr(herdr, "_submit", lambda pane: None)  # the Enter is swallowed (README.md#herdr-no-proof)
     started = time.monotonic()
-    stalled = call(herdr, "agent.prompt", {"target": "stuck", "text": "hello",
-                                           "wait": {"until": ["idle"], "timeout_ms": 5000}}, rid="p")
+    stalled = call(
+        herdr,
+        "agent.prompt",
+        {"target": "stuck", "text": "hello", "wait": {"until": ["idle"], "timeout_ms": 5000}},
+        rid="p",
+    )
     assert stalled["id"] == "p" and stalled["error"]["code"] == "agent_prompt_stalled"
     assert 0.4 <= time.monotonic() - started < 4
 
@@ -123,23 +156,42 @@ def test_waits_hold_the_connection_and_answer_once(herdr: FakeHerdr) -> None:
     started = time.monotonic()
     answer = call(herdr, "agent.wait", {"target": pane.pane_id, "until": ["idle"], "timeout_ms": 5000})
     assert answer["result"]["type"] == "agent_info" and time.monotonic() - started >= 0.25
-    timed_out = call(herdr, "events.wait", {"match_event": {"event": "pane_agent_status_changed",
-                                                            "pane_id": pane.pane_id, "agent_status": "blocked"},
-                                            "timeout_ms": 200})
+    timed_out = call(
+        herdr,
+        "events.wait",
+        {
+            "match_event": {"event": "pane_agent_status_changed", "pane_id": pane.pane_id, "agent_status": "blocked"},
+            "timeout_ms": 200,
+        },
+    )
     assert timed_out["error"] == {"code": "timeout", "message": "timed out waiting for event match"}
-    matched = call(herdr, "events.wait", {"match_event": {"event": "pane_agent_status_changed",
-                                                          "pane_id": pane.pane_id, "agent_status": "idle"}})
+    matched = call(
+        herdr,
+        "events.wait",
+        {"match_event": {"event": "pane_agent_status_changed", "pane_id": pane.pane_id, "agent_status": "idle"}},
+    )
     assert matched["result"]["event"]["data"]["agent_status"] == "idle"
-    out = call(herdr, "pane.wait_for_output", {"pane_id": pane.pane_id, "source": "recent",
-                                               "match": {"type": "regex", "value": "("}})
+    out = call(
+        herdr,
+        "pane.wait_for_output",
+        {"pane_id": pane.pane_id, "source": "recent", "match": {"type": "regex", "value": "("}},
+    )
     assert out["error"]["code"] == "invalid_regex"
 
 
 def test_subscribe_acks_then_streams_both_event_shapes(herdr: FakeHerdr) -> None:
     pane = herdr.add_pane(agent="claude", status="working")
-    request = {"id": "s", "method": "events.subscribe", "params": {"subscriptions": [
-        {"type": "pane.agent_status_changed", "pane_id": pane.pane_id, "agent_status": "idle"},
-        {"type": "pane.created"}, {"type": "pane.closed"}]}}
+    request = {
+        "id": "s",
+        "method": "events.subscribe",
+        "params": {
+            "subscriptions": [
+                {"type": "pane.agent_status_changed", "pane_id": pane.pane_id, "agent_status": "idle"},
+                {"type": "pane.created"},
+                {"type": "pane.closed"},
+            ]
+        },
+    }
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(5)
         sock.connect(str(herdr.path))
@@ -151,11 +203,22 @@ def test_subscribe_acks_then_streams_both_event_shapes(herdr: FakeHerdr) -> None
         other = herdr.add_pane()
         herdr.close_pane(other.pane_id)
         events = [json.loads(lines.readline()) for _ in range(3)]
-    assert events[0] == {"event": "pane.agent_status_changed", "data": {
-        "pane_id": pane.pane_id, "workspace_id": "w1", "agent_status": "idle", "agent": "claude"}}
+    assert events[0] == {
+        "event": "pane.agent_status_changed",
+        "data": {"pane_id": pane.pane_id, "workspace_id": "w1", "agent_status": "idle", "agent": "claude"},
+    }
     assert events[1]["event"] == "pane_created" and events[1]["data"]["type"] == "pane_created"
     assert events[1]["data"]["pane"]["pane_id"] == other.pane_id
-    assert events[2] == {"event": "pane_closed", "data": {"type": "pane_closed", "pane_id": other.pane_id,
-                                                          "workspace_id": "w1"}}
-    assert call(herdr, "events.subscribe", {"subscriptions": [
-        {"type": "pane.agent_status_changed", "pane_id": "w1:p99"}]}, rid="x")["error"]["code"] == "pane_not_found"
+    assert events[2] == {
+        "event": "pane_closed",
+        "data": {"type": "pane_closed", "pane_id": other.pane_id, "workspace_id": "w1"},
+    }
+    assert (
+        call(
+            herdr,
+            "events.subscribe",
+            {"subscriptions": [{"type": "pane.agent_status_changed", "pane_id": "w1:p99"}]},
+            rid="x",
+        )["error"]["code"]
+        == "pane_not_found"
+    )

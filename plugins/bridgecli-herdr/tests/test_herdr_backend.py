@@ -18,8 +18,9 @@ SENDER = "0b5e0000-aaaa-4bbb-8ccc-dddddddddddd"
 
 
 def entity(pane_id: str) -> Entity:
-    return Entity(gid=str(uuid.uuid4()), label="w", role="agent", deliver=f"herdr:{pane_id}",
-                  host="test", created=time.time())
+    return Entity(
+        gid=str(uuid.uuid4()), label="w", role="agent", deliver=f"herdr:{pane_id}", host="test", created=time.time()
+    )
 
 
 def message(content: str, kind: str = "SEND") -> Envelope:
@@ -69,7 +70,7 @@ def test_hostile_payloads_stay_inside_the_paste(make_backend, herdr: FakeHerdr, 
     data = written(herdr, pane.pane_id)
     # exactly the paste herdr wrapped, then Enter: nothing can end it early
     assert data.count(PASTE_END) == 1 and data.endswith(PASTE_END + "\r")
-    assert is_inert(data[len(PASTE_START):-len(PASTE_END + "\r")])
+    assert is_inert(data[len(PASTE_START) : -len(PASTE_END + "\r")])
     assert pane.commands == [] and pane.agent == agent  # nothing ran; Ctrl-C did not kill the agent
     assert len(pane.prompts) == (1 if agent else 0)
     screen = herdr.m_pane_read({"pane_id": pane.pane_id})["read"]["text"]

@@ -17,9 +17,17 @@ from bridgecli.interfaces import LaunchSpec
 
 def spec(command, tmp: Path, **profile) -> LaunchSpec:
     gid = str(uuid.uuid4())
-    return LaunchSpec(gid=gid, label="worker", role="agent", profile_name="p", command=command,
-                      cwd=str(tmp), env={"BRIDGE_GID": gid, "BRIDGE_HOST_ID": "test"},
-                      profile={"launcher": "herdr", **profile}, log_dir=tmp)
+    return LaunchSpec(
+        gid=gid,
+        label="worker",
+        role="agent",
+        profile_name="p",
+        command=command,
+        cwd=str(tmp),
+        env={"BRIDGE_GID": gid, "BRIDGE_HOST_ID": "test"},
+        profile={"launcher": "herdr", **profile},
+        log_dir=tmp,
+    )
 
 
 def test_spawn_ready_stop(make_launcher, herdr: FakeHerdr, short_tmp: Path) -> None:
@@ -78,6 +86,10 @@ def test_bridge_plugins_lists_herdr(xdg: Path) -> None:
     data = json.loads(out.stdout)
     herdr = next(p for p in data["plugins"] if p["name"] == "herdr")
     assert herdr["builtin"] is False
-    assert herdr["provides"] == {"backends": ["herdr"], "launchers": ["herdr"], "profile_settings": ["herdr"],
-                                 "plugin_settings": ["herdr"]}
+    assert herdr["provides"] == {
+        "backends": ["herdr"],
+        "launchers": ["herdr"],
+        "profile_settings": ["herdr"],
+        "plugin_settings": ["herdr"],
+    }
     assert "herdr" not in data["failures"]

@@ -9,8 +9,12 @@ from tests.support.env import run_bridge
 
 
 def test_values_set_through_bridge_config_load_as_written(bridge_home):
-    for key, value in [("plugins.herdr.method", "prompt"), ("plugins.herdr.confirm_timeout", "2"),
-                       ("profiles.h.launcher", "herdr"), ("profiles.h.herdr_direction", "down")]:
+    for key, value in [
+        ("plugins.herdr.method", "prompt"),
+        ("plugins.herdr.confirm_timeout", "2"),
+        ("profiles.h.launcher", "herdr"),
+        ("profiles.h.herdr_direction", "down"),
+    ]:
         proc = run_bridge("config", "set", key, value, env=bridge_home.env)
         assert proc.returncode == 0, proc.stderr
     loaded = HerdrSettings.load(config.load().plugin_settings("herdr"))

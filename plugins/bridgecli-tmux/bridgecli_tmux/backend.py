@@ -45,8 +45,9 @@ def _float(settings: Mapping[str, Any], key: str, default: float) -> float:
     try:
         value = float(settings.get(key, default))
     except (TypeError, ValueError):
-        raise ConfigError(f"[plugins.tmux] {key} must be a number, not {settings.get(key)!r}",
-                          f"fix {key} in bridge.toml") from None
+        raise ConfigError(
+            f"[plugins.tmux] {key} must be a number, not {settings.get(key)!r}", f"fix {key} in bridge.toml"
+        ) from None
     if value < 0:
         raise ConfigError(f"[plugins.tmux] {key} must not be negative", f"fix {key} in bridge.toml")
     return value
@@ -62,8 +63,9 @@ def _bool(settings: Mapping[str, Any], key: str, default: bool) -> bool:
 def _choice(settings: Mapping[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
     value = str(settings.get(key, default))
     if value not in choices:
-        raise ConfigError(f"[plugins.tmux] {key} = {value!r} is not one of {', '.join(choices)}",
-                          f"fix {key} in bridge.toml")
+        raise ConfigError(
+            f"[plugins.tmux] {key} = {value!r} is not one of {', '.join(choices)}", f"fix {key} in bridge.toml"
+        )
     return value
 
 
@@ -71,13 +73,16 @@ def _patterns(settings: Mapping[str, Any], key: str, default: tuple[str, ...]) -
     value = settings.get(key, list(default))
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise ConfigError(f"[plugins.tmux] {key} must be a regex or a list of regexes, not {value!r}",
-                          f"fix {key} in bridge.toml ([] switches dialog detection off)")
+        raise ConfigError(
+            f"[plugins.tmux] {key} must be a regex or a list of regexes, not {value!r}",
+            f"fix {key} in bridge.toml ([] switches dialog detection off)",
+        )
     try:
         return tuple(re.compile(v, re.M) for v in values)
     except re.error as exc:
-        raise ConfigError(f"[plugins.tmux] {key}: {exc.pattern!r} is not a valid regex ({exc})",
-                          f"fix {key} in bridge.toml") from None
+        raise ConfigError(
+            f"[plugins.tmux] {key}: {exc.pattern!r} is not a valid regex ({exc})", f"fix {key} in bridge.toml"
+        ) from None
 
 
 def dialog_on_screen(screen: str, patterns: tuple[re.Pattern[str], ...]) -> str | None:
@@ -91,7 +96,7 @@ def dialog_on_screen(screen: str, patterns: tuple[re.Pattern[str], ...]) -> str 
     lines = screen.split("\n")
     for index in range(len(lines) - 1, -1, -1):
         if _FRAME_END.search(lines[index]):
-            lines = lines[index + 1:]
+            lines = lines[index + 1 :]
             break
     tail = "\n".join([line for line in lines if line.strip()][-BLOCKED_SCAN_LINES:])
     return next((p.pattern for p in patterns if p.search(tail)), None)
@@ -156,22 +161,28 @@ class TmuxBackend:
     def check_address(self, address: str | None) -> None:
         """The address must name an existing pane on the configured server."""
         if not address or not TARGET_RE.match(address):
-            raise ConfigError(f"tmux target {address!r} is not a pane",
-                              "use --deliver tmux:%N (inside the pane: tmux:$TMUX_PANE) "
-                              "or tmux:session:window.pane")
+            raise ConfigError(
+                f"tmux target {address!r} is not a pane",
+                "use --deliver tmux:%N (inside the pane: tmux:$TMUX_PANE) or tmux:session:window.pane",
+            )
         try:
             self.tmux.pane(address)
         except PaneGone as exc:
-            raise NotFound(f"no tmux pane {address} ({exc.message})",
-                           "list panes with `tmux list-panes -a -F '#{pane_id}'`, or set "
-                           "[plugins.tmux] socket / BRIDGE_TMUX_SOCKET to the right server") from None
+            raise NotFound(
+                f"no tmux pane {address} ({exc.message})",
+                "list panes with `tmux list-panes -a -F '#{pane_id}'`, or set "
+                "[plugins.tmux] socket / BRIDGE_TMUX_SOCKET to the right server",
+            ) from None
 
     def deliver(self, entity: Entity, envelope: Envelope) -> None:
         """Type the framed message into the pane; return once its marker is visible."""
         target = entity.address
         if not target:
-            raise DeliveryError(f"entity {entity.label} has no tmux pane in --deliver {entity.deliver!r}",
-                                "re-register it with --deliver tmux:%N", retryable=False)
+            raise DeliveryError(
+                f"entity {entity.label} has no tmux pane in --deliver {entity.deliver!r}",
+                "re-register it with --deliver tmux:%N",
+                retryable=False,
+            )
         info = self._live_pane(target)
         frame = self.frame(envelope, info)
         try:
@@ -206,14 +217,21 @@ class TmuxBackend:
     def frame(self, envelope: Envelope, info: PaneInfo) -> Frame:
         """Render ``envelope`` for this pane (shell panes get ``#`` comment lines)."""
         shell = self.settings.shell_safe == "always" or (
-            self.settings.shell_safe == "auto" and info.shell_in_foreground)
+            self.settings.shell_safe == "auto" and info.shell_in_foreground
+        )
         if shell and info.shell_in_foreground and not info.comments_work:
             raise DeliveryError(
                 f"tmux pane {info.pane_id} has {info.command} in front, which runs '#' lines typed at its "
                 "prompt as commands; nothing was typed (the agent there has exited)",
-                "restart the agent in that pane; the message is retried", retryable=True)
-        return render(envelope, max_bytes=self.settings.max_bytes, max_lines=self.settings.max_lines,
-                      line_prefix=SHELL_PREFIX if shell else "")
+                "restart the agent in that pane; the message is retried",
+                retryable=True,
+            )
+        return render(
+            envelope,
+            max_bytes=self.settings.max_bytes,
+            max_lines=self.settings.max_lines,
+            line_prefix=SHELL_PREFIX if shell else "",
+        )
 
     def _live_pane(self, target: str) -> PaneInfo:
         """The pane, once no approval dialog is open in it; never type into a dialog."""
@@ -227,7 +245,10 @@ class TmuxBackend:
             failure=lambda: DeliveryError(
                 f"tmux pane {target} shows an approval dialog; nothing was typed "
                 f"(waited {self.settings.blocked_wait:g}s)",
-                "answer the dialog in the pane; the message is retried", retryable=True))
+                "answer the dialog in the pane; the message is retried",
+                retryable=True,
+            ),
+        )
         return info
 
     def _lookup(self, target: str, probe: Callable[[], tuple[PaneInfo, str]]) -> tuple[PaneInfo, str]:
@@ -238,8 +259,11 @@ class TmuxBackend:
         except TmuxError as exc:
             raise DeliveryError(f"tmux could not look up {target}: {exc.message}", exc.hint) from None
         if info.dead:
-            raise DeliveryError(f"the program in tmux pane {target} has exited (pane is dead)",
-                                "restart the agent there and re-register it", retryable=True)
+            raise DeliveryError(
+                f"the program in tmux pane {target} has exited (pane is dead)",
+                "restart the agent there and re-register it",
+                retryable=True,
+            )
         return info, screen
 
     def _type(self, info: PaneInfo, frame: Frame) -> None:
@@ -255,8 +279,21 @@ class TmuxBackend:
             args += ["send-keys", "-t", pane, "-l", "--", frame.header]
             if len(frame.lines) > 1:
                 payload = ("\n" + frame.body).encode("utf-8")
-                args += [SEP, "load-buffer", "-b", buffer, "-",
-                         SEP, "paste-buffer", "-p", "-d", "-b", buffer, "-t", pane]
+                args += [
+                    SEP,
+                    "load-buffer",
+                    "-b",
+                    buffer,
+                    "-",
+                    SEP,
+                    "paste-buffer",
+                    "-p",
+                    "-d",
+                    "-b",
+                    buffer,
+                    "-t",
+                    pane,
+                ]
         if self.settings.enter_delay > 0:
             self.tmux.run(*args, input=payload)
             time.sleep(self.settings.enter_delay)
@@ -275,16 +312,20 @@ class TmuxBackend:
                 raise DeliveryError(
                     f"message {frame.msg_id} was typed into tmux pane {pane_id} but its header "
                     f"{frame.marker} did not appear within {self.settings.confirm_timeout:g}s",
-                    "the program there may not echo input; check the pane", retryable=True)
+                    "the program there may not echo input; check the pane",
+                    retryable=True,
+                )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 
     def _gone(self, target: str, exc: TmuxError) -> DeliveryError:
         # retryable: the gateway retries with backoff and dead-letters after
         # messaging.max_attempts (docs/design.md#invariant-6); the roster shows the entity gone meanwhile
-        return DeliveryError(f"tmux pane {target} is gone: {exc.message}",
-                             "the agent's pane was closed; restart it and re-register the entity",
-                             retryable=True)
+        return DeliveryError(
+            f"tmux pane {target} is gone: {exc.message}",
+            "the agent's pane was closed; restart it and re-register the entity",
+            retryable=True,
+        )
 
 
 def pane_status(info: PaneInfo, dialog: str | None = None) -> PaneStatus:

@@ -20,8 +20,27 @@ from bridgecli.errors import BridgeError, ExitCode, MissingDependency
 from bridgecli_tmux.control import ControlChannel, ControlClosed
 
 #: ``pane_current_command`` values that mean "a shell is in the foreground"
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "tcsh", "csh", "ash",
-                    "busybox", "nu", "elvish", "xonsh", "pwsh", "yash", "oksh"})
+SHELLS = frozenset(
+    {
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "fish",
+        "ksh",
+        "mksh",
+        "tcsh",
+        "csh",
+        "ash",
+        "busybox",
+        "nu",
+        "elvish",
+        "xonsh",
+        "pwsh",
+        "yash",
+        "oksh",
+    }
+)
 #: shells that do *not* treat ``#`` as a comment at an interactive prompt (zsh without
 #: ``setopt interactivecomments``, csh/tcsh): a ``# `` line typed there runs as a command
 NO_INTERACTIVE_COMMENTS = frozenset({"zsh", "csh", "tcsh"})
@@ -78,8 +97,9 @@ class Tmux:
     attached, and through one ``tmux`` process per call otherwise.
     """
 
-    def __init__(self, socket: str | None = None, *, binary: str = "tmux", timeout: float = 10.0,
-                 control: bool = False) -> None:
+    def __init__(
+        self, socket: str | None = None, *, binary: str = "tmux", timeout: float = 10.0, control: bool = False
+    ) -> None:
         self.socket = socket
         self.binary = binary
         self.timeout = timeout
@@ -107,8 +127,9 @@ class Tmux:
             except ControlClosed as exc:
                 self._channel = None
                 if exc.args and exc.args[0] == "partial":  # never type a message twice
-                    raise TmuxError(f"the control client of {self.where()} went away mid-command",
-                                    "the delivery is retried") from None
+                    raise TmuxError(
+                        f"the control client of {self.where()} went away mid-command", "the delivery is retried"
+                    ) from None
         return self._run_process(args, input)
 
     def close(self) -> None:
@@ -125,9 +146,10 @@ class Tmux:
                 return None
             try:
                 session = self._run_process(("list-sessions", "-F", "#{session_id}"), None).split()[0]
-                self._channel = ControlChannel(self.argv("-C", "attach-session", "-f", "no-output,ignore-size",
-                                                         "-t", session),
-                                               timeout=self.timeout)
+                self._channel = ControlChannel(
+                    self.argv("-C", "attach-session", "-f", "no-output,ignore-size", "-t", session),
+                    timeout=self.timeout,
+                )
             except (BridgeError, ControlClosed, IndexError, OSError):
                 self._channel = None
                 self._control_retry_at = time.monotonic() + 5.0
@@ -155,14 +177,20 @@ class Tmux:
 
     def _run_process(self, args: Sequence[str], input: bytes | None) -> str:
         try:
-            proc = subprocess.run(self.argv(*args), input=input, capture_output=True,
-                                  timeout=self.timeout, stdin=None if input is not None else subprocess.DEVNULL)
+            proc = subprocess.run(
+                self.argv(*args),
+                input=input,
+                capture_output=True,
+                timeout=self.timeout,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except FileNotFoundError:
-            raise MissingDependency("tmux is not installed",
-                                    "install it (Debian: apt-get install tmux)") from None
+            raise MissingDependency("tmux is not installed", "install it (Debian: apt-get install tmux)") from None
         except subprocess.TimeoutExpired:
-            raise TmuxError(f"{self.where()} did not answer within {self.timeout:g}s",
-                            "check that the server is not stuck (tmux list-sessions)") from None
+            raise TmuxError(
+                f"{self.where()} did not answer within {self.timeout:g}s",
+                "check that the server is not stuck (tmux list-sessions)",
+            ) from None
         if proc.returncode != 0:
             raise self._error(proc.stderr.decode("utf-8", "replace").strip(), args)
         return proc.stdout.decode("utf-8", "replace")
@@ -170,13 +198,18 @@ class Tmux:
     def _error(self, stderr: str, args: Sequence[str]) -> TmuxError:
         first = stderr.splitlines()[0] if stderr else f"exit status without a message ({args[0]})"
         if "can't find" in first:
-            return PaneGone(f"{first} on {self.where()}",
-                            "the pane was closed; check `tmux list-panes -a` and re-register the entity")
+            return PaneGone(
+                f"{first} on {self.where()}",
+                "the pane was closed; check `tmux list-panes -a` and re-register the entity",
+            )
         if "no server running" in first or "error connecting" in first:
-            return PaneGone(f"{self.where()} is not running ({first})",
-                            "start tmux on that socket or fix [plugins.tmux] socket / BRIDGE_TMUX_SOCKET")
-        return TmuxError(f"tmux {args[0]} failed on {self.where()}: {first}",
-                         "run the same tmux command by hand to see why")
+            return PaneGone(
+                f"{self.where()} is not running ({first})",
+                "start tmux on that socket or fix [plugins.tmux] socket / BRIDGE_TMUX_SOCKET",
+            )
+        return TmuxError(
+            f"tmux {args[0]} failed on {self.where()}: {first}", "run the same tmux command by hand to see why"
+        )
 
     def pane(self, target: str) -> PaneInfo:
         """Look ``target`` up; :class:`PaneGone` if it does not exist."""
@@ -184,22 +217,26 @@ class Tmux:
 
     def pane_and_screen(self, target: str) -> tuple[PaneInfo, str]:
         """:meth:`pane` and the pane's visible text, in one tmux call."""
-        out = self.run("display-message", "-p", "-t", target, _INFO_FORMAT, SEP,
-                       "capture-pane", "-p", "-J", "-t", target)
+        out = self.run(
+            "display-message", "-p", "-t", target, _INFO_FORMAT, SEP, "capture-pane", "-p", "-J", "-t", target
+        )
         first, _, screen = out.partition("\n")
         return self._parse_info(target, first), screen
 
     def _parse_info(self, target: str, out: str) -> PaneInfo:
         parts = out.split("\t", 4)
         if not parts[0]:  # tmux 3.3 answers an unknown pane id with empty fields, not an error
-            raise PaneGone(f"can't find pane: {target} on {self.where()}",
-                           "the pane was closed; check `tmux list-panes -a` and re-register the entity")
+            raise PaneGone(
+                f"can't find pane: {target} on {self.where()}",
+                "the pane was closed; check `tmux list-panes -a` and re-register the entity",
+            )
         if len(parts) != 5 or not parts[0].startswith("%"):
-            raise TmuxError(f"unexpected answer from {self.where()} about {target}: {out!r}",
-                            "check the tmux version (3.0 or newer is needed)")
+            raise TmuxError(
+                f"unexpected answer from {self.where()} about {target}: {out!r}",
+                "check the tmux version (3.0 or newer is needed)",
+            )
         pane_id, dead, in_mode, pid, command = parts
-        return PaneInfo(pane_id=pane_id, dead=dead == "1", in_mode=in_mode == "1",
-                        pid=int(pid or 0), command=command)
+        return PaneInfo(pane_id=pane_id, dead=dead == "1", in_mode=in_mode == "1", pid=int(pid or 0), command=command)
 
     def capture(self, pane_id: str, history: int = 0) -> str:
         """The pane's visible text plus ``history`` lines above it, wrapped lines joined."""

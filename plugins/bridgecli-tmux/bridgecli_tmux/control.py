@@ -39,8 +39,9 @@ class ControlChannel:
         self.timeout = timeout
         self.lock = threading.Lock()
         self._lines: queue.Queue[str | None] = queue.Queue()
-        self.proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         threading.Thread(target=self._pump, name="tmux-control", daemon=True).start()
         self.closed = False
         ok, lines = self._block()  # the attach command's own block

@@ -43,20 +43,26 @@ class TmuxLauncher:
         session = str(profile.get("tmux_session") or self.settings.get("session") or DEFAULT_SESSION)
         split = str(profile.get("tmux_split", "window"))
         if split not in ("window", "pane"):
-            raise ConfigError(f"profile {spec.profile_name}: tmux_split = {split!r} is not window or pane",
-                              "use tmux_split = \"window\" or \"pane\"")
+            raise ConfigError(
+                f"profile {spec.profile_name}: tmux_split = {split!r} is not window or pane",
+                'use tmux_split = "window" or "pane"',
+            )
         pattern = profile.get("ready_pattern")
         if pattern is not None:
             try:
                 re.compile(str(pattern))
             except re.error as exc:
-                raise ConfigError(f"profile {spec.profile_name}: ready_pattern is not a valid regex ({exc})",
-                                  "fix ready_pattern") from None
+                raise ConfigError(
+                    f"profile {spec.profile_name}: ready_pattern is not a valid regex ({exc})", "fix ready_pattern"
+                ) from None
         self._ensure_session(session, spec)
         # Not detached (-d): the new pane must become the sequence's current pane so that the
         # chained set-option applies to it before tmux can reap a program that exits at once.
-        args = ["new-window", "-n", spec.label[:32] or "bridge", "-t", f"{session}:"] \
-            if split == "window" else ["split-window", "-t", f"{session}:"]
+        args = (
+            ["new-window", "-n", spec.label[:32] or "bridge", "-t", f"{session}:"]
+            if split == "window"
+            else ["split-window", "-t", f"{session}:"]
+        )
         args += ["-P", "-F", "#{pane_id}"]
         if spec.cwd:
             args += ["-c", spec.cwd]
@@ -65,8 +71,7 @@ class TmuxLauncher:
         command = spec.command
         args += ["--", command] if isinstance(command, str) else ["--", *command]
         pane_id = self.tmux.run(*args, SEP, "set-option", "-p", "remain-on-exit", "on").strip().splitlines()[0]
-        data = {"pane_id": pane_id, "socket": self.tmux.socket, "session": session,
-                "ready_pattern": pattern}
+        data = {"pane_id": pane_id, "socket": self.tmux.socket, "session": session, "ready_pattern": pattern}
         return LaunchHandle(launcher="tmux", deliver=f"tmux:{pane_id}", data=data)
 
     def _ensure_session(self, session: str, spec: LaunchSpec) -> None:
@@ -91,8 +96,10 @@ class TmuxLauncher:
             try:
                 info = tmux.pane(pane)
             except PaneGone as exc:
-                raise BridgeError(f"the tmux pane {pane} of the new agent disappeared ({exc.message})",
-                                  "check the profile's command by running it by hand") from None
+                raise BridgeError(
+                    f"the tmux pane {pane} of the new agent disappeared ({exc.message})",
+                    "check the profile's command by running it by hand",
+                ) from None
             screen = tmux.capture(pane, 200)
             if info.dead:
                 # tmux may see the exit before it has read the last output from the pty (a busy
@@ -103,13 +110,17 @@ class TmuxLauncher:
                     time.sleep(0.05)
                     screen = tmux.capture(pane, 200)
                 tail = " | ".join(line.strip() for line in screen.splitlines() if line.strip())
-                raise BridgeError(f"the agent's command exited in tmux pane {pane}; last lines: {tail[-400:]}",
-                                  "fix the profile's command (the pane is kept for inspection)")
+                raise BridgeError(
+                    f"the agent's command exited in tmux pane {pane}; last lines: {tail[-400:]}",
+                    "fix the profile's command (the pane is kept for inspection)",
+                )
             if regex is None or regex.search(screen):
                 return
             if time.monotonic() >= deadline:
-                raise Timeout(f"tmux pane {pane} did not show ready_pattern {pattern!r} within {timeout:g}s",
-                              "check the pane (tmux attach) or raise the spawn's --wait-ready")
+                raise Timeout(
+                    f"tmux pane {pane} did not show ready_pattern {pattern!r} within {timeout:g}s",
+                    "check the pane (tmux attach) or raise the spawn's --wait-ready",
+                )
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 

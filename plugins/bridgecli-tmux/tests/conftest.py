@@ -34,8 +34,26 @@ def tmux_server(short_tmp: Path) -> Iterator[Tmux]:
     """A tmux server on a private socket whose first window runs ``bash --norc``."""
     sock = str(short_tmp / "s")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
-    subprocess.run(["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "test",
-                    "-x", "200", "-y", "50", "bash --norc --noprofile"], check=True, env=env)
+    subprocess.run(
+        [
+            "tmux",
+            "-S",
+            sock,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "test",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "bash --norc --noprofile",
+        ],
+        check=True,
+        env=env,
+    )
     tmux = Tmux(sock)
     pid = server_pid(sock)
     yield tmux
@@ -51,8 +69,7 @@ def new_pane(tmux_server: Tmux) -> Callable[..., str]:
     """Open a window running ``command`` and return its pane id once ``ready`` is on screen."""
 
     def open_pane(command: str = SHELL, ready: str | None = "test$") -> str:
-        pane = tmux_server.run("new-window", "-d", "-t", "test:", "-P", "-F", "#{pane_id}",
-                               "--", command).strip()
+        pane = tmux_server.run("new-window", "-d", "-t", "test:", "-P", "-F", "#{pane_id}", "--", command).strip()
         if ready:
             wait_for(lambda: ready in tmux_server.capture(pane), what=f"{ready!r} in {pane}")
         return pane

@@ -29,11 +29,14 @@ def main() -> None:
             pending += os.read(fd, 4096)
             while pending:
                 if pending.startswith(START):
-                    in_paste, pasted, pending = True, True, pending[len(START):]
+                    in_paste, pasted, pending = True, True, pending[len(START) :]
                 elif pending.startswith(END):
-                    in_paste, pending = False, pending[len(END):]
-                elif pending[:1] == b"\x1b" and len(pending) < len(START) and (START.startswith(pending)
-                                                                             or END.startswith(pending)):
+                    in_paste, pending = False, pending[len(END) :]
+                elif (
+                    pending[:1] == b"\x1b"
+                    and len(pending) < len(START)
+                    and (START.startswith(pending) or END.startswith(pending))
+                ):
                     break  # the rest of a marker is still on its way
                 elif pending[:1] in (b"\r", b"\n") and not in_paste:
                     text = buffer.decode("utf-8", "replace")

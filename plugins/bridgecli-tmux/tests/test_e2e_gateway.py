@@ -30,8 +30,26 @@ def worker_pane(host_factory, short_tmp: Path):
     b.write_config(f'[plugins.tmux]\nsocket = "{sock}"\n')
     env = {k: v for k, v in b.env.items() if not k.startswith("TMUX")}
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
-    subprocess.run(["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "w", "-x", "220", "-y", "50",
-                    "env PS1='worker$ ' bash --norc --noprofile"], check=True, env=env)
+    subprocess.run(
+        [
+            "tmux",
+            "-S",
+            sock,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "w",
+            "-x",
+            "220",
+            "-y",
+            "50",
+            "env PS1='worker$ ' bash --norc --noprofile",
+        ],
+        check=True,
+        env=env,
+    )
     tmux = Tmux(sock)
     pane = tmux.pane("w:").pane_id
     wait_for(lambda: "worker$" in tmux.capture(pane), what="the worker's prompt")
@@ -53,8 +71,11 @@ def test_u1_framed_message_in_a_tmux_pane_and_reply_typed_there(host_factory, wo
 
     sent = a.bridge_json("send", worker, "please review PR 7\nthen say LGTM", "--from", "main")
     marker = f"[bridge {sent['msgId'][:8]}]"
-    wait_for(lambda: f"[end bridge {sent['msgId'][:8]}]" in tmux.capture(pane, 200), timeout=30,
-             what="the framed message in the pane")
+    wait_for(
+        lambda: f"[end bridge {sent['msgId'][:8]}]" in tmux.capture(pane, 200),
+        timeout=30,
+        what="the framed message in the pane",
+    )
     screen = tmux.capture(pane, 200)
     assert f"# {marker} SEND from main (gid {main}) on {a.name}" in screen
     assert "# │ please review PR 7" in screen and "# │ then say LGTM" in screen
@@ -65,8 +86,9 @@ def test_u1_framed_message_in_a_tmux_pane_and_reply_typed_there(host_factory, wo
     tmux.run("send-keys", "-t", pane, "-l", f'BRIDGE_GID={worker} {command.group(1)} "LGTM"')
     tmux.run("send-keys", "-t", pane, "Enter")
     back = _poll(a, main, "30s")
-    assert [(m["kind"], m["content"], m["inReplyTo"], m["from"]) for m in back] == \
-        [("REPLY", "LGTM", sent["msgId"], worker)]
+    assert [(m["kind"], m["content"], m["inReplyTo"], m["from"]) for m in back] == [
+        ("REPLY", "LGTM", sent["msgId"], worker)
+    ]
 
 
 #: few attempts so a gone pane dead-letters within seconds; the worker's backoff between
@@ -131,8 +153,9 @@ def test_pane_killed_partway_through_a_stream(host_factory, worker_pane, short_t
     def settled() -> bool:
         seen = output.read_text(errors="replace") if output.exists() else ""
         dead = _dead_letters(b, ids)
-        return all(f"[end bridge {i[:8]}]" in seen or i in dead for i in ids) and \
-            all(i in dead for i in ids if f"[end bridge {i[:8]}]" not in seen)
+        return all(f"[end bridge {i[:8]}]" in seen or i in dead for i in ids) and all(
+            i in dead for i in ids if f"[end bridge {i[:8]}]" not in seen
+        )
 
     wait_for(settled, timeout=60, what="every message delivered or dead-lettered")
     seen = output.read_text(errors="replace")
@@ -161,8 +184,11 @@ def test_bridge_show_after_a_cut_delivery(host_factory, worker_pane) -> None:
     a.start_gateway(), b.start_gateway()
     content = "\n".join(f"line {n:03d} " + "x" * 40 for n in range(60))
     sent = a.bridge_json("send", worker, content, "--from", "main")
-    wait_for(lambda: f"[end bridge {sent['msgId'][:8]}]" in tmux.capture(pane, 200), timeout=30,
-             what="the cut message in the pane")
+    wait_for(
+        lambda: f"[end bridge {sent['msgId'][:8]}]" in tmux.capture(pane, 200),
+        timeout=30,
+        what="the cut message in the pane",
+    )
     screen = tmux.capture(pane, 200)
     command = re.search(r"read all of it with: (bridge show \S+)\]", screen)
     assert command and command.group(1) == f"bridge show {sent['msgId']}"

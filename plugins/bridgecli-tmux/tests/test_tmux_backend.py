@@ -23,13 +23,15 @@ SENDER = "0b5e0000-aaaa-4bbb-8ccc-dddddddddddd"
 
 
 def entity(pane: str) -> Entity:
-    return Entity(gid=str(uuid.uuid4()), label="w", role="agent", deliver=f"tmux:{pane}",
-                  host="test", created=time.time())
+    return Entity(
+        gid=str(uuid.uuid4()), label="w", role="agent", deliver=f"tmux:{pane}", host="test", created=time.time()
+    )
 
 
 def message(content: str, kind: str = "SEND") -> Envelope:
-    return Envelope(kind=kind, sender=SENDER, recipient=SENDER, content=content,
-                    sender_label="lead", sender_host="host-a")
+    return Envelope(
+        kind=kind, sender=SENDER, recipient=SENDER, content=content, sender_label="lead", sender_host="host-a"
+    )
 
 
 def screen(tmux: Tmux, pane: str) -> str:
@@ -217,8 +219,10 @@ class WatchedTmux(Tmux):
         if args[0] == "send-keys" and args[-1] == "Enter" and len(args) == 4:
             pane = args[2]
             # the shell echoes what was typed a moment after tmux wrote it: wait for the echo
-            wait_for(lambda: self.observer.capture(pane).rstrip().rsplit("test$", 1)[-1].strip(),
-                     what="the typed text on screen")
+            wait_for(
+                lambda: self.observer.capture(pane).rstrip().rsplit("test$", 1)[-1].strip(),
+                what="the typed text on screen",
+            )
             self.before_enter.append(self.observer.capture(pane, 300))
         return super().run(*args, input=input)
 
@@ -236,7 +240,7 @@ def test_enter_delay_sends_enter_separately(make_backend, new_pane, tmux_server)
     # the text went in one call without an Enter, the Enter alone in a later one
     typed = next(i for i, args in enumerate(tmux.invocations) if any(marker in arg for arg in args))
     assert "Enter" not in tmux.invocations[typed]
-    assert tmux.invocations[typed + 1:].count(("send-keys", "-t", pane, "Enter")) == 1
+    assert tmux.invocations[typed + 1 :].count(("send-keys", "-t", pane, "Enter")) == 1
     # and until that Enter the message sat typed at the prompt: nothing ran, no new prompt
     [shown] = tmux.before_enter
     assert marker in shown.rstrip().rsplit("test$", 1)[-1], shown
@@ -271,8 +275,9 @@ def test_open_dialog_is_never_typed_into(make_backend, new_pane, tmux_server, sh
     assert backend.status(entity(pane)) == "running"
 
 
-def test_dialog_that_stays_open_fails_retryably_with_nothing_typed(make_backend, new_pane, tmux_server,
-                                                                    short_tmp) -> None:
+def test_dialog_that_stays_open_fails_retryably_with_nothing_typed(
+    make_backend, new_pane, tmux_server, short_tmp
+) -> None:
     backend = make_backend(blocked_wait=0.5)
     log = short_tmp / "answers"
     pane = new_pane(f"{DIALOG} {log}", ready="Do you want to proceed?")
@@ -312,8 +317,7 @@ def test_a_message_quoting_a_dialog_does_not_block_its_pane(make_backend, new_pa
 
 
 @pytest.mark.parametrize("shell", ["zsh -f", "tcsh -f"])
-def test_shells_where_hash_is_not_a_comment_get_nothing(make_backend, new_pane, tmux_server, short_tmp,
-                                                          shell) -> None:
+def test_shells_where_hash_is_not_a_comment_get_nothing(make_backend, new_pane, tmux_server, short_tmp, shell) -> None:
     """At an interactive prompt zsh (without interactivecomments) and csh/tcsh run a typed
     '# …' line as a command, so the '#' shell-safe frame would not be safe there: the
     backend types nothing and fails retryably. Control: the same line typed by hand runs."""
@@ -322,8 +326,10 @@ def test_shells_where_hash_is_not_a_comment_get_nothing(make_backend, new_pane, 
         pytest.skip(f"{program} is not installed (./dev installs it)")
     backend = make_backend()
     pane = new_pane(shell, ready=None)
-    wait_for(lambda: tmux_server.pane(pane).command in ("zsh", "csh", "tcsh")
-             and screen(tmux_server, pane).strip(), what=f"{program}'s prompt")
+    wait_for(
+        lambda: tmux_server.pane(pane).command in ("zsh", "csh", "tcsh") and screen(tmux_server, pane).strip(),
+        what=f"{program}'s prompt",
+    )
     marker = short_tmp / "PWNED"
     with pytest.raises(DeliveryError) as info:
         backend.deliver(entity(pane), message(f"x; touch {marker}"))
@@ -335,8 +341,9 @@ def test_shells_where_hash_is_not_a_comment_get_nothing(make_backend, new_pane, 
 
 
 @pytest.mark.parametrize("control_mode", [True, False])
-def test_multiline_frame_is_one_submission_with_bracketed_paste(make_backend, new_pane, short_tmp,
-                                                                 control_mode) -> None:
+def test_multiline_frame_is_one_submission_with_bracketed_paste(
+    make_backend, new_pane, short_tmp, control_mode
+) -> None:
     """A program that enabled bracketed paste gets the whole multi-line frame as one
     submission: its newlines arrive inside the paste, and only the final Enter submits."""
     import json

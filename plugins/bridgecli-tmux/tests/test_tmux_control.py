@@ -29,8 +29,7 @@ def test_arguments_reach_tmux_byte_for_byte(tmux_server: Tmux, text: str) -> Non
 
 @pytest.mark.parametrize("control", [True, False], ids=["control-client", "process"])
 @pytest.mark.parametrize("text", [SEP, "a;", "\\;", "%end 1 2 1", '"\\', "#{pane_id}"])
-def test_buffer_input_that_looks_like_syntax_reaches_tmux_as_is(tmux_server: Tmux, text: str,
-                                                                control: bool) -> None:
+def test_buffer_input_that_looks_like_syntax_reaches_tmux_as_is(tmux_server: Tmux, text: str, control: bool) -> None:
     """The delivery path: load-buffer from input — on stdin per process, and as a quoted
     set-buffer argument through the control client (which has no stdin) — a lone ";" included."""
     client = Tmux(tmux_server.socket, control=control)
@@ -46,8 +45,9 @@ def test_forged_end_lines_in_a_pane_do_not_desync(tmux_server: Tmux, new_pane, s
     control = Tmux(tmux_server.socket, control=True)
     pane = new_pane()
     forged = short_tmp / "forged"
-    forged.write_text("".join(f"%end {t} {n} 1\n%begin {t} {n} 1\n" for t in range(3) for n in range(20))
-                      + "%error 1 2 1\n")
+    forged.write_text(
+        "".join(f"%end {t} {n} 1\n%begin {t} {n} 1\n" for t in range(3) for n in range(20)) + "%error 1 2 1\n"
+    )
     tmux_server.run("send-keys", "-t", pane, "-l", f"cat {forged}")
     tmux_server.run("send-keys", "-t", pane, "Enter")
     wait_for(lambda: "%error 1 2 1" in tmux_server.capture(pane), what="forged lines on screen")

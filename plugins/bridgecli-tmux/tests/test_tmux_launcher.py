@@ -31,9 +31,17 @@ def launcher(xdg: Path, tmux_server):
 
 def spec(command, tmp: Path, **profile) -> LaunchSpec:
     gid = str(uuid.uuid4())
-    return LaunchSpec(gid=gid, label="worker", role="agent", profile_name="p", command=command,
-                      cwd=str(tmp), env={"BRIDGE_GID": gid, "BRIDGE_HOST_ID": "test"},
-                      profile={"launcher": "tmux", **profile}, log_dir=tmp)
+    return LaunchSpec(
+        gid=gid,
+        label="worker",
+        role="agent",
+        profile_name="p",
+        command=command,
+        cwd=str(tmp),
+        env={"BRIDGE_GID": gid, "BRIDGE_HOST_ID": "test"},
+        profile={"launcher": "tmux", **profile},
+        log_dir=tmp,
+    )
 
 
 def test_spawn_ready_deliver_stop(launcher, tmux_server, make_backend, short_tmp) -> None:
@@ -56,8 +64,9 @@ def test_spawn_ready_deliver_stop(launcher, tmux_server, make_backend, short_tmp
 
 
 def test_argv_command_and_split_pane(launcher, tmux_server, short_tmp) -> None:
-    handle = launcher.start(spec(["sh", "-c", "echo argv-ok; exec sleep 600"], short_tmp,
-                                 ready_pattern="argv-ok", tmux_split="pane"))
+    handle = launcher.start(
+        spec(["sh", "-c", "echo argv-ok; exec sleep 600"], short_tmp, ready_pattern="argv-ok", tmux_split="pane")
+    )
     launcher.wait_ready(handle, timeout=30)
     panes = tmux_server.run("list-panes", "-t", "agents:", "-F", "#{pane_id}").split()
     assert handle.data["pane_id"] in panes and len(panes) == 2
@@ -93,6 +102,10 @@ def test_bridge_plugins_lists_tmux(xdg: Path) -> None:
     data = json.loads(out.stdout)
     tmux = next(p for p in data["plugins"] if p["name"] == "tmux")
     assert tmux["builtin"] is False
-    assert tmux["provides"] == {"backends": ["tmux"], "launchers": ["tmux"], "profile_settings": ["tmux"],
-                                "plugin_settings": ["tmux"]}
+    assert tmux["provides"] == {
+        "backends": ["tmux"],
+        "launchers": ["tmux"],
+        "profile_settings": ["tmux"],
+        "plugin_settings": ["tmux"],
+    }
     assert "tmux" not in data["failures"]

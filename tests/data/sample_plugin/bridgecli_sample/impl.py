@@ -7,9 +7,7 @@ import click
 from bridgecli.config import Setting
 
 #: keys of profiles with launcher = "sample-launcher", besides the common ones
-PROFILE_SETTINGS = (
-    Setting("sample_mode", str, "fast", "How the sample launcher starts.", choices=("fast", "slow")),
-)
+PROFILE_SETTINGS = (Setting("sample_mode", str, "fast", "How the sample launcher starts.", choices=("fast", "slow")),)
 
 #: keys of [plugins.sample]
 PLUGIN_SETTINGS = (
