@@ -13,7 +13,8 @@ from typing import Any, cast
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, DeliveryError
-from bridgecli.hoststate.store import DELIVERED, Store, Transaction
+from bridgecli.hoststate.store import DELIVERED, Store
+from bridgecli.hoststate.transaction import Transaction
 from bridgecli.interfaces import BackendContext, BackendTraits, DeliveryBackend, Entity, RecordingBackend, traits_of
 
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.waiters import Waiter, Waiters
-from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage, Transaction
+from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage
+from bridgecli.hoststate.transaction import Transaction
 from bridgecli.interfaces import RecordingBackend, traits_of
 
 if TYPE_CHECKING:

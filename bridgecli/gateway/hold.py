@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import ConfigError, DeliveryError
-from bridgecli.hoststate.store import HELD, Store, Transaction, default_path
+from bridgecli.hoststate.store import HELD, Store, default_path
+from bridgecli.hoststate.transaction import Transaction
 from bridgecli.interfaces import BackendContext, BackendTraits, Entity
 
 

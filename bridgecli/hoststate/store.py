@@ -20,15 +20,13 @@ from pathlib import Path
 
 from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope
+from bridgecli.hoststate.checkpoint import WalCheckpointer, leave_checkpoints_to_thread
+from bridgecli.hoststate.transaction import Transaction
 
 HELD, DELIVERED, DRAINED = "held", "delivered", "drained"
 #: handed to a local client that has not confirmed it yet: back to held if the client goes
 #: away (or the gateway restarts) first; drained on its confirm
 TAKEN = "taken"
-#: the gateway checkpoints the WAL after this long without a write (seconds) ...
-CHECKPOINT_IDLE = 0.5
-#: ... or once it has grown to this many bytes (also the size it is truncated back to)
-WAL_LIMIT = 32 * 1024 * 1024
 #: handed to a backend, not confirmed yet: visible to ``bridge reply``/``show`` (an exec
 #: command may answer from inside its own delivery) but not a duplicate on redelivery
 DELIVERING = "delivering"
@@ -89,8 +87,7 @@ class Store:
         #: msg ids with attempt rows written by this process (attempt rows left by an earlier
         #: process are swept by prune(): a message delivered since has no use for them)
         self._attempted: set[str] = set()
-        self._checkpointer: threading.Thread | None = None
-        self._checkpoint_stop = threading.Event()
+        self._checkpointer: WalCheckpointer | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db().executescript(_SCHEMA)
 
@@ -104,54 +101,22 @@ class Store:
             # (make_durable): losing any other write in a power cut only repeats a message
             db.execute("PRAGMA synchronous=NORMAL")
             if self._checkpointer is not None:
-                db.execute("PRAGMA wal_autocheckpoint=0")
-                db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+                leave_checkpoints_to_thread(db)
             self._local.db = db
         return db
 
     # --- checkpoints (the gateway) ------------------------------------------------------
 
     def checkpoint_in_background(self) -> None:
-        """Copy the WAL into the database from a thread of its own, when the gateway is idle,
-        instead of inside whichever commit crosses SQLite's 1,000-page mark.
-
-        Why: a checkpoint fsyncs the database, and on ext4 that fsync stalls the other writes
-        of the moment too; inside a delivery's commit it held a message for 10–20 ms every
-        ~150 U1 round trips (the round trip's p99 in bench/messaging.py). Waiting for a quiet
-        moment (:data:`CHECKPOINT_IDLE` without a write) keeps it off busy stretches; under
-        sustained load the WAL is still checkpointed once it reaches :data:`WAL_LIMIT`. A
-        PASSIVE checkpoint never blocks writers."""
+        """Copy the WAL into the database from a thread of its own when the gateway is idle,
+        not inside a delivery's commit (why: :mod:`bridgecli.hoststate.checkpoint`)."""
         if self._checkpointer is not None:
             return
-        self._checkpointer = threading.Thread(target=self._checkpoint_loop, daemon=True, name="store-checkpoint")
+        self._checkpointer = WalCheckpointer(self.path)
         db = getattr(self._local, "db", None)
         if db is not None:
-            db.execute("PRAGMA wal_autocheckpoint=0")
-            db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+            leave_checkpoints_to_thread(db)
         self._checkpointer.start()
-
-    def _checkpoint_loop(self) -> None:
-        wal = f"{self.path}-wal"
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        seen, changed_at, copied = None, time.monotonic(), None
-        try:
-            while not self._checkpoint_stop.wait(CHECKPOINT_IDLE / 2):
-                try:
-                    st = os.stat(wal)
-                except OSError:
-                    continue
-                now = time.monotonic()
-                if st.st_mtime_ns != seen:
-                    seen, changed_at = st.st_mtime_ns, now
-                quiet = now - changed_at >= CHECKPOINT_IDLE and copied != seen
-                if quiet or st.st_size >= WAL_LIMIT:
-                    try:
-                        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                        copied = seen  # a checkpoint writes the database, not the WAL
-                    except sqlite3.Error:
-                        pass  # busy or locked: the next round copies it
-        finally:
-            db.close()
 
     class _Tx:
         def __init__(self, db: sqlite3.Connection) -> None:
@@ -472,40 +437,12 @@ class Store:
             yield _row_to_message(row)
 
     def close(self) -> None:
-        self._checkpoint_stop.set()
-        if self._checkpointer is not None and self._checkpointer is not threading.current_thread():
-            self._checkpointer.join(5)
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         db = getattr(self._local, "db", None)
         if db is not None:
             db.close()
             self._local.db = None
-
-
-class Transaction:
-    """An open write transaction of :meth:`Store.begin`: pass it to the store's writes to join
-    them, then :meth:`commit` or :meth:`rollback` it once (later calls do nothing). Why an
-    object: whoever holds it decides where a write goes; no thread-wide mode does."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-        self.open = True
-
-    def commit(self) -> None:
-        """Commit; if that fails, the transaction is rolled back (and the error raised)."""
-        if not self.open:
-            return
-        self.open = False
-        try:
-            self.db.execute("COMMIT")
-        except Exception:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-            raise
-
-    def rollback(self) -> None:
-        if self.open:
-            self.open = False
-            self.db.execute("ROLLBACK")
 
 
 def default_path() -> Path:

@@ -30,7 +30,8 @@ from bridgecli.gateway.daemon import Gateway
 from bridgecli.gateway.hold import HoldBackend
 from bridgecli.gateway.operations import op_poll
 from bridgecli.hoststate.entities import Registry
-from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, Transaction
+from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store
+from bridgecli.hoststate.transaction import Transaction
 from bridgecli.interfaces import BackendContext, Entity
 from tests.support.env import BRIDGE_BIN
 
