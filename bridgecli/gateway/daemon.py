@@ -9,7 +9,6 @@ protocols collaborators see the gateway through: docs/architecture.md ("Gateway 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import signal
 import threading
@@ -22,20 +21,18 @@ import pika.exceptions
 import tenacity
 
 from bridgecli import __version__
-from bridgecli import envelope as env_mod
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import Publisher
 from bridgecli.config import Config
-from bridgecli.envelope import Envelope, InvalidEnvelope
-from bridgecli.errors import DeliveryError
-from bridgecli.gateway import identity, iocalls, registration
+from bridgecli.envelope import Envelope
+from bridgecli.gateway import deadletter, iocalls, registration
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
-from bridgecli.gateway.deadletter import dead_letter
 from bridgecli.gateway.elsewhere import Elsewhere
 from bridgecli.gateway.inboxes import Consumer, Inboxes
+from bridgecli.gateway.intake import Intake
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
 from bridgecli.gateway.waiters import Waiter, Waiters
@@ -51,8 +48,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("bridgecli.gateway")
 T = TypeVar("T")
-#: most inline deliveries committed and acked together
-BATCH_MAX = 256
 
 
 class Gateway:
@@ -97,7 +92,8 @@ class Gateway:
         self.lane = PublishLane(config, self.host)
         #: the open burst of inline deliveries and its hand-offs to waiters (I/O thread only)
         self.burst = Burst(self.store, self.waiters, self.should_stop)
-        self._identity_policy = identity.IdentityPolicy.from_config(config.values)
+        #: what the I/O thread does with each delivery from a local inbox
+        self.intake = Intake(self, config.values, self.store, self.burst, self.inboxes, self.backends)
         #: the fleet's roster view, once presence is wired in (:meth:`use_roster`)
         self.roster: RosterView | None = None
         #: monotonic time by which the roster has heard every live gateway at least once
@@ -224,7 +220,7 @@ class Gateway:
         self.lane.stop()
         if self.connected.is_set():
             try:
-                self._flush_batch()
+                self.flush_batch()
             except Exception:
                 self.burst.rollback()
         workers = self.inboxes.workers()
@@ -260,7 +256,7 @@ class Gateway:
         while not self.should_stop.is_set() and (end is None or time.monotonic() < end):
             assert self.connection is not None
             self.connection.process_data_events(time_limit=0.2)
-            self._flush_batch()
+            self.flush_batch()
             self._run_periodic()
 
     def add_periodic(self, interval: float, fn: Callable[[], None]) -> None:
@@ -332,93 +328,10 @@ class Gateway:
         return moved
 
     def on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
-        try:
-            self._handle_message(entity, generation, method, props, body)
-        except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPConnectionError, pika.exceptions.ChannelClosed):
-            raise
-        except Exception as exc:  # a bug or a plugin surprise: keep the message, keep serving
-            detail = f"{type(exc).__name__}: {exc}"
-            key = getattr(props, "message_id", None) or "body-" + hashlib.sha256(body).hexdigest()[:32]
-            self._batch_safe_rollback()
-            attempts = self.store.add_attempt(key, detail)
-            if attempts >= self.max_attempts:  # never an endless hot requeue loop
-                self._dead_letter(
-                    method.delivery_tag, props, body, topology.inbox_name(entity.gid), "gateway_error", detail, attempts
-                )
-                return
-            glog.event(
-                logger,
-                "message handling failed; requeued",
-                logging.ERROR,
-                entity=entity.label,
-                attempt=attempts,
-                error=detail,
-            )
-            self.channel.basic_nack(method.delivery_tag, requeue=True)
+        """Handle one delivery to ``entity``'s inbox (I/O thread; see :class:`.intake.Intake`)."""
+        self.intake.on_message(entity, generation, method, props, body)
 
-    def _batch_safe_rollback(self) -> None:
-        """After an unexpected error mid-burst: commit what was delivered so far (acks follow)."""
-        try:
-            self._flush_batch()
-        except Exception:
-            self.burst.rollback()
-
-    def _handle_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
-        queue_name = topology.inbox_name(entity.gid)
-        try:
-            envelope = env_mod.parse(body, max_content_bytes=max(self.max_content, 1), keep_raw=True)
-        except InvalidEnvelope as exc:
-            self._dead_letter(method.delivery_tag, props, body, queue_name, exc.reason, exc.detail)
-            return
-        if envelope.recipient != entity.gid:
-            self._dead_letter(
-                method.delivery_tag,
-                props,
-                body,
-                queue_name,
-                "recipient_mismatch",
-                f"body is addressed to {envelope.recipient}, queue belongs to {entity.gid}",
-            )
-            return
-        if props is not None and getattr(props, "user_id", None):
-            envelope = Envelope(**{**envelope.__dict__, "user_id": props.user_id})
-        mismatch = self._identity_policy.mode != "off" and identity.verify(self.config.values, envelope, self.roster)
-        if mismatch:
-            self._dead_letter(method.delivery_tag, props, body, queue_name, "sender_mismatch", mismatch)
-            return
-        if self.store.seen(envelope.msg_id):
-            glog.event(logger, "duplicate dropped", entity=entity.label, msg=envelope.msg_id)
-            self.channel.basic_ack(method.delivery_tag)
-            return
-        item = Delivery(generation, method.delivery_tag, envelope, props, body, queue_name)
-        worker = self.inboxes.worker_of(entity.gid)
-        if worker is not None:
-            self.burst.at_worker.add(method.delivery_tag)
-            worker.items.put(item)
-            return
-        # inline backend: deliver now, inside the open batch transaction; the commit and the
-        # acks follow in _flush_batch (end of this burst of deliveries, or BATCH_MAX)
-        backend = self.backend_for(entity)
-        try:
-            size = self.burst.add(
-                method.delivery_tag,
-                entity,
-                backend,
-                envelope,
-                lambda tx: self.backends.deliver(entity, backend, envelope, tx),
-            )
-        except DeliveryError as exc:
-            self._flush_batch()
-            attempts = self.store.add_attempt(envelope.msg_id, str(exc))
-            if not exc.retryable or attempts >= self.max_attempts:
-                self._dead_letter(method.delivery_tag, props, body, queue_name, "delivery_failed", str(exc), attempts)
-            else:
-                self.channel.basic_nack(method.delivery_tag, requeue=True)
-            return
-        if size >= BATCH_MAX:
-            self._flush_batch()
-
-    def _flush_batch(self) -> None:
+    def flush_batch(self) -> None:
         """Commit, hand over, sync and ack the open burst (:meth:`.burst.Burst.flush`); log it."""
         batch = self.burst.flush(self.channel)
         if len(batch) == 1:
@@ -473,15 +386,16 @@ class Gateway:
         def move() -> None:
             if item.generation == self.generation:
                 self.burst.at_worker.discard(item.tag)
-                self._dead_letter(item.tag, item.properties, item.body, item.queue, reason, detail, attempts)
+                self.dead_letter(item.tag, item.properties, item.body, item.queue, reason, detail, attempts)
 
         self.call_soon(move)
 
-    def _dead_letter(
+    def dead_letter(
         self, tag: int, props: Any, body: bytes, queue_name: str, reason: str, detail: str, attempts: int | None = None
     ) -> None:
+        """Move one delivery to the DLQ with ``reason`` and ack it (I/O thread)."""
         assert self.publisher is not None and self.channel is not None
-        dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
+        deadletter.dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
 
     # --- publishing ---------------------------------------------------------------------
 

@@ -20,10 +20,10 @@ import sys
 
 def _install(stage: str, nth: int) -> None:
     from bridgecli.gateway.daemon import Gateway
-    from bridgecli.hoststate.store import Transaction
+    from bridgecli.hoststate.transaction import Transaction
 
     bursts = {"n": 0, "armed": False}
-    flush, commit = Gateway._flush_batch, Transaction.commit
+    flush, commit = Gateway.flush_batch, Transaction.commit
 
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -55,7 +55,7 @@ def _install(stage: str, nth: int) -> None:
             self.connection.process_data_events(time_limit=0)
             die()
 
-    Gateway._flush_batch, Transaction.commit = flush_batch, commit_tx
+    Gateway.flush_batch, Transaction.commit = flush_batch, commit_tx
 
 
 def main() -> None:
