@@ -1,8 +1,9 @@
 """Configuration: ``bridge.toml`` < ``BRIDGE_*`` environment < command-line flags.
 
 The schema is plain data (:data:`SETTINGS`): one :class:`Setting` per dotted key, with type,
-default, environment variable and help. Everything that reads or writes the file goes
-through here, so validation and errors are the same everywhere. Two table families are kept
+default, environment variable and help. Everything that reads the file goes through here
+(and every write through :mod:`bridgecli.config_edit`), so validation and errors are the
+same everywhere. Two table families are kept
 as they are (their launcher or plugin may be missing on this host): ``[profiles.<name>]``
 (spawn profiles, read by the gateway that runs them) and ``[plugins.<name>]`` (a plugin's
 settings); ``bridge config`` checks them (:mod:`bridgecli.config_tables`).
@@ -14,7 +15,6 @@ import difflib
 import os
 import re
 import socket
-import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bridgecli import paths
-from bridgecli.errors import CannotWrite, ConfigError
+from bridgecli.errors import ConfigError
 
 HOST_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\Z")
 FREE_FORM_SECTIONS = ("profiles", "plugins")
@@ -411,94 +411,3 @@ def load(
         if value is not None:
             values[key], sources[key] = SETTINGS[key].parse(value, "command line"), "flag"
     return Config(values=values, sources=sources, tables=tables, path=path, unknown=unknown or [])
-
-
-def _cannot_write(path: Path, exc: OSError) -> CannotWrite:
-    return CannotWrite(
-        f"cannot write {path}: {exc.strerror or exc}",
-        "nothing was changed; check that its directory exists, is writable and "
-        "its disk is not full (or point BRIDGE_CONFIG at another file)",
-    )
-
-
-def write_file(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename: a failure leaves the
-    old file as it was and raises :class:`CannotWrite`, never a bare OSError."""
-    import tomli_w  # only writers pay for it
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".bridge.", suffix=".toml", dir=path.parent)
-    except OSError as exc:
-        raise _cannot_write(path, exc) from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            tomli_w.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise _cannot_write(path, exc) from exc
-        raise
-
-
-def set_value(key: str, raw: str) -> Any:
-    """Validate and store ``key = raw`` in the file, preserving every other key and table."""
-    return set_values({key: raw})[key]
-
-
-def set_values(raw_values: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate every ``key = raw`` first, then store them all in one atomic write (all or
-    nothing), preserving every other key and table; the file stays mode 0600."""
-    path = paths.config_file()
-    parsed: dict[str, Any] = {}
-    for key, raw in raw_values.items():
-        setting = SETTINGS.get(key)
-        if setting is None:
-            raise ConfigError(
-                f"unknown configuration key {key!r}, not written to {path}",
-                f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}",
-            )
-        parsed[key] = setting.parse(raw, f"bridge config set (not written to {path})")
-    data = read_file(path)
-    flatten(data, path)  # refuse to rewrite a file that is already invalid
-    for key, value in parsed.items():
-        section, name = key.split(".", 1)
-        data.setdefault(section, {})[name] = value
-    write_file(path, data)
-    return parsed
-
-
-def unset_value(key: str) -> bool:
-    """Remove ``key`` from the file; returns whether it was there.
-
-    A key the schema does not know may be removed too when the file has it — that is how a
-    typo that makes every other command fail gets repaired. Keys in the ``[profiles]`` and
-    ``[plugins]`` tables go through :mod:`bridgecli.config_tables` instead.
-    """
-    path = paths.config_file()
-    data = read_file(path)
-    section, _, name = key.partition(".")
-    body = data.get(section)
-    if key not in SETTINGS:
-        present = (name and isinstance(body, dict) and name in body) or (
-            not name and section in data and not isinstance(body, dict)
-        )
-        if section in FREE_FORM_SECTIONS or not present:
-            raise ConfigError(
-                f"unknown configuration key {key!r}, and not a key in {path}",
-                f"{unknown_key_hint(key)} {SHOW_LISTS_KEYS}",
-            )
-    elif not isinstance(body, dict) or name not in body:
-        return False
-    if name and isinstance(body, dict):  # always a table here: checked above
-        del body[name]
-        if not body:
-            del data[section]
-    else:
-        del data[section]
-    write_file(path, data)
-    return True

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridgecli import config, paths
+from bridgecli import config, config_edit, paths
 from bridgecli.config import FREE_FORM_SECTIONS, Config, Setting
 from bridgecli.errors import BridgeError, ConfigError, PluginError
 from bridgecli.hoststate.entities import LABEL_RE, ROLES
@@ -245,7 +245,7 @@ class Declarations:
             table[target.name][target.entry] = value
         else:
             table[target.name] = value
-        config.write_file(path, data)
+        config_edit.write_file(path, data)
         return value
 
     def get_value(self, key: str, cfg: Config) -> tuple[Any, str]:
@@ -356,5 +356,5 @@ def unset_value(key: str, declarations: Declarations) -> bool:
         del parent[part]
         if parent is data or parent:
             break  # keep tables that still hold something; drop the ones left empty
-    config.write_file(path, data)
+    config_edit.write_file(path, data)
     return True

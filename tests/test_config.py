@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridgecli import config
+from bridgecli import config, config_edit
 from bridgecli.config import SETTINGS, ConfigError
 from bridgecli.errors import CannotWrite, ExitCode
 
@@ -92,19 +92,19 @@ def test_unknown_key_lookup_is_an_error(bridge_home):
     with pytest.raises(ConfigError, match="unknown configuration key"):
         config.load(env={}).get("nope")
     with pytest.raises(ConfigError):
-        config.unset_value("nope.key")
+        config_edit.unset_value("nope.key")
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temp_file(bridge_home, monkeypatch):
-    config.set_value("host.id", "before")
+    config_edit.set_value("host.id", "before")
     original = bridge_home.config_file.read_bytes()
 
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(config.os, "replace", broken_replace)
+    monkeypatch.setattr(config_edit.os, "replace", broken_replace)
     with pytest.raises(CannotWrite, match=f"cannot write {bridge_home.config_file}: disk full"):
-        config.set_value("host.id", "after")
+        config_edit.set_value("host.id", "after")
     assert bridge_home.config_file.read_bytes() == original
     assert [p.name for p in bridge_home.config_file.parent.iterdir()] == ["bridge.toml"]
 
@@ -113,9 +113,9 @@ def test_a_directory_that_cannot_be_written_is_a_cannot_write_error(bridge_home,
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(config.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(config_edit.tempfile, "mkstemp", refused)
     with pytest.raises(CannotWrite, match="Permission denied") as err:
-        config.set_value("host.id", "x")
+        config_edit.set_value("host.id", "x")
     assert err.value.exit_code == ExitCode.CANNOT_WRITE
     assert not bridge_home.config_file.exists()
 
@@ -156,13 +156,13 @@ def test_load_can_collect_unknown_keys_instead_of_failing(bridge_home):
 def test_unset_removes_an_unknown_key_only_when_the_file_has_it(bridge_home):
     bridge_home.config_file.parent.mkdir(parents=True)
     bridge_home.config_file.write_text('loose = 1\n[broker]\nurl = "x"\n[profiles.w]\ncommand = "c"\n')
-    assert config.unset_value("broker.url") and config.unset_value("loose")
+    assert config_edit.unset_value("broker.url") and config_edit.unset_value("loose")
     assert config.load(env={}).profiles() == {"w": {"command": "c"}}
     with pytest.raises(ConfigError, match="unknown configuration key 'broker.url', and not a key in"):
-        config.unset_value("broker.url")
+        config_edit.unset_value("broker.url")
     with pytest.raises(ConfigError):  # profiles are tables for an editor, not keys to unset
-        config.unset_value("profiles.w")
-    assert config.unset_value("host.id") is False
+        config_edit.unset_value("profiles.w")
+    assert config_edit.unset_value("host.id") is False
 
 
 @pytest.mark.parametrize(

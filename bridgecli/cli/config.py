@@ -133,11 +133,11 @@ def set_(key: str, value: str) -> None:
     launcher or plugin declares; set a profile's launcher before its launcher's own keys. A
     list is written as a TOML array: profiles.dev.command '["claude", "--continue"]'.
     """
-    from bridgecli import config as cfg
+    from bridgecli import config_edit, paths
     from bridgecli.config_tables import is_table_key
 
-    stored = _declarations().set_value(key, value) if is_table_key(key) else cfg.set_value(key, value)
-    output.note(f"{key} = {stored!r} written to {cfg.paths.config_file()}")
+    stored = _declarations().set_value(key, value) if is_table_key(key) else config_edit.set_value(key, value)
+    output.note(f"{key} = {stored!r} written to {paths.config_file()}")
 
 
 @config.command("unset")
@@ -148,10 +148,10 @@ def unset(key: str) -> None:
     KEY may also be a key the file has but bridge does not know (a typo), to repair the file,
     or a whole profiles.NAME / plugins.NAME table.
     """
-    from bridgecli import config as cfg
+    from bridgecli import config_edit, paths
     from bridgecli.config_tables import is_table_key, unset_value
 
-    if unset_value(key, _declarations()) if is_table_key(key) else cfg.unset_value(key):
-        output.note(f"{key} removed from {cfg.paths.config_file()}")
+    if unset_value(key, _declarations()) if is_table_key(key) else config_edit.unset_value(key):
+        output.note(f"{key} removed from {paths.config_file()}")
     else:
-        output.note(f"{key} was not set in {cfg.paths.config_file()}")
+        output.note(f"{key} was not set in {paths.config_file()}")

@@ -229,7 +229,7 @@ def write_ca(invite: invite_mod.Invite) -> Path:
 
 def join(text: str, force: bool = False) -> Joined:
     """The whole join: check, reach, verify, enrol, write ``bridge.toml``."""
-    from bridgecli.config import set_values
+    from bridgecli.config_edit import set_values
 
     invite = invite_mod.decode(text)
     _existing_conflicts(invite, force)

@@ -194,12 +194,12 @@ def test_a_failed_write_is_one_line_with_its_own_exit_code(bridge_home, tmp_path
 
 
 def test_a_failed_unset_write_goes_through_the_same_error(bridge_home, monkeypatch, capsys):
-    from bridgecli import config as config_module
+    from bridgecli import config_edit
     from bridgecli.cli import main
 
     _write_config(bridge_home, '[host]\nid = "h1"\n')
     monkeypatch.setattr(
-        config_module.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(30, "Read-only file system"))
+        config_edit.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(30, "Read-only file system"))
     )
     with pytest.raises(SystemExit) as exited:
         main(["config", "unset", "host.id"])
