@@ -1,10 +1,11 @@
 """The role-aware broker: routes agents' commands to executors by tab-group ownership.
 
 Pure routing (docs/design.md#browser-pure-broker): a connection is anything with
-``send(frame)`` and ``close(code, reason)`` (:class:`Conn`), so tests feed fake connections,
-and the host's in-process agent is one more ``Conn``. State: ``executors`` and ``agents`` by
-client id, ``group_owner`` (group → executor and owning agent, ``None`` = orphaned),
-``pending`` requests and ``primary`` (the default executor).
+``send(frame)`` and ``close(code, reason)`` (:class:`~bridgecli.browser.broker_records.Conn`),
+so tests feed fake connections, and the host's in-process agent is one more ``Conn``. State
+(records in :mod:`bridgecli.browser.broker_records`): ``executors`` and ``agents`` by client
+id, ``group_owner`` (group → executor and owning agent, ``None`` = orphaned), ``pending``
+requests and ``primary`` (the default executor).
 
 Concurrency: state changes under ``_lock``; their frames are sent under ``_send_lock``, taken
 before ``_lock`` is released, so every connection sees frames in state-change order while a
@@ -17,62 +18,13 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from bridgecli.browser import frames as F
+from bridgecli.browser.broker_records import Agent, Conn, Executor, Owner, Pending
 
 #: Commands in flight across all agents before new ones are refused with ``busy``.
 MAX_PENDING = 10_000
-
-
-class Conn(Protocol):
-    """One connection as the broker sees it."""
-
-    def send(self, frame: dict[str, Any]) -> None:
-        """Deliver one frame; may raise if the peer is gone (the broker ignores that)."""
-
-    def close(self, code: int, reason: str) -> None:
-        """Close the connection with a WebSocket close code."""
-
-
-@dataclass
-class Executor:
-    client_id: str
-    conn: Conn
-    executor_id: str  #: the stable per-install id (hello.id), or the client id without one
-    label: str
-    browser: str | None
-    seq: int  #: connection order: the first connected is the default executor
-
-
-@dataclass
-class Agent:
-    client_id: str
-    conn: Conn
-    label: str | None
-
-
-@dataclass
-class Owner:
-    executor_id: str
-    agent_id: str | None  #: None = orphaned, adoptable by the next agent that uses the group
-
-
-@dataclass
-class Pending:
-    agent_id: str | None  #: None: the broker's own ``tabs`` query for the ownership rebuild
-    agent_req_id: Any
-    executor_id: str
-    action: str
-    group: str | None
-    params: dict[str, Any]
-    created_group: bool
-    started: float = field(default=0.0)
-    internal: bool = False  #: the broker's own query; the answer is never sent to an agent
-    #: for the rebuild query: the groups recorded for this executor when it was asked, so the
-    #: answer can drop the ones it no longer runs without touching groups opened since
-    known: frozenset[str] = frozenset()
 
 
 class Broker:
