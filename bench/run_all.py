@@ -112,6 +112,14 @@ def write_doc(rows: list[dict], outcome: dict[str, str], when: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if any(arg.startswith("-") for arg in argv):  # -h (or a typo) must not rewrite the table
+        print(__doc__.strip().splitlines()[0], "\n\nusage: python bench/run_all.py [NAME ...]", file=sys.stderr)
+        return 0 if set(argv) <= {"-h", "--help"} else 2
+    known = {p.stem for p in BENCH.glob("*.py")}
+    unknown = sorted(set(argv) - known)
+    if unknown:
+        print(f"run_all: no benchmark named {', '.join(unknown)} in bench/", file=sys.stderr)
+        return 2
     wanted = set(argv)
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     rows: list[dict] = []
