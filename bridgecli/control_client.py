@@ -57,9 +57,9 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
     from the gateway moves the deadline to S seconds (its readiness gate) plus slack."""
     import pika
 
+    from bridgecli.amqp import connection as amqp_conn
     from bridgecli.amqp.connection import connect
     from bridgecli.amqp.publisher import Publisher
-    from bridgecli.broker_user import broker_user
     from bridgecli.errors import Rejected
     from bridgecli.gateway.client import error_from_wire
 
@@ -72,7 +72,7 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
         # the answer comes through bridge.control under this queue's name (no default exchange)
         channel.queue_bind(reply_queue, topology.CONTROL, routing_key=reply_queue)
         correlation = str(uuid.uuid4())
-        publisher = Publisher(connection.channel(), user_id=broker_user(config))
+        publisher = Publisher(connection.channel(), user_id=amqp_conn.username(config))
         props = pika.BasicProperties(
             reply_to=reply_queue,
             correlation_id=correlation,

@@ -113,8 +113,8 @@ def remove_inbox(config: Config, entity: Entity) -> int:
 
 def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = None) -> None:
     """Publish with confirms + mandatory on a short-lived connection."""
+    from bridgecli.amqp import connection as amqp_conn
     from bridgecli.amqp.publisher import Publisher
-    from bridgecli.broker_user import broker_user
 
     connection = _open(config, "bridge-send")
     try:
@@ -122,7 +122,7 @@ def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = No
         topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config))
         if delay_ms:
             _declare_delay(connection, channel, delay_ms)
-        publisher = Publisher(channel, user_id=broker_user(config))
+        publisher = Publisher(channel, user_id=amqp_conn.username(config))
         for envelope in envelopes:
             publisher.publish(envelope, delay_ms=delay_ms)
     finally:

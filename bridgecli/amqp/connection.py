@@ -64,18 +64,15 @@ def parameters(
     return result
 
 
-def username(config: Config, uris: list[str] | None = None) -> str:
-    """The AMQP user this host logs in as: from the parameters we build ourselves (the first
-    configured URI's; every URI of a multi-node broker names the same user). Publishers set
-    it as ``user_id``, which the broker checks against the connection's login."""
+def username(config: Config) -> str | None:
+    """The AMQP user every configured broker URI names (pika's default ``guest`` for none),
+    read from the parameters we build ourselves rather than from pika's private connection
+    state. None when the URIs name different users, since which one connected is then
+    unknown: publishers set it as ``user_id``, which the broker checks against the login."""
     from bridgecli.amqp.uri import resolve_broker_uri
 
-    return username_of(pika.URLParameters((uris or resolve_broker_uri(config))[0]))
-
-
-def username_of(params: pika.ConnectionParameters) -> str:
-    """The user ``params`` log in as."""
-    return params.credentials.username
+    users = {pika.URLParameters(uri).credentials.username for uri in resolve_broker_uri(config)}
+    return users.pop() if len(users) == 1 else None
 
 
 def server_info(connection: pika.BlockingConnection) -> dict[str, Any]:
