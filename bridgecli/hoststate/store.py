@@ -84,6 +84,9 @@ class Store:
         self.dedup_window = dedup_window
         self._local = threading.local()
         self._inserts = 0
+        #: inserts between prunes: a tenth of the window (at least 1,000), so a prune's count
+        #: of the table is paid once per many messages; the table keeps at most 10 % more
+        self._prune_every = max(1000, dedup_window // 10)
         #: msg ids with attempt rows written by this process (attempt rows left by an earlier
         #: process are swept by prune(): a message delivered since has no use for them)
         self._attempted: set[str] = set()
@@ -254,23 +257,28 @@ class Store:
             inserted = cur.rowcount == 1
         if inserted:
             self._inserts += 1
-            if self._inserts % 1000 == 0:
+            if self._inserts % self._prune_every == 0:
                 self.prune(tx)
         return inserted
 
     def prune(self, tx: Transaction | None = None) -> int:
-        """Forget the oldest non-held ids beyond the dedup window (and stale attempt counts)."""
+        """Forget the oldest non-held ids beyond the dedup window (and stale attempt counts).
+        Oldest by insertion: the rowid order the table is stored in, so no sort. Every
+        statement here stays cheap at a full window (docs/decisions/dedup-pruning.md)."""
         with self._tx(tx) as db:
             db.execute(
-                "DELETE FROM attempts WHERE msg_id IN (SELECT msg_id FROM messages"
-                " WHERE state IN ('held', 'delivered', 'drained'))"
+                "DELETE FROM attempts WHERE EXISTS (SELECT 1 FROM messages WHERE messages.msg_id = attempts.msg_id"
+                " AND messages.state IN ('held', 'delivered', 'drained'))"
             )
+            (prunable,) = db.execute(
+                "SELECT COUNT(*) FROM messages WHERE state NOT IN ('held', 'delivering', 'taken')"
+            ).fetchone()
+            if prunable <= self.dedup_window:
+                return 0
             cur = db.execute(
-                "DELETE FROM messages WHERE state NOT IN ('held', 'delivering', 'taken') AND msg_id IN ("
-                " SELECT msg_id FROM messages WHERE state NOT IN ('held', 'delivering', 'taken')"
-                " ORDER BY received DESC"
-                " LIMIT -1 OFFSET ?)",
-                (self.dedup_window,),
+                "DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages"
+                " WHERE state NOT IN ('held', 'delivering', 'taken') ORDER BY rowid LIMIT ?)",
+                (prunable - self.dedup_window,),
             )
             return cur.rowcount
 
