@@ -9,11 +9,11 @@ parts live in ``messaging_delivery`` (a),
     (``messaging.prefetch``). Both drain a queue pre-filled with N identical persistent
     envelopes (same queue arguments as an inbox). Rate = (N-1) / (last - first delivery):
     for the gateway the ``received`` times of its dedup records, for pika the consumer's own
-    clock at its first callback and its last ack; process start-up is outside both. Goal >= 0.8x.
+    clock at its first callback and its last ack; process start-up is outside both. Goal >= 1.0x.
 (b) ``bridge send`` one-shot through the running gateway (and direct, no gateway) vs
     ``amqp-publish -p`` and vs a minimal pika script (connect, confirm_delivery, publish,
     close); all commands interleaved, 3 warm-ups + RUNS runs each, medians. Goal: through
-    the gateway <= 0.45x the pika script and <= 10x amqp-publish; ``-X importtime`` shows
+    the gateway <= 0.45x the pika script and <= 4x amqp-publish; ``-X importtime`` shows
     whether the gateway path imports pika (it must not).
 (b2) ``bridge send TARGET - --lines`` with 1,000 lines through the gateway vs a shell loop
     of 1,000 ``amqp-publish -p``. Goal >= 5x faster in total.
@@ -23,7 +23,8 @@ parts live in ``messaging_delivery`` (a),
     the reply travels back through both gateways and the broker and resolves the main's
     wait. Baseline: a raw pika request/reply with the same guarantees (persistent messages,
     publisher confirms, manual acks; two processes, reply queue, correlation id). p50/p99
-    over M sequential round trips each, in alternating rounds of the two. Goal <= 1.5x.
+    over M sequential round trips each, in alternating rounds of the two. Goal: p50 <= 3x
+    (``bench/u1_floor.py`` holds the goals against the floor: p50 <= 1.15x, p99 <= 1.5x).
 
 Everything runs against a private RabbitMQ node (``LocalNode`` in a /tmp dir, free ports)
 with isolated XDG dirs per simulated host; all of it is stopped and removed at the end.
@@ -67,7 +68,7 @@ def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
     rows = []
     gw, raw = median(delivery["gateway"]), median(delivery["raw"])
     rows.append(_row(f"(a) delivery into noop backend, prefetch {delivery['prefetch']}, dedup on", gw, "msg/s",
-                     f"raw pika manual-ack consumer {raw:.0f} msg/s", gw / raw, ">= 0.8x", gw / raw >= 0.8,
+                     f"raw pika manual-ack consumer {raw:.0f} msg/s", gw / raw, ">= 1.0x", gw / raw >= 1.0,
                      f"N={delivery['n']}, median of {len(delivery['gateway'])} rounds"))
     s = {name: median(v) for name, v in oneshot["samples"].items()}
     pika_import = "imports pika" if oneshot["gateway_imports_pika"] else "no pika import"
@@ -77,7 +78,7 @@ def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
                      f"{pika_import} (-X importtime); median of {oneshot['runs']}"))
     rows.append(_row("(b) bridge send via gateway vs amqp-publish", s["gateway"], "ms",
                      f"amqp-publish -p {s['amqp-publish']:.1f} ms", s["gateway"] / s["amqp-publish"],
-                     "<= 10x", s["gateway"] / s["amqp-publish"] <= 10))
+                     "<= 4x", s["gateway"] / s["amqp-publish"] <= 4))
     rows.append(_row("(b) bridge send direct (no gateway) vs pika script", s["direct"], "ms",
                      f"pika connect+confirm+publish script {s['pika']:.1f} ms", s["direct"] / s["pika"], "", None,
                      f"{'imports pika' if oneshot['direct_imports_pika'] else 'no pika import'}; "
@@ -88,9 +89,10 @@ def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
                      ba / bb >= 5, f"{ba / bb:.1f}x faster; median of {len(oneshot['bulk_bridge'])}"))
     for label, q in (("p50", 0.5), ("p99", 0.99)):
         bv, rv = pct(rtt["bridge"], q), pct(rtt["raw"], q)
+        goal = 3.0 if label == "p50" else None  # p99's goal is against the floor (u1_floor)
         rows.append(_row(f"(c) U1 round trip {label}, two gateways", bv, "ms",
-                         f"raw pika request/reply (confirms, persistent) {rv:.2f} ms", bv / rv, "<= 1.5x",
-                         bv / rv <= 1.5,
+                         f"raw pika request/reply (confirms, persistent) {rv:.2f} ms", bv / rv,
+                         f"<= {goal:g}x" if goal else "", None if goal is None else bv / rv <= goal,
                          f"{rtt['count']} sequential round trips each, {rtt['rounds']} interleaved rounds"))
     return rows
 
