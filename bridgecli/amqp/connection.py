@@ -7,7 +7,7 @@ Every AMQP client in bridge (gateway, one-shot commands, doctor) connects throug
 from __future__ import annotations
 
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pika
 import pika.exceptions
@@ -75,19 +75,6 @@ def username(config: Config) -> str | None:
     return users.pop() if len(users) == 1 else None
 
 
-def server_info(connection: pika.BlockingConnection) -> dict[str, Any]:
-    """The broker's product, version and cluster name (empty when unknown): shown by
-    ``bridge status`` and the dashboard."""
-    try:
-        return {
-            k: (v.decode() if isinstance(v, bytes) else v)
-            for k, v in (connection._impl.server_properties or {}).items()
-            if k in ("product", "version", "cluster_name")
-        }
-    except Exception:
-        return {}
-
-
 def _tls_context(config: Config) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=config.values.get("broker.tls_ca"))
     cert, key = config.values.get("broker.tls_cert"), config.values.get("broker.tls_key")
@@ -108,31 +95,37 @@ def connect(
     params = parameters(config, uris, heartbeat=heartbeat, connect_timeout=connect_timeout, name=name)
     try:
         return pika.BlockingConnection(params)
-    except pika.exceptions.ProbableAuthenticationError:
+    except (pika.exceptions.AMQPConnectionError, OSError) as exc:
+        raise refused(exc, params, config, connect_timeout) from None
+
+
+def refused(exc: BaseException, params: list[pika.URLParameters], config: Config, timeout: float) -> BrokerUnavailable:
+    """Our error for a failed connection attempt to ``params``: credentials, vhost, TLS or an
+    unreachable broker, each with its fix (every kind of connection maps its failures here)."""
+    if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
         hub = config.values.get("hub.id")
-        raise BrokerUnavailable(
+        return BrokerUnavailable(
             f"the broker at {params[0].host}:{params[0].port} refused the credentials of this host",
             f"if hub {hub} revoked this host, ask its operator for a new invite "
             f"(`bridge hub invite {config.host_id} --replace`) and run `bridge join` again"
             if hub
             else "check the user and password in broker.uri / BRIDGE_BROKER_URI",
-        ) from None
-    except pika.exceptions.ProbableAccessDeniedError:
-        raise BrokerUnavailable(
+        )
+    if isinstance(exc, pika.exceptions.ProbableAccessDeniedError):
+        return BrokerUnavailable(
             "the broker refused access to the virtual host", "check the vhost in broker.uri and the user's permissions"
-        ) from None
-    except (pika.exceptions.AMQPConnectionError, OSError) as exc:
-        hosts = ", ".join(f"{p.host}:{p.port}" for p in params)
-        tls = [p for p in params if p.ssl_options is not None]
-        if tls:
-            raise _tls_problem(tls, config, connect_timeout) or BrokerUnavailable(
-                f"cannot open a TLS connection to the AMQP broker at {hosts} ({type(exc).__name__})",
-                "check the broker's TLS listener and broker.tls_ca / tls_cert / tls_key",
-            ) from None
-        raise BrokerUnavailable(
-            f"cannot reach the AMQP broker at {hosts} ({type(exc).__name__})",
-            "start one with `bridge broker start` or fix broker.uri / BRIDGE_BROKER_URI",
-        ) from None
+        )
+    hosts = ", ".join(f"{p.host}:{p.port}" for p in params)
+    tls = [p for p in params if p.ssl_options is not None]
+    if tls:
+        return _tls_problem(tls, config, timeout) or BrokerUnavailable(
+            f"cannot open a TLS connection to the AMQP broker at {hosts} ({type(exc).__name__})",
+            "check the broker's TLS listener and broker.tls_ca / tls_cert / tls_key",
+        )
+    return BrokerUnavailable(
+        f"cannot reach the AMQP broker at {hosts} ({type(exc).__name__})",
+        "start one with `bridge broker start` or fix broker.uri / BRIDGE_BROKER_URI",
+    )
 
 
 def _tls_problem(params: list[pika.URLParameters], config: Config, timeout: float) -> BrokerUnavailable | None:
@@ -172,26 +165,3 @@ def _tls_problem(params: list[pika.URLParameters], config: Config, timeout: floa
         finally:
             raw.close()
     return found
-
-
-def open_async_channel(connection: pika.BlockingConnection, timeout: float, what: str) -> Any:
-    """An *asynchronous* ``pika.channel.Channel`` on a blocking connection, driven by the
-    thread that drives the connection (the caller). Its callbacks — confirms, deliveries — run
-    straight from the I/O loop instead of being wrapped into BlockingChannel events, which
-    matters at hundreds of frames a second (the publish lane's confirms, the roster listener).
-    ``what`` names the channel in the error when the broker does not open it in time."""
-    opened: list[Any] = []
-    connection._impl.channel(on_open_callback=opened.append)
-    wait_for_callback(connection, opened, timeout, f"the broker did not open the {what} channel")
-    return opened[0]
-
-
-def wait_for_callback(connection: pika.BlockingConnection, arrived: list[Any], timeout: float, problem: str) -> None:
-    """Drive ``connection`` until a callback appended to ``arrived`` (an asynchronous reply)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not arrived and time.monotonic() < deadline:
-        connection.process_data_events(time_limit=0.1)
-    if not arrived:
-        raise BrokerUnavailable(problem, "check the broker's log")

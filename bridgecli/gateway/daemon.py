@@ -79,7 +79,6 @@ class Gateway:
         self.waiters = Waiters(self.store)
         self.should_stop = threading.Event()
         self.connected = threading.Event()
-        self.server_info: dict[str, Any] = {}
         self.started = time.time()
         self.periodic: list[tuple[float, Callable[[], None]]] = []  # (interval, fn)
         self._last_run: dict[int, float] = {}
@@ -163,7 +162,6 @@ class Gateway:
 
     def _connect(self) -> None:
         connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}")
-        self.server_info = amqp_conn.server_info(connection)
         channel = connection.channel()
         topology.declare(
             channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type), topology.DELAY_EXCHANGE
@@ -185,13 +183,7 @@ class Gateway:
         self.connected.set()
         if not self.lane.started:  # after the first connect: the topology is declared
             self.lane.start()
-        glog.event(
-            logger,
-            "connected to broker",
-            server=self.server_info.get("product"),
-            version=self.server_info.get("version"),
-            entities=len(self.consumers),
-        )
+        glog.event(logger, "connected to broker", entities=len(self.consumers))
 
     def _on_connection_lost(self) -> None:
         self.connected.clear()

@@ -80,7 +80,7 @@ def op_status(gw: Gateway) -> dict[str, Any]:
             "connected": gw.connected.is_set(),
             "publishing": gw.lane.ready.is_set(),
             "uris": uris,
-            "server": gw.server_info,
+            "server": gw.lane.server_info,
         },
         "store": {"synchronous": store_mode, "sync_before_ack": True, "syncs": gw.store.syncs},
         "elsewhere": sorted(list(gw.elsewhere)),

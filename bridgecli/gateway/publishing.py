@@ -25,6 +25,7 @@ import pika.exceptions
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import amqp_message, describe, nacked, unroutable
+from bridgecli.amqp.stepped import SteppedConnection
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.reconnect import keep_connected
@@ -70,9 +71,11 @@ class PublishLane:
         self.ready = threading.Event()
         self._stop = threading.Event()
         self._broken = False
-        self._connection: pika.BlockingConnection | None = None
+        self._connection: SteppedConnection | None = None
+        #: the broker's product and version, read when the lane connects (``bridge status``)
+        self.server_info: dict[str, Any] = {}
         self._channel: Any = None  #: pika.channel.Channel (asynchronous), in confirm mode
-        self._plain: Any = None  #: a BlockingChannel without confirms, for soft state (roster frames)
+        self._plain: Any = None  #: a channel without confirms, for soft state (roster frames)
         self._user_id: str | None = None
         self._delay_tiers: set[int] = set()
         # lane thread only: published, waiting for their confirm (insertion order = tag order)
@@ -126,7 +129,7 @@ class PublishLane:
             self._connection.process_data_events(time_limit=0)  # what was queued last (roster "gone")
 
     def _connect(self) -> None:
-        connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}-publish")
+        connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}-publish")
         try:
             self._channel = self._open_confirm_channel(connection)
         except BaseException:
@@ -134,37 +137,39 @@ class PublishLane:
                 connection.close()
             raise
         self._user_id = amqp_conn.username(self.config)
-        self._plain = connection.channel()
+        self._plain = connection.channel(OPEN_TIMEOUT, "soft publish")
+        self.server_info = connection.server_info()
+        info = self.server_info
+        glog.event(logger, "publish lane connected", server=info.get("product"), version=info.get("version"))
         self._connection, self._broken = connection, False
         self._in_flight, self._by_msg_id, self._next_tag = {}, {}, 1
         self._delay_tiers = set()
         self._renew_since = None
         self.ready.set()
 
-    def _open_confirm_channel(self, connection: pika.BlockingConnection) -> Any:
-        """An asynchronous channel on the blocking connection's own I/O (which this thread
-        drives), in confirm mode, with our ack/nack, return and close callbacks."""
-        channel = amqp_conn.open_async_channel(connection, OPEN_TIMEOUT, "publish")
+    def _open_confirm_channel(self, connection: SteppedConnection) -> Any:
+        """An asynchronous channel on the lane's connection (which this thread drives), in
+        confirm mode, with our ack/nack, return and close callbacks."""
+        channel = connection.channel(OPEN_TIMEOUT, "publish")
         # a channel renewed after a nack may still answer late: only the current one counts
         channel.add_on_return_callback(lambda *args: self._on_return(*args) if channel is self._channel else None)
         channel.add_on_close_callback(self._on_channel_closed)
         confirming: list[Any] = []
         channel.confirm_delivery(
-            lambda frame: self._on_confirm(frame) if channel is self._channel else None, callback=confirming.append
+            lambda frame: self._on_confirm(frame) if channel is self._channel else None,
+            callback=connection.arrived(confirming),
         )
-        amqp_conn.wait_for_callback(
-            connection, confirming, OPEN_TIMEOUT, "the broker did not turn on publisher confirms"
-        )
+        connection.wait_for(confirming, OPEN_TIMEOUT, "the broker did not turn on publisher confirms")
         return channel
 
     def _close(self) -> None:
         self.ready.clear()
         connection, self._connection, self._channel, self._plain = self._connection, None, None, None
-        if connection is not None and connection.is_open:
+        if connection is not None:
             try:
                 connection.close()
             except Exception:
-                pass
+                pass  # closing a connection that is already gone
         lost = [entry.future for entry in self._in_flight.values()]
         lost.extend(future for batch, _ in self._deferred for _, future in batch)
         self._in_flight, self._by_msg_id, self._deferred, self._renew_since = {}, {}, [], None
@@ -270,7 +275,7 @@ class PublishLane:
 
     def _declare_delay_tier(self, delay_ms: int) -> None:
         assert self._connection is not None
-        side = self._connection.channel()  # a declare that fails closes only this channel
+        side = self._connection.sync_channel(OPEN_TIMEOUT, "declare")  # a failed declare closes only it
         try:
             topology.declare(side, topology.delay_queue(delay_ms))
         finally:

@@ -18,6 +18,7 @@ import pika.exceptions
 
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
+from bridgecli.amqp.stepped import SteppedConnection
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.reconnect import keep_connected
 
@@ -50,7 +51,7 @@ class RosterListener:
         self.on_connected = on_connected
         self.connected = threading.Event()
         self._stop = threading.Event()
-        self._connection: pika.BlockingConnection | None = None
+        self._connection: SteppedConnection | None = None
         self._broken = False
         self._thread = threading.Thread(target=self._run, name="roster-listener", daemon=True)
 
@@ -77,41 +78,41 @@ class RosterListener:
             self._stop.wait(BATCH_SECONDS)
 
     def _connect(self) -> None:
-        connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}-roster")
+        connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}-roster")
         try:
-            topology.declare(connection.channel(), topology.roster_queue(self.host))
+            declaring = connection.sync_channel(OPEN_TIMEOUT, "roster declare")
+            topology.declare(declaring, topology.roster_queue(self.host))
+            declaring.close()
             self._consume(connection)
         except BaseException:
-            if connection.is_open:
-                connection.close()
+            connection.close()
             raise
         self._connection, self._broken = connection, False
         self.connected.set()
         self.on_connected()
 
-    def _consume(self, connection: pika.BlockingConnection) -> None:
-        """Consume on an *asynchronous* channel of the blocking connection: its callback runs
-        straight from the I/O loop, where a BlockingChannel would wrap each delivery into an
-        event to queue and dispatch — at hundreds of frames a second, more work than the
-        frame itself."""
-        channel = amqp_conn.open_async_channel(connection, OPEN_TIMEOUT, "roster")
+    def _consume(self, connection: SteppedConnection) -> None:
+        """Consume on an *asynchronous* channel: its callback runs straight from the I/O loop,
+        where a BlockingChannel would wrap each delivery into an event to queue and dispatch —
+        at hundreds of frames a second, more work than the frame itself."""
+        channel = connection.channel(OPEN_TIMEOUT, "roster")
         channel.add_on_close_callback(self._on_channel_closed)
         started: list[Any] = []
         channel.basic_consume(
             topology.roster_queue(self.host).name,
             lambda _ch, method, _props, body: self.on_frame(method, body),
             auto_ack=True,
-            callback=self._on_consuming(started),
+            callback=self._on_consuming(connection.arrived(started)),
         )
-        amqp_conn.wait_for_callback(connection, started, OPEN_TIMEOUT, "the broker did not start the roster consumer")
+        connection.wait_for(started, OPEN_TIMEOUT, "the broker did not start the roster consumer")
 
-    def _on_consuming(self, started: list[Any]) -> Callable[[Any], None]:
+    def _on_consuming(self, then: Callable[[Any], None]) -> Callable[[Any], None]:
         """Consume-ok: connected from here, since frames can follow in the same pump that
-        delivers it, before ``_connect`` returns."""
+        delivers it, before ``_connect`` returns; ``then`` ends the wait for it."""
 
         def consuming(frame: Any) -> None:
             self.connected.set()
-            started.append(frame)
+            then(frame)
 
         return consuming
 
@@ -123,8 +124,8 @@ class RosterListener:
     def _close(self) -> None:
         self.connected.clear()
         connection, self._connection = self._connection, None
-        if connection is not None and connection.is_open:
+        if connection is not None:
             try:
                 connection.close()
             except Exception:
-                pass
+                pass  # closing a connection that is already gone
