@@ -3,17 +3,15 @@
 Newline-delimited JSON over a Unix socket (mode 0600 in the user runtime dir): one request
 ``{"op": NAME, ...}`` per line, one response per line, ``{"ok": true, ...}`` or
 ``{"ok": false, "error": {"code": EXITCODE_NAME, "message": ..., "hint": ...}}``. Several
-requests may share one connection. This module imports neither pika nor anything heavy:
-it is what keeps ``bridge send`` through a running gateway cheap.
+requests may share one connection. Kept cheap for the one-shot ``bridge send`` and the TAB
+that use it: no pika, the C module ``_socket`` rather than ``socket.py``, and the error types
+only when one is raised (docs/decisions/raw-socket-client.md).
 """
 
 from __future__ import annotations
 
+import _socket
 import json
-import socket
-
-from bridgecli import errors
-from bridgecli.errors import BridgeError, ExitCode, GatewayUnavailable
 
 # typing and pathlib cost ~15 % of the click-free `bridge send` (bridgecli.fast_send) that
 # imports this module, so they are imported for type checkers only
@@ -22,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from bridgecli.errors import BridgeError
     from bridgecli.requests import (
         PollRequest,
         RegisterRequest,
@@ -33,43 +32,105 @@ if TYPE_CHECKING:
         UnregisterRequest,
     )
 
-_ERROR_TYPES: dict[str, type[BridgeError]] = {
-    ExitCode.CONFIG.name: errors.ConfigError,
-    ExitCode.BROKER_UNAVAILABLE.name: errors.BrokerUnavailable,
-    ExitCode.GATEWAY_UNAVAILABLE.name: errors.GatewayUnavailable,
-    ExitCode.NOT_FOUND.name: errors.NotFound,
-    ExitCode.AMBIGUOUS.name: errors.Ambiguous,
-    ExitCode.TIMEOUT.name: errors.Timeout,
-    ExitCode.REJECTED.name: errors.Rejected,
-    ExitCode.PLUGIN.name: errors.PluginError,
-    ExitCode.MISSING_DEPENDENCY.name: errors.MissingDependency,
-    ExitCode.PERMISSION.name: errors.PermissionProblem,
-    ExitCode.CONFLICT.name: errors.Conflict,
-    ExitCode.BROWSER.name: errors.BrowserError,
-    ExitCode.CANNOT_WRITE.name: errors.CannotWrite,
-    ExitCode.INVITE.name: errors.InviteError,
-    ExitCode.TLS.name: errors.TlsError,
-    ExitCode.CLOCK.name: errors.ClockSkew,
-}
-
 
 def error_from_wire(payload: dict[str, Any]) -> BridgeError:
     """Rebuild the typed error a gateway sent back, so the CLI exits with the same code."""
-    kind = _ERROR_TYPES.get(str(payload.get("code")), BridgeError)
+    from bridgecli import errors
+
+    codes = errors.ExitCode
+    kinds: dict[str, type[BridgeError]] = {
+        codes.CONFIG.name: errors.ConfigError,
+        codes.BROKER_UNAVAILABLE.name: errors.BrokerUnavailable,
+        codes.GATEWAY_UNAVAILABLE.name: errors.GatewayUnavailable,
+        codes.NOT_FOUND.name: errors.NotFound,
+        codes.AMBIGUOUS.name: errors.Ambiguous,
+        codes.TIMEOUT.name: errors.Timeout,
+        codes.REJECTED.name: errors.Rejected,
+        codes.PLUGIN.name: errors.PluginError,
+        codes.MISSING_DEPENDENCY.name: errors.MissingDependency,
+        codes.PERMISSION.name: errors.PermissionProblem,
+        codes.CONFLICT.name: errors.Conflict,
+        codes.BROWSER.name: errors.BrowserError,
+        codes.CANNOT_WRITE.name: errors.CannotWrite,
+        codes.INVITE.name: errors.InviteError,
+        codes.TLS.name: errors.TlsError,
+        codes.CLOCK.name: errors.ClockSkew,
+    }
+    kind = kinds.get(str(payload.get("code")), errors.BridgeError)
     return kind(str(payload.get("message", "gateway error")), payload.get("hint"))
 
 
 def error_to_wire(exc: BridgeError) -> dict[str, Any]:
+    from bridgecli.errors import ExitCode
+
     return {"code": ExitCode(exc.exit_code).name, "message": exc.message, "hint": exc.hint}
+
+
+class LineConnection:
+    """One connected Unix stream socket carrying lines, a request out and its answer in, in
+    turn. Errors are the operating system's: ``TimeoutError`` when a send or a read outlasts
+    the timeout, another ``OSError`` when the connection fails."""
+
+    __slots__ = ("_sock", "_pending")
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self._sock = sock
+        self._pending = b""  # bytes read past the last answer's newline
+
+    @classmethod
+    def connect(cls, path: str, timeout: float | None) -> LineConnection | None:
+        """A connection to the socket at ``path``, or None when nothing accepts it there within
+        ``timeout`` seconds (missing file, refused, not a socket, too slow)."""
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except OSError:  # TimeoutError, FileNotFoundError and ConnectionRefusedError included
+            sock.close()
+            return None
+        return cls(sock)
+
+    def exchange(self, line: bytes, timeout: float | None) -> bytes:
+        """Send ``line`` (newline-terminated) and return the next line received, with its
+        newline; ``b""`` when the peer closed first. ``timeout`` bounds each send and each
+        read, as a socket timeout does; None waits as long as it takes. After an error the
+        connection is closed: an answer may be half read, so no later line could be trusted."""
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(line)
+            return self._read_line()
+        except BaseException:
+            self._sock.close()
+            raise
+
+    def _read_line(self) -> bytes:
+        end = self._pending.find(b"\n")
+        if end >= 0:
+            line, self._pending = self._pending[: end + 1], self._pending[end + 1 :]
+            return line
+        parts = [self._pending]
+        while True:
+            chunk = self._sock.recv(65536)
+            if not chunk:  # closed: a partial last line is still returned, as readline does
+                self._pending = b""
+                return b"".join(parts)
+            end = chunk.find(b"\n")
+            if end >= 0:
+                parts.append(chunk[: end + 1])
+                self._pending = chunk[end + 1 :]
+                return b"".join(parts)
+            parts.append(chunk)
+
+    def close(self) -> None:
+        self._sock.close()
 
 
 class GatewayClient:
     """A connection to the local gateway. Use :meth:`connect` (returns None when no gateway
     is listening) or :meth:`require` (raises a clear error)."""
 
-    def __init__(self, sock: socket.socket, path: Path | str) -> None:
-        self._sock = sock
-        self._file = sock.makefile("rwb")
+    def __init__(self, connection: LineConnection, path: Path | str) -> None:
+        self._connection = connection
         self.path = path
 
     @classmethod
@@ -78,21 +139,17 @@ class GatewayClient:
             from bridgecli import paths
 
             path = paths.gateway_socket()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(str(path))
-        except (TimeoutError, FileNotFoundError, ConnectionRefusedError, OSError):
-            sock.close()
+        connection = LineConnection.connect(str(path), timeout)
+        if connection is None:
             return None
-        sock.settimeout(None)
-        return cls(sock, path)
+        return cls(connection, path)
 
     @classmethod
     def require(cls, path: Path | str | None = None) -> GatewayClient:
         client = cls.connect(path)
         if client is None:
             from bridgecli import paths
+            from bridgecli.errors import GatewayUnavailable
 
             where = path or paths.gateway_socket()
             raise GatewayUnavailable(
@@ -104,20 +161,23 @@ class GatewayClient:
         """Send one request and return the response's fields; raise the typed error if the
         gateway answered with one."""
         request = {"op": op, **params}
-        self._sock.settimeout(timeout)
         try:
-            self._file.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
-            self._file.flush()
-            line = self._file.readline()
+            line = self._connection.exchange(json.dumps(request, separators=(",", ":")).encode() + b"\n", timeout)
         except TimeoutError:
-            raise errors.Timeout(
+            from bridgecli.errors import Timeout
+
+            raise Timeout(
                 f"the gateway did not answer {op!r} within {timeout:g}s", "check `bridge status` and the gateway's log"
             ) from None
         except OSError as exc:
+            from bridgecli.errors import GatewayUnavailable
+
             raise GatewayUnavailable(
                 f"lost the connection to the gateway ({exc})", "check that `bridge gateway` is still running"
             ) from None
         if not line:
+            from bridgecli.errors import GatewayUnavailable
+
             raise GatewayUnavailable(
                 "the gateway closed the connection", "check that `bridge gateway` is still running"
             )
@@ -134,10 +194,7 @@ class GatewayClient:
             self.call("confirm", msg_ids=list(pending))
 
     def close(self) -> None:
-        try:
-            self._file.close()
-        finally:
-            self._sock.close()
+        self._connection.close()
 
     def __enter__(self) -> GatewayClient:
         return self
@@ -203,6 +260,8 @@ class GatewaySession:
 
 def ping(path: Path | str | None = None) -> dict[str, Any] | None:
     """The gateway's ``status`` answer, or None when no gateway is listening."""
+    from bridgecli.errors import BridgeError
+
     client = GatewayClient.connect(path)
     if client is None:
         return None
