@@ -12,15 +12,23 @@ would cost the fast path more than the rest of its imports (see
 
 from __future__ import annotations
 
-from bridgecli.errors import ConfigError
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from bridgecli.errors import ConfigError
+
 #: the commands that send a message, and the envelope kind each sends
 KIND_FOR_COMMAND = {"send": "SEND", "ask": "ASK", "reply": "REPLY", "answer": "ANSWER"}
 TARGETED = ("send", "ask")  #: sent to a TARGET; the others answer a received MSGID
+
+
+def _invalid(message: str, hint: str) -> ConfigError:
+    """The error for a request no path may carry. :mod:`bridgecli.errors` is imported only
+    here: its ``ExitCode`` enum would cost the click-free ``bridge send`` ~2 ms on every call."""
+    from bridgecli.errors import ConfigError
+
+    return ConfigError(message, hint)
 
 
 class _Request:
@@ -117,13 +125,13 @@ class SendRequest(_Request):
 
     def _validate(self) -> None:
         if self.command not in KIND_FOR_COMMAND:
-            raise ConfigError(f"unknown send command {self.command!r}", f"use one of {', '.join(KIND_FOR_COMMAND)}")
+            raise _invalid(f"unknown send command {self.command!r}", f"use one of {', '.join(KIND_FOR_COMMAND)}")
         if not self.bulk and len(self.contents) != 1:
-            raise ConfigError("a message needs exactly one content", "pass the text, or '-' to read stdin")
+            raise _invalid("a message needs exactly one content", "pass the text, or '-' to read stdin")
         if self.bulk and (self.wait or self.new_id):
-            raise ConfigError("--lines cannot be combined with --wait or --id", "send one message to use them")
+            raise _invalid("--lines cannot be combined with --wait or --id", "send one message to use them")
         if self.wait is not None and self.wait < 0:
-            raise ConfigError("--wait cannot be negative", "pass a duration such as 30s")
+            raise _invalid("--wait cannot be negative", "pass a duration such as 30s")
 
     @property
     def kind(self) -> str:
@@ -195,7 +203,7 @@ class PollRequest(_Request):
 
     def _validate(self) -> None:
         if int(self.limit) < 1:
-            raise ConfigError(f"limit {self.limit} is below 1", "ask for at least one message")
+            raise _invalid(f"limit {self.limit} is below 1", "ask for at least one message")
 
 
 class ShowRequest(_Request):
