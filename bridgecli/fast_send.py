@@ -2,7 +2,8 @@
 
 Agents and scripts call these in loops, and through a gateway the work is one JSON line over a
 Unix socket, cheaper than importing click; so :mod:`bridgecli.entry` tries this module first,
-and it imports only ``getopt``, ``json`` and ``socket`` (goal: docs/design.md#goal-b).
+and it imports only ``json``, the request model and the gateway client (goal:
+docs/design.md#goal-b).
 
 It *declines* (returns None) whenever it is not sure to behave exactly like the click command,
 which then runs: ``-h``, an unknown option, an argument click would reject, no gateway, or a
@@ -16,7 +17,6 @@ import os
 import sys
 
 from bridgecli import send_options
-from bridgecli.durations import parse as parse_duration
 from bridgecli.requests import SendRequest
 
 TYPE_CHECKING = False
@@ -36,10 +36,9 @@ ARGUMENTS = send_options.ARGUMENTS
 def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     """``(command, values)`` for a command line this path can run, else None.
 
-    getopt (GNU mode: options and arguments in any order, ``--opt=value``, ``-wVALUE``, ``--``)
-    rather than argparse, whose help formatter imports shutil and locale even when no help is
-    shown. getopt accepts unique prefixes of long options and click does not, so every dash-word
-    must name an option exactly.
+    GNU getopt's rules (options and arguments in any order, ``--opt=value``, ``-wVALUE``,
+    ``--``), by :func:`split`; not argparse, whose help formatter imports shutil and locale
+    even when no help is shown. Every dash-word must name an option exactly, as in click.
     """
     if not argv or argv[0] not in OPTIONS:
         return None
@@ -51,14 +50,10 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
         # click rejects a dash-word that is not an option ("-5", "-x", "--fr"): leave those to it
         if arg.startswith("-") and arg != "-" and arg.split("=", 1)[0] not in options and arg[:2] not in options:
             return None
-    import getopt
-
-    shorts = "".join(opt[1] + (":" if takes else "") for opt, (_, takes) in options.items() if len(opt) == 2)
-    longs = [opt[2:] + ("=" if takes else "") for opt, (_, takes) in options.items() if len(opt) > 2]
-    try:
-        pairs, positionals = getopt.gnu_getopt(args, shorts, longs)
-    except getopt.GetoptError:
+    split_up = split(args, options)
+    if split_up is None:
         return None
+    pairs, positionals = split_up
     if len(positionals) != 2:
         return None
     values: dict[str, Any] = {name: (None if takes else False) for name, takes in options.values()}
@@ -68,6 +63,8 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
         name, takes = options[opt]
         value: str | float = text
         if name in _DURATIONS:
+            from bridgecli.durations import parse as parse_duration  # its regex only when used
+
             try:
                 value = parse_duration(text)
             except ValueError:
@@ -78,6 +75,49 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     if values.get("lines") and (values["message"] != "-" or values["wait"] or values["new_id"]):
         return None  # click's usage errors
     return command, values
+
+
+def split(args: list[str], options: dict[str, tuple[str, bool]]) -> tuple[list[tuple[str, str]], list[str]] | None:
+    """``(option pairs, positionals)`` as ``getopt.gnu_getopt`` splits ``args`` for the options
+    in ``options`` (``{spelling: (name, takes a value)}``), or None where it raises. Unlike
+    getopt: exact long names only (click takes no prefixes), ``POSIXLY_CORRECT`` is ignored
+    (click ignores it), and no ``gettext`` import with its regexes."""
+    pairs: list[tuple[str, str]] = []
+    positionals: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            positionals.extend(rest)
+            break
+        if arg.startswith("--"):
+            opt, equals, text = arg.partition("=")
+            if opt not in options or (equals and not options[opt][1]):
+                return None  # unknown, or a value given to a flag
+            if options[opt][1] and not equals:
+                following = next(rest, None)
+                if following is None:
+                    return None  # its value is missing
+                text = following
+            pairs.append((opt, text))
+        elif arg.startswith("-") and arg != "-":
+            letters = arg[1:]  # flags may be bundled; a letter taking a value ends the word
+            while letters:
+                opt, letters = "-" + letters[0], letters[1:]
+                if opt not in options:
+                    return None
+                if not options[opt][1]:
+                    pairs.append((opt, ""))
+                    continue
+                if not letters:
+                    following = next(rest, None)
+                    if following is None:
+                        return None
+                    letters = following
+                pairs.append((opt, letters))
+                break
+        else:
+            positionals.append(arg)
+    return pairs, positionals
 
 
 def read_content(message: str) -> str:
@@ -152,7 +192,6 @@ def run(argv: list[str]) -> int | None:
     path = from_environment()
     if path is None:
         return None
-    from bridgecli import failures
     from bridgecli.gateway.client import GatewayClient, GatewaySession
 
     client = GatewayClient.connect(path)
@@ -163,6 +202,8 @@ def run(argv: list[str]) -> int | None:
         with GatewaySession(client) as session:
             deliver(session, request(command, values), values["as_json"], print, _note)
     except (Exception, KeyboardInterrupt) as exc:
+        from bridgecli import failures
+
         code, line = failures.outcome(exc, traceback=failures.wants_traceback(argv))
         if line:
             print(line, file=sys.stderr)

@@ -107,6 +107,41 @@ def test_whatever_the_fast_parser_accepts_click_parses_the_same(name, args, gid)
         assert values["message"] == "-" and not values["wait"] and not values["new_id"]
 
 
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(sorted(CLICK_COMMANDS)), args=st.lists(_WORDS, max_size=7))
+def test_the_split_is_getopts_for_exact_option_names(name, args):
+    """fast_send.split replaced getopt.gnu_getopt (its gettext import cost a send more than
+    the parsing): where every dash-word is an exact option, both split a line the same."""
+    import getopt
+
+    options = fast_send.OPTIONS[name]
+    shorts = "".join(opt[1] + (":" if takes else "") for opt, (_, takes) in options.items() if len(opt) == 2)
+    longs = [opt[2:] + ("=" if takes else "") for opt, (_, takes) in options.items() if len(opt) > 2]
+    env = {k: v for k, v in os.environ.items() if k != "POSIXLY_CORRECT"}
+    with mock.patch.dict(os.environ, env, clear=True):
+        try:
+            expected = getopt.gnu_getopt(args, shorts, longs)
+        except getopt.GetoptError:
+            expected = None
+    got = fast_send.split(args, options)
+    if got is not None:
+        assert expected is not None and got == (expected[0], expected[1]), args
+    elif all(a.partition("=")[0] in options for a in args if a.startswith("--") and a != "--"):
+        assert expected is None, args  # refused only where getopt refuses too (or took a prefix)
+
+
+def test_split_bundles_flags_and_takes_values_as_getopt_does():
+    options = {"-a": ("a", False), "-w": ("wait", True), "--json": ("json", False), "--from": ("from", True)}
+    assert fast_send.split(["-aw5s", "x", "--from=", "y"], options) == (
+        [("-a", ""), ("-w", "5s"), ("--from", "")],
+        ["x", "y"],
+    )
+    assert fast_send.split(["-w", "--json", "x", "--", "-a"], options) == ([("-w", "--json")], ["x", "-a"])
+    assert fast_send.split(["--from", "-", "-"], options) == ([("--from", "-")], ["-"])
+    for refused in (["-w"], ["--from"], ["--json=1"], ["-ab"], ["--fr", "x"]):
+        assert fast_send.split(refused, options) is None, refused
+
+
 def test_ordinary_command_lines_take_the_fast_path():
     with mock.patch.dict(os.environ, {"BRIDGE_GID": "me"}):
         assert fast_send.parse(["send", "bob", "hi", "--json"])[1]["sender"] == "me"
@@ -182,6 +217,9 @@ def test_fast_path_runs_without_click_and_matches_the_click_path(host_factory):
     assert probe.returncode == 0, probe.stderr
     imported = {line.split("|")[-1].strip() for line in probe.stderr.splitlines() if "|" in line}
     assert not imported & {"click", "pika", "typing", "pathlib"}, sorted(imported & {"click", "pika", "typing"})
+    # nor what a successful send does not use: socket.py, getopt (gettext), the error types
+    unused = {"socket", "getopt", "gettext", "bridgecli.errors", "bridgecli.failures", "bridgecli.durations"}
+    assert not imported & unused, sorted(imported & unused)
 
     for args in (["send", "sink", "hello", "--from", "main"], ["send", sink, "hello", "--from", main_gid, "--json"]):
         fast, slow = a.bridge(*args), _click_path(a, *args)
