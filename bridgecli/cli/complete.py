@@ -69,17 +69,18 @@ def query(db: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]
     never locked for writing); ``[]`` when the file is missing or busy."""
     if not os.path.exists(db):
         return []
-    import sqlite3
+    # the C module: the sqlite3 package adds datetime and its adapters, a third of a TAB's query
+    import _sqlite3
 
     # SQLite's URI rules: only these three have a meaning in a path (no urllib on a TAB)
     uri = "file:" + db.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
     try:
-        connection = sqlite3.connect(uri, uri=True, timeout=SOCKET_TIMEOUT)
+        connection = _sqlite3.connect(uri, uri=True, timeout=SOCKET_TIMEOUT)
         try:
             return connection.execute(sql, tuple(params)).fetchall()
         finally:
             connection.close()
-    except sqlite3.Error:
+    except _sqlite3.Error:
         return []
 
 
@@ -221,12 +222,15 @@ def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[Completion
     from bridgecli import paths
 
     prefix = incomplete.lower()  # ids are stored lower-case
-    sql = "SELECT msg_id, kind, state, body FROM messages WHERE substr(msg_id, 1, ?) = ?"
+    # the newest ids are chosen first and only their bodies read: sorting every row with its
+    # body took a 2000-message store longer than the rest of the TAB's query
+    order = "ORDER BY state = 'held' DESC, received DESC"
+    chosen = "SELECT msg_id FROM messages WHERE substr(msg_id, 1, ?) = ?"
     params: list[Any] = [len(prefix), prefix]
     if kinds:
-        sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+        chosen += f" AND kind IN ({','.join('?' * len(kinds))})"
         params += list(kinds)
-    sql += " ORDER BY state = 'held' DESC, received DESC LIMIT ?"
+    sql = f"SELECT msg_id, kind, state, body FROM messages WHERE msg_id IN ({chosen} {order} LIMIT ?) {order}"
     params.append(MAX_MESSAGES)
     items = []
     for msg_id, kind, state, body in query(os.path.join(paths.dir_text("state"), "gateway.db"), sql, params):

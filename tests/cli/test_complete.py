@@ -167,6 +167,33 @@ def test_message_ids_for_reply_show_and_answer(bridge_home, store):
     assert set(tab(bridge_home.env, f"bridge show {store['sent'][:6]}")) == {store["sent"]}
 
 
+def test_message_ids_offer_held_then_newest_up_to_the_limit_with_each_ones_own_body(bridge_home):
+    from bridgecli.cli import complete
+    from bridgecli.hoststate.store import DELIVERED, HELD, Store, default_path
+
+    s = Store(default_path())
+    me = "eeeeeeee-5555-4555-8555-555555555555"
+    made = []  # (msg_id, kind, state, received, content)
+    for i in range(complete.MAX_MESSAGES + 15):
+        kind, state, received = ("ASK" if i % 3 == 0 else "SEND"), (HELD if i % 4 == 0 else DELIVERED), 1000.0 + i
+        envelope = Envelope(kind=kind, sender=A, recipient=me, content=f"message {i}", sender_label="coder")
+        assert s.record(envelope, state, received=received)
+        made.append((envelope.msg_id, kind, state, received, f"message {i}"))
+    s.close()
+
+    def expected(rows):
+        rows = sorted(rows, key=lambda r: (r[2] != HELD, -r[3]))[: complete.MAX_MESSAGES]
+        return [(r[0], f"{r[1]} from coder ({r[2]}): {r[4]}") for r in rows]
+
+    def offered(callback, incomplete):
+        return [(item.value, item.help) for item in callback(None, None, incomplete)]
+
+    assert offered(complete.message_ids, "") == expected(made)
+    assert offered(complete.ask_ids, "") == expected([r for r in made if r[1] == "ASK"])
+    prefix = made[7][0][:1]
+    assert offered(complete.message_ids, prefix.upper()) == expected([r for r in made if r[0].startswith(prefix)])
+
+
 def test_browser_groups_and_targets_come_from_the_browser_cache(bridge_home):
     assert tab(bridge_home.env, "bridge browser open ") == {}
     cache.update_browser(targets=[{"id": "ex1", "label": "work", "groups": ["research"]}], groups=["research"])
