@@ -14,7 +14,8 @@ parts live in ``messaging_delivery`` (a),
     ``amqp-publish -p`` and vs a minimal pika script (connect, confirm_delivery, publish,
     close); all commands interleaved, 3 warm-ups + RUNS runs each, medians. Goal: through
     the gateway <= 0.45x the pika script and <= 4x amqp-publish; ``-X importtime`` shows
-    whether the gateway path imports pika (it must not).
+    whether the gateway path imports pika (it must not). The *floor* row is the least a
+    Python client of the gateway can cost, run as ``bridge`` is (``messaging_send``).
 (b2) ``bridge send TARGET - --lines`` with 1,000 lines through the gateway vs a shell loop
     of 1,000 ``amqp-publish -p``. Goal >= 5x faster in total.
 (c) U1 round trip: the bench (as the main on host A) calls ``send`` with ``wait`` on gateway
@@ -79,6 +80,10 @@ def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
     rows.append(_row("(b) bridge send via gateway vs amqp-publish", s["gateway"], "ms",
                      f"amqp-publish -p {s['amqp-publish']:.1f} ms", s["gateway"] / s["amqp-publish"],
                      "<= 4x", s["gateway"] / s["amqp-publish"] <= 4))
+    rows.append(_row("(b) floor: least Python gateway client vs amqp-publish", s["floor"], "ms",
+                     f"amqp-publish -p {s['amqp-publish']:.1f} ms", s["floor"] / s["amqp-publish"], "", None,
+                     f"console script's interpreter: import re, json, _socket, one send line "
+                     f"(bench/messaging_send.py); bridge send = {s['gateway'] / s['floor']:.2f}x this"))
     rows.append(_row("(b) bridge send direct (no gateway) vs pika script", s["direct"], "ms",
                      f"pika connect+confirm+publish script {s['pika']:.1f} ms", s["direct"] / s["pika"], "", None,
                      f"{'imports pika' if oneshot['direct_imports_pika'] else 'no pika import'}; "

@@ -1,9 +1,16 @@
 """Messaging bench (b) and (b2): one-shot ``bridge send`` (through the gateway and direct)
 against ``amqp-publish -p`` and a minimal pika script, and a 1,000-line ``--lines`` send
-against a shell loop of ``amqp-publish`` (see ``bench/messaging.py`` for the method)."""
+against a shell loop of ``amqp-publish`` (see ``bench/messaging.py`` for the method).
+
+The *floor* is the least a Python client of the gateway must do, run as ``bridge`` is: a
+script with the console script's ``#!`` interpreter that does what pip's wrapper does
+(``import re, sys``, its ``re.sub`` on ``argv[0]``), imports ``json`` and ``_socket``, sends
+the same ``send`` line as ``bridge send`` and reads the answer. What ``bridge send`` costs
+above it is bridge's own client; the floor over ``amqp-publish`` is Python's start-up."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -23,6 +30,43 @@ _PIKA_PUBLISH = ("import pika, sys\n"
                  "ch = c.channel()\nch.confirm_delivery()\n"
                  "ch.basic_publish('', sys.argv[2], b'hello', pika.BasicProperties(delivery_mode=2))\n"
                  "c.close()\n")
+
+
+_FLOOR = """\
+import re
+import sys
+sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])  # as pip's console script
+import json, _socket
+sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+sock.settimeout(2.0)
+sock.connect(sys.argv[1])
+sock.settimeout(60.0)
+sock.sendall(sys.argv[2].encode() + b"\\n")
+answer = b""
+while not answer.endswith(b"\\n"):
+    chunk = sock.recv(65536)
+    if not chunk:
+        sys.exit("the gateway closed the connection")
+    answer += chunk
+result = json.loads(answer)
+if not result.get("ok"):
+    sys.exit(str(result.get("error")))
+print(result["msgId"])
+"""
+
+
+def floor_script(root: Path, main_gid: str, sink_gid: str) -> tuple[Path, str]:
+    """The floor client (see the module docstring) written under ``root``, and the op line it
+    sends: the one ``bridge send SINK hello --from MAIN`` sends, from the same request model."""
+    from bridgecli.requests import SendRequest
+
+    request = SendRequest(command="send", contents=["hello"], sender=main_gid, target=sink_gid)
+    line = json.dumps({"op": request.OP, **request.to_wire()}, separators=(",", ":"))
+    shebang = Path(BRIDGE).read_text().splitlines()[0]  # the console script's own interpreter
+    path = root / "floor-client"
+    path.write_text(f"{shebang}\n{_FLOOR}")
+    path.chmod(0o755)
+    return path, line
 
 
 def _timed(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> float:
@@ -68,8 +112,10 @@ def bench_oneshot(bench: Bench, runs: int, bulk_rounds: int, bulk_n: int) -> dic
         conn.close()
     uri = bench.node.uri.rstrip("/")  # amqp-publish reads a trailing "/" as the empty vhost
     direct_env = {**host.env, "BRIDGE_GATEWAY_SOCKET": str(bench.root / "no-gateway.sock")}
+    floor, line = floor_script(bench.root, main_gid, sink_gid)
     cases = {
         "gateway": ([BRIDGE, "send", sink_gid, "hello", "--from", main_gid], host.env),
+        "floor": ([str(floor), str(host.socket), line], host.env),
         "direct": ([BRIDGE, "send", sink_gid, "hello", "--from", main_gid], direct_env),
         "amqp-publish": (["amqp-publish", "-u", uri, "-r", ONESHOT_QUEUE, "-p", "-b", "hello"], host.env),
         "pika": ([PYTHON, "-c", _PIKA_PUBLISH, uri, ONESHOT_QUEUE], host.env),
