@@ -2,7 +2,7 @@
 
 Prints, from one run, the median wall time of ``bridge --version``, ``bridge --help`` and
 ``bridge send --help`` next to ``python -c pass`` (the venv's real interpreter, never a pyenv
-shim) and their ratio. Goals: ``--version`` and ``--help`` <= 4x the bare interpreter (the
+shim), all timed in interleaved rounds, and their ratio. Goals: ``--version`` and ``--help`` <= 4x the bare interpreter (the
 warm-up runs write the cached help text, as a user's first ``--help`` does). Also reports
 whether pika or a WebSocket library was imported on those paths (it must not be).
 
@@ -42,13 +42,21 @@ def _env() -> dict[str, str]:
 
 def median_ms(cmd: list[str], env: dict[str, str], runs: int, warmup: int = 3) -> float:
     """Median wall time of ``cmd`` in milliseconds (stdout/stderr discarded)."""
-    samples = []
+    return interleaved_ms({"cmd": (cmd, env)}, runs, warmup)["cmd"]
+
+
+def interleaved_ms(cases: dict[str, tuple[list[str], dict[str, str]]], runs: int, warmup: int = 3) -> dict[str, float]:
+    """Median wall time in milliseconds of each ``name: (cmd, env)``, run in interleaved
+    rounds (each round runs every case once), so a load spike on this shared machine hits
+    every case alike rather than one of them; the first ``warmup`` rounds are not counted."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
     for i in range(warmup + runs):
-        began = time.perf_counter()
-        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if i >= warmup:
-            samples.append((time.perf_counter() - began) * 1000)
-    return statistics.median(samples)
+        for name, (cmd, env) in cases.items():
+            began = time.perf_counter()
+            subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if i >= warmup:
+                samples[name].append((time.perf_counter() - began) * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
@@ -64,18 +72,22 @@ def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
 
 
 def main(runs: int = 20) -> list[dict]:
-    """Rows for bench/run_all.py: one per command, baseline = `python -c pass`."""
+    """Rows for bench/run_all.py: one per command, baseline = `python -c pass` (interleaved)."""
     env = _env()
-    base = median_ms([PYTHON, "-c", "pass"], env, runs)
+    cases = {"python -c pass": ([PYTHON, "-c", "pass"], env)}
+    cases.update({label: ([BRIDGE, *argv], env) for label, argv in CASES})
+    medians = interleaved_ms(cases, runs)
+    base = medians["python -c pass"]
     rows = []
     for label, argv in CASES:
-        ms = median_ms([BRIDGE, *argv], env, runs)
+        ms = medians[label]
         heavy = heavy_imports(argv, env)
         ratio = round(ms / base, 2)
         notes = []
         if label in GOAL:  # the same wording as bench/messaging.py's rows
             notes.append(f"goal <={GOAL[label]}x: {'met' if ratio <= GOAL[label] else 'MISSED'}")
         notes.append("imports " + ", ".join(heavy) if heavy else "no pika/websocket import")
+        notes.append(f"median of {runs}, interleaved")
         rows.append({"benchmark": "cli_startup", "metric": label, "value": round(ms, 1),
                      "unit": "ms", "baseline": f"python -c pass {base:.1f} ms",
                      "ratio": ratio, "note": "; ".join(notes)})

@@ -13,8 +13,9 @@ Cases, each the real console script with ``_BRIDGE_COMPLETE=bash_complete``:
 Goal: every case <= 3x the bare interpreter. Also reports whether pika, a WebSocket library or
 click was imported on the completion path (pika and WebSocket libraries must not be; click is
 not when the cached CLI snapshot answers). The warm-up runs write that snapshot, as a user's
-first TAB does. Run: ``.venv/bin/python bench/completion.py [--runs N]``. Asserts nothing
-about time.
+first TAB does. All cases and the baseline run in interleaved rounds (medians), so load on
+this shared machine hits them alike. Run: ``.venv/bin/python bench/completion.py [--runs N]``.
+Asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
-from cli_startup import median_ms  # the same timing loop as the start-up benchmark (bench/ is on sys.path)
+from cli_startup import interleaved_ms  # the start-up benchmark's timing loop (bench/ is on sys.path)
 
 VENV_BIN = Path(sys.executable).parent
 PYTHON = str(VENV_BIN / "python")
@@ -112,38 +113,42 @@ def start_gateway(env: dict[str, str]) -> subprocess.Popen:
     return proc
 
 
-def measure(label: str, case: dict[str, str], base: float, runs: int) -> dict:
+def row(label: str, ms: float, case: dict[str, str], base: float, runs: int) -> dict:
     """One row: median TAB latency, candidates offered, heavy modules imported."""
-    ms = median_ms([BRIDGE], case, runs)
     heavy = heavy_imports(case)
     ratio = round(ms / base, 2)
     note = (f"goal <={GOAL}x: {'met' if ratio <= GOAL else 'MISSED'}; {offered(case)} candidates; "
-            + ("imports " + ", ".join(heavy) if heavy else "no pika/websocket/click import"))
+            + ("imports " + ", ".join(heavy) if heavy else "no pika/websocket/click import")
+            + f"; median of {runs}, interleaved")
     return {"benchmark": "completion", "metric": label, "value": round(ms, 1), "unit": "ms",
             "baseline": f"python -c pass {base:.1f} ms", "ratio": ratio, "note": note}
 
 
 def main(runs: int = 20) -> list[dict]:
-    """Rows for bench/run_all.py: one per case, baseline = `python -c pass`."""
+    """Rows for bench/run_all.py: one per case, baseline = `python -c pass`, all timed in
+    interleaved rounds. The live-gateway case is a second home whose gateway runs throughout
+    (in the first home a gateway would answer the roster-cache case)."""
     root = Path(tempfile.mkdtemp(prefix="bcb", dir="/tmp"))
+    gateway = None
     try:
-        env = make_env(root)
+        env = make_env(root / "h")
         fill_roster_cache(env)
         fill_store(env)
-        base = median_ms([PYTHON, "-c", "pass"], env, runs)
-        cases = [("bridge bro<TAB> (commands)", tab_env(env, "bridge bro")),
-                 ("bridge send <TAB> (roster cache, 200 entities)", tab_env(env, "bridge send ")),
-                 ("bridge reply <TAB> (store, 2000 messages)", tab_env(env, "bridge reply "))]
-        rows = [measure(label, case, base, runs) for label, case in cases]
-        gateway = start_gateway(env)
-        try:
-            rows.append(measure("bridge send <TAB> (live gateway socket, empty roster)", tab_env(env, "bridge send "),
-                                base, runs))
-        finally:
+        live = make_env(root / "g")
+        gateway = start_gateway(live)
+        tabs = {"bridge bro<TAB> (commands)": tab_env(env, "bridge bro"),
+                "bridge send <TAB> (roster cache, 200 entities)": tab_env(env, "bridge send "),
+                "bridge reply <TAB> (store, 2000 messages)": tab_env(env, "bridge reply "),
+                "bridge send <TAB> (live gateway socket, empty roster)": tab_env(live, "bridge send ")}
+        cases = {"python -c pass": ([PYTHON, "-c", "pass"], env)}
+        cases.update({label: ([BRIDGE], case) for label, case in tabs.items()})
+        medians = interleaved_ms(cases, runs)
+        base = medians["python -c pass"]
+        return [row(label, medians[label], case, base, runs) for label, case in tabs.items()]
+    finally:
+        if gateway is not None:
             os.killpg(gateway.pid, signal.SIGTERM)
             gateway.wait(20)
-        return rows
-    finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
