@@ -1,0 +1,59 @@
+"""SteppedConnection: a SelectConnection driven in steps, on pika's public API only."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from bridgecli import config
+from bridgecli.amqp import topology
+from bridgecli.amqp.stepped import SteppedConnection
+from bridgecli.errors import BrokerUnavailable, Conflict
+
+
+def _config(uri: str) -> config.Config:
+    return config.load({"broker.uri": uri})
+
+
+def test_it_opens_reports_the_broker_and_runs_calls_from_other_threads(rabbitmq):
+    conn = SteppedConnection(_config(rabbitmq.uri), name="test-stepped")
+    try:
+        assert conn.is_open
+        assert conn.server_info()["product"] == "RabbitMQ"
+        ran: list[str] = []
+        thread = threading.Thread(target=lambda: conn.add_callback_threadsafe(lambda: ran.append("called")))
+        thread.start()
+        thread.join()
+        conn.process_data_events(time_limit=5)  # returns early: a call came in
+        assert ran == ["called"]
+        channel = conn.channel(5, "test")
+        got: list[object] = []
+        channel.queue_declare("stepped.test", auto_delete=True, callback=conn.arrived(got))
+        conn.wait_for(got, 5, "no declare-ok")
+        assert got[0].method.queue == "stepped.test"
+    finally:
+        conn.close()
+    assert not conn.is_open
+
+
+def test_its_declares_wait_and_report_a_conflict_as_ours(rabbitmq):
+    conn = SteppedConnection(_config(rabbitmq.uri), name="test-stepped")
+    try:
+        queue = topology.Queue("stepped.conflict", durable=False, auto_delete=True)
+        holder = conn.sync_channel(5, "declare")
+        topology.declare(holder, queue)  # the queue exists once this returns
+        other = conn.sync_channel(5, "declare")
+        with pytest.raises(Conflict, match="already exists on the broker with other arguments"):
+            topology.declare(other, topology.Queue("stepped.conflict", durable=True))
+        assert not other.is_open and holder.is_open  # only the failed declare's channel closed
+        holder.close()
+    finally:
+        conn.close()
+
+
+def test_refused_credentials_read_as_our_error(rabbitmq):
+    scheme, rest = rabbitmq.uri.split("://", 1)
+    bad = f"{scheme}://nobody:wrong@{rest.rsplit('@', 1)[-1]}"
+    with pytest.raises(BrokerUnavailable, match="refused the credentials"):
+        SteppedConnection(_config(bad), name="test-stepped")
