@@ -1,21 +1,7 @@
-"""Latency of a TAB: ``bridge`` answering click's completion protocol, against a bare
-interpreter start (``python -c pass``, the same venv interpreter).
-
-Cases, each the real console script with ``_BRIDGE_COMPLETE=bash_complete``:
-
-* ``bridge bro<TAB>`` — command names (static, from the lazy root group);
-* ``bridge send <TAB>`` from the roster cache (200 entities on 10 hosts) — no gateway running;
-* ``bridge send <TAB>`` through a live gateway's socket (the gateway runs without a reachable
-  broker: its local socket serves while it retries the connection, which is all a TAB needs;
-  its roster is empty, so this row measures the socket round trip, not the list);
-* ``bridge reply <TAB>`` from a message store holding 2000 messages (read-only SQLite).
-
-Goal: every case <= 3x the bare interpreter. Also reports whether pika, a WebSocket library or
-click was imported on the completion path (pika and WebSocket libraries must not be; click is
-not when the cached CLI snapshot answers). The warm-up runs write that snapshot, as a user's
-first TAB does. All cases and the baseline run in interleaved rounds (medians), so load on
-this shared machine hits them alike. Run: ``.venv/bin/python bench/completion.py [--runs N]``.
-Asserts nothing about time.
+"""Latency of a TAB (``bridge`` answering click's completion protocol) against ``python -c
+pass``, in interleaved rounds; goal <= 3x in every case. Cases and method:
+docs/bench-methods.md. Asserts nothing about time.
+Run: ``.venv/bin/python bench/completion.py [--runs N]``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,7 @@
-"""Messaging through the gateway against raw AMQP clients on the same private broker.
-
-Each figure is a ratio against a baseline measured in the same run, next to its goal. The
-parts live in ``messaging_delivery`` (a),
-``messaging_send`` (b, b2) and ``messaging_round_trip`` (c), the hosts in ``bench_hosts``:
-
-(a) ``delivery``: gateway delivery throughput into the no-op backend (``bench/noop_plugin``,
-    dedup persistence on) vs a raw pika manual-ack consumer with the same prefetch
-    (``messaging.prefetch``). Both drain a queue pre-filled with N identical persistent
-    envelopes (same queue arguments as an inbox). Rate = (N-1) / (last - first delivery):
-    for the gateway the ``received`` times of its dedup records, for pika the consumer's own
-    clock at its first callback and its last ack; process start-up is outside both. Goal >= 1.0x.
-(b) ``bridge send`` one-shot through the running gateway (and direct, no gateway) vs
-    ``amqp-publish -p`` and vs a minimal pika script (connect, confirm_delivery, publish,
-    close); all commands interleaved, 3 warm-ups + RUNS runs each, medians. Goal: through
-    the gateway <= 0.45x the pika script and <= 4x amqp-publish; ``-X importtime`` shows
-    whether the gateway path imports pika (it must not). The *floor* row is the least a
-    Python client of the gateway can cost, run as ``bridge`` is (``messaging_send``).
-(b2) ``bridge send TARGET - --lines`` with 1,000 lines through the gateway vs a shell loop
-    of 1,000 ``amqp-publish -p``. Goal >= 5x faster in total.
-(c) U1 round trip: the bench (as the main on host A) calls ``send`` with ``wait`` on gateway
-    A's socket; a worker process on host B long-polls gateway B's socket (``poll`` with
-    ``wait``, the hold backend = the MCP pull path) and answers with ``reply`` on B's socket;
-    the reply travels back through both gateways and the broker and resolves the main's
-    wait. Baseline: a raw pika request/reply with the same guarantees (persistent messages,
-    publisher confirms, manual acks; two processes, reply queue, correlation id). p50/p99
-    over M sequential round trips each, in alternating rounds of the two. Goal: p50 <= 3x
-    (``bench/u1_floor.py`` holds the goals against the floor: p50 <= 1.15x, p99 <= 1.5x).
-
-Everything runs against a private RabbitMQ node (``LocalNode`` in a /tmp dir, free ports)
-with isolated XDG dirs per simulated host; all of it is stopped and removed at the end.
-Run: ``.venv/bin/python bench/messaging.py [--quick] [--profile DIR]``. Asserts nothing.
-``--profile DIR`` also runs (a) once more with the gateway under cProfile and writes
-``DIR/gateway-delivery.prof`` (plus a top-25 text summary).
+"""Messaging through the gateway against raw AMQP clients on the same private broker: (a)
+delivery, (b)/(b2) one-shot and bulk send, (c) the U1 round trip, each a ratio against a
+baseline of the same run. Method and goals: docs/bench-methods.md. Asserts nothing.
+Run: ``.venv/bin/python bench/messaging.py [--quick] [--profile DIR]``.
 """
 
 from __future__ import annotations

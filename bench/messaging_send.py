@@ -1,12 +1,7 @@
-"""Messaging bench (b) and (b2): one-shot ``bridge send`` (through the gateway and direct)
-against ``amqp-publish -p`` and a minimal pika script, and a 1,000-line ``--lines`` send
-against a shell loop of ``amqp-publish`` (see ``bench/messaging.py`` for the method).
-
-The *floor* is the least a Python client of the gateway must do, run as ``bridge`` is: a
-script with the console script's ``#!`` interpreter that does what pip's wrapper does
-(``import re, sys``, its ``re.sub`` on ``argv[0]``), imports ``json`` and ``_socket``, sends
-the same ``send`` line as ``bridge send`` and reads the answer. What ``bridge send`` costs
-above it is bridge's own client; the floor over ``amqp-publish`` is Python's start-up."""
+"""Messaging bench (b) and (b2): one-shot ``bridge send`` against ``amqp-publish -p``, a pika
+script and the floor of a Python gateway client, and a 1,000-line ``--lines`` send against a
+loop of ``amqp-publish`` (method: docs/bench-methods.md).
+"""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""Run every benchmark and rewrite the results table in docs/benchmarks.md.
+"""Run every benchmark (or those named) and rewrite the results table in docs/benchmarks.md.
 
-Contract for a benchmark script ``bench/NAME.py`` (keep it this simple):
-
-* it defines ``main()`` that can be called with no arguments, runs the measurement once and
-  returns a list of row dicts with the keys
-  ``benchmark`` (script name), ``metric`` (what was measured), ``value`` (number),
-  ``unit`` (``ms``, ``msg/s`` …), ``baseline`` (the natural comparison, as text with its own
-  figure, e.g. ``"raw pika 1650 msg/s"``), ``ratio`` (value / baseline as a number, or None)
-  and optionally ``note``;
-* it asserts nothing about speed (benchmarks report; tests judge correctness);
-* it starts and stops whatever it needs (brokers, gateways) itself.
-
-``python bench/run_all.py [NAME ...]`` runs all scripts (or only those named) and replaces
-the text between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` in docs/benchmarks.md.
-Every row carries the time it was measured, so the rows of benchmarks that were not run this
-time keep their own date; a benchmark that failed (raised) or was skipped (returned no rows)
-keeps its previous rows, dated and marked stale, instead of passing them off as fresh.
+What a benchmark script must provide, and how stale rows are kept: docs/bench-methods.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
-"""How low can U1 go in Python? The gateway's round trip next to a single-threaded floor.
-
-The U1 round trip (main → gateway A → broker → gateway B → worker's ``poll --wait`` → ``reply``
-→ gateway B → broker → gateway A → main) has goals against a floor that does the least the
-contract needs: p50 <= 1.15x the floor and <= 3x raw pika, p99 <= 1.5x the floor's p99.
-This script measures, in one run and in interleaved rounds, three things on the same private broker:
-
-* ``raw``: the baseline of ``bench/messaging.py`` (c): pika request/reply, persistent, confirms,
-  manual acks, two processes.
-* ``gateway``: the real U1 through two running ``bridge gateway`` processes (messaging.py (c)).
-* ``floor``: the same path through two *relays* that are not the gateway but the least a gateway
-  must do on it, each a single thread with no hand-offs: one pika ``IOLoop`` driving the consuming
-  and the publishing ``SelectConnection`` and the local Unix socket (newline-delimited JSON, as the
-  gateway's). Per message they do only the gateway's essential work — ``messaging.compose`` and
-  ``amqp_message`` on send, ``envelope.parse`` and one ``Store.record`` transaction (dedup record
-  and hold/hand-off in one write, committed before the message is handed on) on receipt, the
-  gateway's own ``Store.sync`` before the ack (its store and durability, not a copy of its
-  settings), the ack and one log line after the hand-off, confirms before a reply call returns.
-  No identity checks, registry, roster, status, reconnects or workers.
-
-The floor is what a single-threaded rewrite of the gateway core could at best reach; the gap
-between it and raw pika is the per-hop work (two more local-socket hops per side and one durable
-write per side) that the raw baseline does not do. Asserts nothing.
+"""How low can U1 go in Python? The gateway's round trip next to a single-threaded floor and
+raw pika, in interleaved rounds (goals: p50 <= 1.15x the floor and <= 3x raw, p99 <= 1.5x the
+floor's p99). What the floor does: docs/bench-methods.md. Asserts nothing.
 Run: ``.venv/bin/python bench/u1_floor.py [--quick]``.
 """
 
