@@ -40,7 +40,7 @@ class SteppedConnection:
         self._closing = False
         params = parameters(config, name=name, connect_timeout=connect_timeout)
         done: list[Any] = []
-        workflow = pika.SelectConnection.create_connection(params, self._arrived(done), custom_ioloop=self._ioloop)
+        workflow = pika.SelectConnection.create_connection(params, self.arrived(done), custom_ioloop=self._ioloop)
         self._step_until(done, connect_timeout * 2 + 1)
         if not done:
             workflow.abort()
@@ -87,13 +87,9 @@ class SteppedConnection:
         """A new asynchronous ``pika.channel.Channel``; BrokerUnavailable naming ``what`` when
         the broker does not open it within ``timeout`` seconds."""
         opened: list[Any] = []
-        self.connection.channel(on_open_callback=self._arrived(opened))
+        self.connection.channel(on_open_callback=self.arrived(opened))
         self.wait_for(opened, timeout, f"the broker did not open the {what} channel")
         return opened[0]
-
-    def arrived(self, into: list[Any]) -> Callable[..., None]:
-        """A callback that records its first argument in ``into`` (see :meth:`wait_for`)."""
-        return self._arrived(into)
 
     def wait_for(self, arrived: list[Any], timeout: float, problem: str) -> None:
         """Step until a callback has appended to ``arrived``; BrokerUnavailable(``problem``)
@@ -113,7 +109,7 @@ class SteppedConnection:
         self._closing = True
         closed: list[Any] = []
         if self.connection.is_open:
-            self.connection.add_on_close_callback(self._arrived(closed))
+            self.connection.add_on_close_callback(self.arrived(closed))
             try:
                 self.connection.close()
             except pika.exceptions.ConnectionWrongStateError:
@@ -121,7 +117,10 @@ class SteppedConnection:
             self._step_until(closed, timeout)
         self._ioloop.close()
 
-    def _arrived(self, into: list[Any]) -> Callable[..., None]:
+    def arrived(self, into: list[Any]) -> Callable[..., None]:
+        """A callback that records its first argument in ``into`` and ends the current step
+        (see :meth:`wait_for`)."""
+
         def record(first: Any = None, *_: Any) -> None:
             into.append(first)
             self._ioloop.stop()
