@@ -38,6 +38,7 @@ _WIRE_NAMES = {
     "sender_host": "fromHost",
 }
 _REQUIRED = ("v", "msgId", "kind", "from", "to", "ts", "content")
+_REQUIRED_KEYS = frozenset(_REQUIRED)
 
 
 class InvalidEnvelope(ValueError):
@@ -56,6 +57,8 @@ def new_id() -> str:
 
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: the same in either case (what a sender may write), without lowering the text first
+_UUID_ANY_CASE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def is_uuid(text: str) -> bool:
@@ -126,8 +129,11 @@ def check_content_size(content: str, limit: int) -> None:
         raise InvalidEnvelope("oversize", f"content is {size} bytes, the limit is {limit}")
 
 
-def parse(body: bytes, *, max_content_bytes: int | None = None, keep_raw: bool = False) -> Envelope:
-    """Decode and validate a body received from the broker.
+def parse(
+    body: bytes, *, max_content_bytes: int | None = None, keep_raw: bool = False, user_id: str | None = None
+) -> Envelope:
+    """Decode and validate a body received from the broker; ``user_id`` is the authenticated
+    AMQP user it came with (a property, not part of the body).
 
     Raises :class:`InvalidEnvelope` with one of the reasons ``oversize``, ``invalid_utf8``,
     ``bad_json``, ``not_an_object``, ``unknown_version``, ``missing_field``, ``bad_field``.
@@ -142,51 +148,80 @@ def parse(body: bytes, *, max_content_bytes: int | None = None, keep_raw: bool =
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise InvalidEnvelope("bad_json", str(exc)[:200]) from None
-    envelope = from_wire(data, max_content_bytes=max_content_bytes)
-    if keep_raw:
-        object.__setattr__(envelope, "raw", text)
-    return envelope
+    return from_wire(data, max_content_bytes=max_content_bytes, user_id=user_id, raw=text if keep_raw else None)
 
 
-def from_wire(data: Any, *, max_content_bytes: int | None = None) -> Envelope:
-    """Validate an already-decoded body (see :func:`parse`)."""
+def from_wire(
+    data: Any, *, max_content_bytes: int | None = None, user_id: str | None = None, raw: str | None = None
+) -> Envelope:
+    """Validate an already-decoded body (see :func:`parse`); ``user_id`` and ``raw`` are
+    stored as given. One pass over the fields: this runs for every received message."""
     if not isinstance(data, dict):
         raise InvalidEnvelope("not_an_object", f"body is a JSON {type(data).__name__}, not an object")
     if data.get("v") != VERSION:
         raise InvalidEnvelope("unknown_version", f"version {data.get('v')!r}, this gateway speaks {VERSION}")
-    missing = [key for key in _REQUIRED if key not in data]
-    if missing:
-        raise InvalidEnvelope("missing_field", "missing " + ", ".join(missing))
-    _check(data, "msgId", str, uuid=True)
-    _check(data, "from", str, uuid=True)
-    _check(data, "to", str, uuid=True)
-    _check(data, "content", str)
-    if data["kind"] not in KINDS:
-        raise InvalidEnvelope("bad_field", f"kind {data['kind']!r} is not one of {', '.join(KINDS)}")
+    if not _REQUIRED_KEYS <= data.keys():
+        raise InvalidEnvelope("missing_field", "missing " + ", ".join(key for key in _REQUIRED if key not in data))
+    msg_id = _uuid_field(data, "msgId")
+    sender = _uuid_field(data, "from")
+    recipient = _uuid_field(data, "to")
+    content = data["content"]
+    if not isinstance(content, str):
+        raise InvalidEnvelope("bad_field", "content must be a str")
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise InvalidEnvelope("bad_field", f"kind {kind!r} is not one of {', '.join(KINDS)}")
     if not _finite_timestamp(data["ts"]):
         raise InvalidEnvelope("bad_field", "ts must be a finite number (seconds since the epoch)")
-    for key in ("inReplyTo",):
-        if data.get(key) is not None:
-            _check(data, key, str, uuid=True)
-    for key in ("turn", "fromLabel", "fromHost"):
-        if data.get(key) is not None:
-            _check(data, key, str, max_len=256)
-    if data["kind"] in ANSWER_KINDS and not data.get("inReplyTo"):
-        raise InvalidEnvelope("missing_field", f"a {data['kind']} needs inReplyTo")
+    in_reply_to = data.get("inReplyTo")
+    if in_reply_to is not None:
+        _uuid_field(data, "inReplyTo")  # validated, kept as sent
+    turn, label, host = _short_field(data, "turn"), _short_field(data, "fromLabel"), _short_field(data, "fromHost")
+    if kind in ANSWER_KINDS and not in_reply_to:
+        raise InvalidEnvelope("missing_field", f"a {kind} needs inReplyTo")
     if max_content_bytes is not None:
-        check_content_size(data["content"], max_content_bytes)
-    return Envelope(
-        kind=data["kind"],
-        sender=data["from"].lower(),
-        recipient=data["to"].lower(),
-        content=data["content"],
-        msg_id=data["msgId"].lower(),
-        in_reply_to=(data.get("inReplyTo") or None),
-        turn=data.get("turn"),
-        ts=float(data["ts"]),
-        sender_label=data.get("fromLabel"),
-        sender_host=data.get("fromHost"),
+        check_content_size(content, max_content_bytes)
+    envelope = object.__new__(Envelope)  # validated above: skip the frozen dataclass's __init__
+    object.__setattr__(
+        envelope,
+        "__dict__",
+        {
+            "kind": kind,
+            "sender": sender,
+            "recipient": recipient,
+            "content": content,
+            "msg_id": msg_id,
+            "in_reply_to": in_reply_to or None,
+            "turn": turn,
+            "ts": float(data["ts"]),
+            "sender_label": label,
+            "sender_host": host,
+            "user_id": user_id,
+            "raw": raw,
+        },
     )
+    return envelope
+
+
+def _uuid_field(data: Mapping[str, Any], key: str) -> str:
+    """``data[key]`` checked to be a UUID string, in lower case."""
+    value = data[key]
+    if not isinstance(value, str):
+        raise InvalidEnvelope("bad_field", f"{key} must be a str")
+    if _UUID_ANY_CASE.fullmatch(value) is None:
+        raise InvalidEnvelope("bad_field", f"{key} must be a UUID")
+    return value.lower()
+
+
+def _short_field(data: Mapping[str, Any], key: str) -> str | None:
+    """An optional display field: None, or a string of at most 256 characters."""
+    value = data.get(key)
+    if value is not None:
+        if not isinstance(value, str):
+            raise InvalidEnvelope("bad_field", f"{key} must be a str")
+        if len(value) > 256:
+            raise InvalidEnvelope("bad_field", f"{key} is longer than 256 characters")
+    return value
 
 
 def _finite_timestamp(value: Any) -> bool:
@@ -198,15 +233,3 @@ def _finite_timestamp(value: Any) -> bool:
         return math.isfinite(float(value)) and 0 <= value < 1e11
     except OverflowError:
         return False
-
-
-def _check(
-    data: Mapping[str, Any], key: str, kind: type[Any], *, uuid: bool = False, max_len: int | None = None
-) -> None:
-    value = data[key]
-    if not isinstance(value, kind):
-        raise InvalidEnvelope("bad_field", f"{key} must be a {kind.__name__}")
-    if uuid and not is_uuid(value):
-        raise InvalidEnvelope("bad_field", f"{key} must be a UUID")
-    if max_len is not None and len(value) > max_len:
-        raise InvalidEnvelope("bad_field", f"{key} is longer than {max_len} characters")

@@ -38,6 +38,18 @@ def test_round_trip_keeps_every_field():
     assert props["delivery_mode"] == 2 and props["type"] == "REPLY"
 
 
+def test_parse_keeps_the_raw_body_and_the_authenticated_user():
+    env = Envelope(kind="SEND", sender=A, recipient=B, content="hi", sender_label="w1")
+    body = env.to_bytes()
+    back = parse(body, keep_raw=True, user_id="alice")
+    assert back.raw == body.decode() and back.user_id == "alice"
+    assert back == Envelope(**{**env.as_dict(), "user_id": "alice"})  # raw is not compared
+    assert hash(back) == hash(Envelope(**{**env.as_dict(), "user_id": "alice"}))
+    with pytest.raises(AttributeError):
+        back.content = "changed"  # type: ignore[misc]
+    assert parse(body).raw is None and parse(body).user_id is None
+
+
 def test_ids_are_normalised_to_lower_case():
     body = wire(**{"from": A.upper(), "msgId": C.upper()})
     env = parse(json.dumps(body).encode())

@@ -17,7 +17,7 @@ import pika.exceptions
 from bridgecli import envelope as env_mod
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
-from bridgecli.envelope import Envelope, InvalidEnvelope
+from bridgecli.envelope import InvalidEnvelope
 from bridgecli.errors import DeliveryError
 from bridgecli.gateway import identity
 from bridgecli.gateway import log as glog
@@ -108,7 +108,12 @@ class Intake:
         host = self.host
         queue_name = topology.inbox_name(entity.gid)
         try:
-            envelope = env_mod.parse(body, max_content_bytes=max(self.max_content, 1), keep_raw=True)
+            envelope = env_mod.parse(
+                body,
+                max_content_bytes=max(self.max_content, 1),
+                keep_raw=True,
+                user_id=(getattr(props, "user_id", None) or None) if props is not None else None,
+            )
         except InvalidEnvelope as exc:
             host.dead_letter(method.delivery_tag, props, body, queue_name, exc.reason, exc.detail)
             return
@@ -122,8 +127,6 @@ class Intake:
                 f"body is addressed to {envelope.recipient}, queue belongs to {entity.gid}",
             )
             return
-        if props is not None and getattr(props, "user_id", None):
-            envelope = Envelope(**{**envelope.__dict__, "user_id": props.user_id})
         mismatch = self.identity_policy.mode != "off" and identity.verify(self.values, envelope, host.roster)
         if mismatch:
             host.dead_letter(method.delivery_tag, props, body, queue_name, "sender_mismatch", mismatch)

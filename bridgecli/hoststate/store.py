@@ -68,9 +68,7 @@ def _body(envelope: Envelope) -> str:
 
 
 def _row_to_message(row: sqlite3.Row) -> StoredMessage:
-    envelope = env_mod.from_wire(json.loads(row["body"]))
-    if row["user_id"]:
-        envelope = Envelope(**{**envelope.__dict__, "user_id": row["user_id"]})
+    envelope = env_mod.from_wire(json.loads(row["body"]), user_id=row["user_id"] or None)
     return StoredMessage(envelope=envelope, state=row["state"], received=row["received"])
 
 
