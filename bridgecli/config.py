@@ -210,7 +210,12 @@ SETTINGS: dict[str, Setting] = {
             choices=("classic", "quorum"),
         ),
         Setting("messaging.max_attempts", int, 5, "Delivery attempts before a message is dead-lettered to bridge.dlq."),
-        Setting("messaging.prefetch", int, 100, "Unacked deliveries per inbox consumer."),
+        Setting(
+            "messaging.prefetch",
+            int,
+            250,
+            "Unacked deliveries per inbox consumer (a burst of deliveries is acked together).",
+        ),
         Setting(
             "messaging.dedup_window",
             int,

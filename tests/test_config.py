@@ -23,7 +23,7 @@ def test_layering_env_over_file_over_default(bridge_home):
     cfg = config.load(env={"BRIDGE_BROKER_HEARTBEAT": "20"})
     assert cfg.get("roster.interval") == 2.0 and cfg.sources["roster.interval"] == str(bridge_home.config_file)
     assert cfg.get("broker.heartbeat") == 20 and cfg.sources["broker.heartbeat"] == "env BRIDGE_BROKER_HEARTBEAT"
-    assert cfg.get("messaging.prefetch") == 100 and cfg.sources["messaging.prefetch"] == "default"
+    assert cfg.get("messaging.prefetch") == 250 and cfg.sources["messaging.prefetch"] == "default"
     flagged = config.load({"broker.heartbeat": "5", "host.id": None}, env={"BRIDGE_BROKER_HEARTBEAT": "20"})
     assert flagged.get("broker.heartbeat") == 5 and flagged.sources["broker.heartbeat"] == "flag"
     # an empty variable means "not set", so `BRIDGE_X= bridge …` does not error
