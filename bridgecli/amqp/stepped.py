@@ -83,6 +83,12 @@ class SteppedConnection:
         self._calls.append(fn)
         self._ioloop.add_callback_threadsafe(self._ioloop.stop)
 
+    def call_in_loop_threadsafe(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the I/O loop, on the owning thread, as soon as it is free (from any
+        thread): no step ends for it, so what it writes goes out in the same step. ``fn`` must
+        not wait for the broker; use :meth:`add_callback_threadsafe` for calls that do."""
+        self._ioloop.add_callback_threadsafe(fn)
+
     def channel(self, timeout: float, what: str) -> Any:
         """A new asynchronous ``pika.channel.Channel``; BrokerUnavailable naming ``what`` when
         the broker does not open it within ``timeout`` seconds."""

@@ -37,6 +37,26 @@ def test_it_opens_reports_the_broker_and_runs_calls_from_other_threads(rabbitmq)
     assert not conn.is_open
 
 
+def test_a_call_run_inside_the_loop_goes_out_in_the_same_step(rabbitmq):
+    conn = SteppedConnection(_config(rabbitmq.uri), name="test-stepped-in-loop")
+    try:
+        channel = conn.channel(5, "test")
+        got: list[object] = []
+        threads: list[int] = []
+
+        def declare() -> None:  # what a publish does: write a frame, wait for nothing
+            threads.append(threading.get_ident())
+            channel.queue_declare("stepped.in-loop", auto_delete=True, callback=conn.arrived(got))
+
+        caller = threading.Thread(target=lambda: conn.call_in_loop_threadsafe(declare))
+        caller.start()
+        caller.join()
+        conn.wait_for(got, 5, "no declare-ok")  # one wait: the call, its frame and the answer
+        assert threads == [threading.get_ident()] and got[0].method.queue == "stepped.in-loop"
+    finally:
+        conn.close()
+
+
 def test_its_declares_wait_and_report_a_conflict_as_ours(rabbitmq):
     conn = SteppedConnection(_config(rabbitmq.uri), name="test-stepped")
     try:
