@@ -56,15 +56,14 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-#: the same in either case (what a sender may write), without lowering the text first
-_UUID_ANY_CASE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+#: either case (what a sender may write), matched without lowering the text first
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def is_uuid(text: str) -> bool:
     """True when ``text`` is a canonical UUID (what gids and msgIds look like). A regex, not
     ``uuid.UUID()``: this runs three times per received message on the gateway's hot path."""
-    return isinstance(text, str) and _UUID_RE.fullmatch(text.lower()) is not None
+    return isinstance(text, str) and _UUID_RE.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
@@ -208,7 +207,7 @@ def _uuid_field(data: Mapping[str, Any], key: str) -> str:
     value = data[key]
     if not isinstance(value, str):
         raise InvalidEnvelope("bad_field", f"{key} must be a str")
-    if _UUID_ANY_CASE.fullmatch(value) is None:
+    if not is_uuid(value):
         raise InvalidEnvelope("bad_field", f"{key} must be a UUID")
     return value.lower()
 

@@ -112,7 +112,7 @@ class Intake:
                 body,
                 max_content_bytes=max(self.max_content, 1),
                 keep_raw=True,
-                user_id=(getattr(props, "user_id", None) or None) if props is not None else None,
+                user_id=getattr(props, "user_id", None) or None,
             )
         except InvalidEnvelope as exc:
             host.dead_letter(method.delivery_tag, props, body, queue_name, exc.reason, exc.detail)
