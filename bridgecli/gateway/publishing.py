@@ -210,10 +210,8 @@ class PublishLane:
         with self._queued_lock:
             self._queued.update(future for _, future in batch)
         try:
-            if delay_ms and delay_ms not in self._delay_tiers:  # its declare waits for the broker
-                connection.add_callback_threadsafe(lambda: self._publish_batch(batch, delay_ms))
-            else:  # out in the lane's current step: no step ends for it
-                connection.call_in_loop_threadsafe(lambda: self._publish_batch(batch, delay_ms, in_loop=True))
+            # out in the lane's current step: no step ends for it
+            connection.call_in_loop_threadsafe(lambda: self._publish_batch(batch, delay_ms, in_loop=True))
         except Exception:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment") from None
         return [future for _, future in batch]
@@ -251,7 +249,7 @@ class PublishLane:
     def _publish_batch(self, batch: list[tuple[Envelope, Future]], delay_ms: int | None, in_loop: bool = False) -> None:
         """Publish ``batch`` on the confirm channel; ``in_loop``: called inside the I/O loop,
         where declaring a delay tier (it waits for the broker) must wait for the next step."""
-        if in_loop and delay_ms and delay_ms not in self._delay_tiers:  # a new connection since
+        if in_loop and delay_ms and delay_ms not in self._delay_tiers:  # a new tier: declare it first
             assert self._connection is not None
             self._connection.add_callback_threadsafe(lambda: self._publish_batch(batch, delay_ms))
             return
