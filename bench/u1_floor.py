@@ -33,7 +33,7 @@ from bridgecli import envelope as env_mod, messaging
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import amqp_message
 from bridgecli.gateway import log as glog
-from bridgecli.hoststate.store import DRAINED, HELD, Store
+from bridgecli.hoststate.store import HELD, TAKEN, Store
 
 uri, path, my_gid, db_path, log_path = sys.argv[1:6]
 logging.basicConfig(filename=log_path, level=logging.INFO)
@@ -55,12 +55,12 @@ def on_message(channel, method, props, body):
     if client is None and poll_waiter:
         client, answer = poll_waiter.pop(), "poll"
     tx = store.begin()
-    taken = store.record(env, DRAINED if client is not None else HELD, tx=tx)
+    taken = store.record(env, TAKEN if client is not None else HELD, tx=tx)  # the client confirms it
     tx.commit()
     if client is not None and taken:
         recent[env.msg_id] = env
         if answer == "reply":
-            respond(client, {"ok": True, "reply": {"content": env.content}})
+            respond(client, {"ok": True, "reply": {"msgId": env.msg_id, "content": env.content}})
         else:
             respond(client, {"ok": True, "messages": [{"msgId": env.msg_id, "content": env.content}]})
     store.sync()  # as the gateway before its acks: power-safe, whatever the store's settings are
@@ -78,8 +78,11 @@ def on_confirm(frame):
 
 def handle(client, request):
     ident = messaging.Identity(my_gid, "relay")
+    if request["op"] == "confirm":  # the two-phase poll: taken until the client has them
+        respond(client, {"ok": True, "confirmed": store.confirm(request["msg_ids"])})
+        return
     if request["op"] == "poll":
-        held = store.drain(my_gid)
+        held = store.drain(my_gid, mark=TAKEN)
         if held:
             respond(client, {"ok": True, "messages": [{"msgId": s.envelope.msg_id, "content": s.envelope.content}
                                                       for s in held]})
@@ -166,7 +169,10 @@ sock.connect(sys.argv[1])
 lines = sock.makefile("rb")
 while True:
     sock.sendall(b'{"op": "poll"}\n')
-    for msg in json.loads(lines.readline())["messages"]:
+    messages = json.loads(lines.readline())["messages"]
+    sock.sendall(json.dumps({"op": "confirm", "msg_ids": [m["msgId"] for m in messages]}).encode() + b"\n")
+    lines.readline()
+    for msg in messages:
         if msg["content"] == "stop":
             sys.exit(0)
         sock.sendall(json.dumps({"op": "reply", "msg_id": msg["msgId"], "content": "ok"}).encode() + b"\n")
@@ -205,9 +211,10 @@ def _floor_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
 
         for i in range(warmup + count):
             began = time.perf_counter()
-            call({"op": "send", "target": gids["b"], "content": f"task {i}", "wait": True})
+            answer = call({"op": "send", "target": gids["b"], "content": f"task {i}", "wait": True})
             if i >= warmup:
                 samples.append((time.perf_counter() - began) * 1000)
+            call({"op": "confirm", "msg_ids": [answer["reply"]["msgId"]]})  # as the gateway's main does
         call({"op": "send", "target": gids["b"], "content": "stop"})
         worker.wait(30)
         main.close()
