@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,14 @@ conn.close()
 """
 
 
-def bridge_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
+def bridge_round_trips(
+    bench: Bench, count: int, warmup: int, env_for: Callable[[str], dict[str, str]] | None = None
+) -> list[float]:
+    """U1 round trips in ms; ``env_for(host name)`` adds to a host's environment."""
     from bridgecli.errors import NotFound
     from bridgecli.gateway.client import GatewayClient
 
-    a, b = bench.host("a"), bench.host("b")
+    a, b = (bench.host(name, env_for(name) if env_for else None) for name in ("a", "b"))
     main_gid = a.register("main", "hold", role="main")
     worker_gid = b.register("worker", "hold")
     a.start_gateway()

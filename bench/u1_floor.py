@@ -25,7 +25,7 @@ from bench_hosts import PYTHON, Bench, clean_env  # noqa: E402
 from messaging_round_trip import bridge_round_trips, raw_round_trips  # noqa: E402
 
 _RELAY = r'''
-import json, logging, socket, sys
+import json, logging, socket, sys, time
 from pathlib import Path
 import pika
 from pika.adapters.select_connection import IOLoop
@@ -36,6 +36,14 @@ from bridgecli.gateway import log as glog
 from bridgecli.hoststate.store import HELD, TAKEN, Store
 
 uri, path, my_gid, db_path, log_path = sys.argv[1:6]
+marks = open(sys.argv[6], "a", buffering=1) if len(sys.argv) > 6 else None  # bench/u1_hops.py
+
+
+def mark(label):
+    if marks is not None:
+        marks.write(f"{time.monotonic_ns()} {label}\n")
+
+
 logging.basicConfig(filename=log_path, level=logging.INFO)
 logger = logging.getLogger("bridgecli.gateway")
 store = Store(Path(db_path))
@@ -50,6 +58,7 @@ def respond(client, obj):
 
 
 def on_message(channel, method, props, body):
+    mark("io.msg")
     env = env_mod.parse(body, max_content_bytes=1 << 20, keep_raw=True)
     client, answer = reply_waiters.pop(env.in_reply_to, None), "reply"
     if client is None and poll_waiter:
@@ -98,6 +107,7 @@ def handle(client, request):
                                 max_content_bytes=1 << 20)
     exchange, key, body, props = amqp_message(env, None)
     state["pub"].basic_publish(exchange, key, body, props, mandatory=True)
+    mark("pub")
     state["tag"] += 1
     glog.event(logger, "sent", kind=env.kind, msg=env.msg_id, to=env.recipient)
     if request.get("wait"):
@@ -180,7 +190,9 @@ while True:
 '''
 
 
-def _floor_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
+def floor_round_trips(bench: Bench, count: int, warmup: int, marks: Path | None = None) -> list[float]:
+    """Floor round trips in ms; with ``marks`` each relay appends its publish and delivery
+    times to ``marks/<relay>.marks`` (for ``bench/u1_hops.py``)."""
     root = Path(bench.root) / f"floor-{uuid.uuid4().hex[:6]}"
     root.mkdir()
     conn = bench.pika()  # the relays consume from inboxes bound on these (normally the gateway declares them)
@@ -190,7 +202,8 @@ def _floor_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
     conn.close()
     gids = {"a": str(uuid.uuid4()), "b": str(uuid.uuid4())}
     relays = {name: subprocess.Popen([PYTHON, "-c", _RELAY, bench.node.uri, str(root / f"{name}.sock"), gid,
-                                      str(root / f"{name}.db"), str(root / f"{name}.log")],
+                                      str(root / f"{name}.db"), str(root / f"{name}.log"),
+                                      *([str(marks / f"{name}.marks")] if marks else [])],
                                      stdout=subprocess.PIPE, text=True, env=clean_env())
               for name, gid in gids.items()}
     worker = None
@@ -234,7 +247,7 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
     with Bench(quick) as bench:
         for _ in range(rounds):  # interleaved, so the shared machine's mood hits all three alike
             samples["raw"] += raw_round_trips(bench, count, 20)
-            samples["floor"] += _floor_round_trips(bench, count, 20)
+            samples["floor"] += floor_round_trips(bench, count, 20)
             samples["gateway"] += bridge_round_trips(bench, count, 20)
     n = len(samples["raw"])
     raw, floor, gateway = (median(samples[k]) for k in ("raw", "floor", "gateway"))

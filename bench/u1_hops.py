@@ -1,0 +1,212 @@
+"""Where U1's time goes inside the two gateways, stage by stage (thread hand-offs included).
+
+Runs the U1 round trip of ``messaging_round_trip.py`` with both gateways instrumented from the
+outside: a ``sitecustomize`` on their ``PYTHONPATH`` wraps public entry points (the local API's
+operations, intake, burst commit, waiter pick-up, store sync, the lane's submit and its in-loop
+call) to append a monotonic timestamp per event to a file. The product code carries no hooks.
+Prints each stage's median over the round trips, and which stages are thread hand-offs, then
+the floor's (``u1_floor.py``) broker hop for comparison. Asserts nothing, and is not part of
+``run_all.py``: the marks cost a few microseconds each.
+Run: ``.venv/bin/python bench/u1_hops.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+from _common import median  # noqa: E402
+from bench_hosts import Bench  # noqa: E402
+from messaging_round_trip import bridge_round_trips  # noqa: E402
+from u1_floor import floor_round_trips  # noqa: E402
+
+_HOOKS = r'''
+import functools, os, time
+_PATH = os.environ.get("U1_HOPS_FILE")
+if _PATH:
+    _fd = os.open(_PATH, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def mark(label):
+        os.write(_fd, f"{time.monotonic_ns()} {label}\n".encode())
+
+    def wrap(original, before=None, after=None):
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            if before:
+                mark(before)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if after:
+                    mark(after)
+
+        return wrapper
+
+    def around(owner, name, before=None, after=None):
+        setattr(owner, name, wrap(getattr(owner, name), before, after))
+
+    from bridgecli.amqp.stepped import SteppedConnection
+    from bridgecli.gateway import operations
+    from bridgecli.gateway.burst import Burst
+    from bridgecli.gateway.intake import Intake
+    from bridgecli.gateway.publishing import PublishLane
+    from bridgecli.gateway.waiters import Waiters
+    from bridgecli.hoststate.store import Store
+
+    for op in ("send", "poll", "confirm"):
+        operations.OPS[op] = wrap(operations.OPS[op], f"op.{op}", f"op.{op}.done")
+    around(Intake, "on_message", "io.msg")
+    around(Burst, "commit", None, "io.committed")
+    around(Waiters, "take_handed", "api.woken")
+    around(Store, "sync", "io.sync", "io.synced")
+    around(PublishLane, "submit", "lane.submit")
+    _in_loop = SteppedConnection.call_in_loop_threadsafe
+
+    def call_in_loop(self, fn):
+        def run():
+            mark("lane.run")
+            try:
+                fn()
+            finally:
+                mark("lane.ran")
+
+        _in_loop(self, run)
+
+    SteppedConnection.call_in_loop_threadsafe = call_in_loop
+'''
+
+
+#: the U1 path as (gateway, event) pairs, in order; A is the sender's host, B the worker's.
+#: A stage is the time from one event to the next; ``hand-off`` marks the thread hand-offs
+#: a core with one event loop for the connections and the socket would not have.
+PATH: list[tuple[str, str, str]] = [
+    ("A", "op.send", "A: request parsed, addressed, composed"),
+    ("A", "lane.submit", "A: API thread hands the publish to the lane thread (hand-off)"),
+    ("A", "lane.run", "A: lane thread publishes (basic_publish)"),
+    ("A", "lane.ran", "broker: A's lane to B's intake, through B's consuming connection"),
+    ("B", "io.msg", "B: intake (parse, dedup, hand-off record) and commit"),
+    ("B", "io.committed", "B: I/O thread wakes the poll's API thread (hand-off)"),
+    ("B", "api.woken", "B: poll answer built and written; the worker reads it"),
+    ("B", "op.confirm", "B: the worker's confirm (one store write)"),
+    ("B", "op.confirm.done", "worker: confirm answer read, reply request written"),
+    ("B", "op.send", "B: reply parsed, addressed, composed"),
+    ("B", "lane.submit", "B: API thread hands the publish to the lane thread (hand-off)"),
+    ("B", "lane.run", "B: lane thread publishes (basic_publish)"),
+    ("B", "lane.ran", "broker: B's lane to A's intake, through A's consuming connection"),
+    ("A", "io.msg", "A: intake and commit"),
+    ("A", "io.committed", "A: I/O thread wakes the send's API thread (hand-off)"),
+    ("A", "api.woken", "A: answer built"),
+    ("A", "op.send.done", ""),
+]
+
+
+def _events(path: Path, host: str) -> list[tuple[int, str, str]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        stamp, _, label = line.partition(" ")
+        out.append((int(stamp), host, label))
+    return out
+
+
+def _rounds(events: list[tuple[int, str, str]]) -> list[list[tuple[int, str, str]]]:
+    """Each timed round trip: from A's ``send`` with a wait to its end."""
+    rounds, current = [], None
+    for event in sorted(events):
+        if event[1:] == ("A", "op.send"):
+            current = [event]
+        elif current is not None:
+            current.append(event)
+            if event[1:] == ("A", "op.send.done"):
+                rounds.append(current)
+                current = None
+    return rounds
+
+
+def _walk(round_trip: list[tuple[int, str, str]]) -> list[int] | None:
+    """The time of each :data:`PATH` event, each the first after the one before; None when
+    the round does not follow the path (a heartbeat's lane call, a stray wakeup)."""
+    times, index = [], 0
+    for stamp, host, label in round_trip:
+        if index < len(PATH) and (host, label) == PATH[index][:2]:
+            times.append(stamp)
+            index += 1
+    return times if index == len(PATH) else None
+
+
+def run(quick: bool = False) -> None:
+    count = 100 if quick else 400
+    with tempfile.TemporaryDirectory(prefix="u1hops") as tmp, Bench(quick) as bench:
+        site = Path(tmp) / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(_HOOKS)
+        marks = {name: Path(tmp) / f"{name}.marks" for name in ("a", "b")}
+        samples = bridge_round_trips(
+            bench, count, 20, env_for=lambda name: {"PYTHONPATH": str(site), "U1_HOPS_FILE": str(marks[name])}
+        )
+        events = _events(marks["a"], "A") + _events(marks["b"], "B")
+        floor_dir = Path(tmp) / "floor"
+        floor_dir.mkdir()
+        floor = floor_round_trips(bench, count, 20, marks=floor_dir)
+        floor_hops = _broker_hops(_events(floor_dir / "a.marks", "A") + _events(floor_dir / "b.marks", "B"))
+    walked = [t for t in (_walk(r) for r in _rounds(events)[20:]) if t is not None]
+    if not walked:
+        sys.exit("no round trip followed the expected path; see the gateways' logs")
+    print(f"U1 p50 {median(samples):.2f} ms over {len(samples)} round trips; {len(walked)} followed the path")
+    stages = [statistics.median((t[i + 1] - t[i]) / 1e6 for t in walked) for i in range(len(PATH) - 1)]
+    for ms, (_, _, stage) in zip(stages, PATH, strict=False):
+        print(f"  {ms:6.3f} ms  {stage}")
+    hand_offs = sum(ms for ms, (_, _, stage) in zip(stages, PATH, strict=False) if "(hand-off)" in stage)
+    inside = statistics.median((t[-1] - t[0]) / 1e6 for t in walked)
+    print(f"  sum of stage medians {sum(stages):.2f} ms; inside A's send --wait {inside:.2f} ms;"
+          f" hand-offs {hand_offs:.2f} ms")
+    during, apart = _confirms_by_sync(_rounds(events)[20:])
+    print(
+        f"  B's confirm while B's I/O thread syncs the store: {len(during)} rounds, p50 {median(during):.3f} ms;"
+        f" otherwise {len(apart)} rounds, p50 {median(apart):.3f} ms"
+    )
+    print(
+        f"floor: U1 p50 {median(floor):.2f} ms; broker hop (publish call returned to delivery callback)"
+        f" p50 {median(floor_hops):.3f} ms, against the gateway's lane-to-intake stages above"
+    )
+
+
+def _broker_hops(events: list[tuple[int, str, str]]) -> list[float]:
+    """The floor's hops (ms): a relay's publish to the next delivery in the other relay."""
+    hops, last = [], None
+    for stamp, host, label in sorted(events):
+        if label == "pub":
+            last = (stamp, host)
+        elif label == "io.msg" and last is not None and last[1] != host:
+            hops.append((stamp - last[0]) / 1e6)
+            last = None
+    return hops
+
+
+def _confirms_by_sync(round_trips: list[list[tuple[int, str, str]]]) -> tuple[list[float], list[float]]:
+    """B's confirm durations (ms), split by whether a ``Store.sync`` of B overlapped them."""
+    during, apart = [], []
+    for round_trip in round_trips:
+        b = [(stamp, label) for stamp, host, label in round_trip if host == "B"]
+        confirm = [stamp for stamp, label in b if label in ("op.confirm", "op.confirm.done")]
+        syncs = [stamp for stamp, label in b if label in ("io.sync", "io.synced")]
+        if len(confirm) < 2:
+            continue
+        start, end = confirm[0], confirm[1]
+        overlaps = any(s0 < end and s1 > start for s0, s1 in zip(syncs[::2], syncs[1::2], strict=False))
+        (during if overlaps else apart).append((end - start) / 1e6)
+    return during, apart
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="100 round trips instead of 400")
+    run(parser.parse_args().quick)
