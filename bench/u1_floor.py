@@ -72,6 +72,7 @@ def on_message(channel, method, props, body):
             respond(client, {"ok": True, "reply": {"msgId": env.msg_id, "content": env.content}})
         else:
             respond(client, {"ok": True, "messages": [{"msgId": env.msg_id, "content": env.content}]})
+        mark("answered")
     store.sync()  # as the gateway before its acks: power-safe, whatever the store's settings are
     channel.basic_ack(method.delivery_tag)
     glog.event(logger, "delivered", kind=env.kind, msg=env.msg_id, sender=env.sender[:8])
@@ -86,6 +87,7 @@ def on_confirm(frame):
 
 
 def handle(client, request):
+    mark(f"req.{request['op']}")
     ident = messaging.Identity(my_gid, "relay")
     if request["op"] == "confirm":  # the two-phase poll: taken until the client has them
         respond(client, {"ok": True, "confirmed": store.confirm(request["msg_ids"])})

@@ -5,8 +5,8 @@ outside: a ``sitecustomize`` on their ``PYTHONPATH`` wraps public entry points (
 operations, intake, burst commit, waiter pick-up, store sync, the lane's submit and its in-loop
 call) to append a monotonic timestamp per event to a file. The product code carries no hooks.
 Prints each stage's median over the round trips, and which stages are thread hand-offs, then
-the floor's (``u1_floor.py``) broker hop for comparison. Asserts nothing, and is not part of
-``run_all.py``: the marks cost a few microseconds each.
+the same stages of the floor (``u1_floor.py``, whose relays stamp them when given a marks
+file). Asserts nothing, and is not part of ``run_all.py``: each mark costs a few microseconds.
 Run: ``.venv/bin/python bench/u1_hops.py [--quick]``.
 """
 
@@ -93,7 +93,8 @@ PATH: list[tuple[str, str, str]] = [
     ("A", "lane.ran", "broker: A's lane to B's intake, through B's consuming connection"),
     ("B", "io.msg", "B: intake (parse, dedup, hand-off record) and commit"),
     ("B", "io.committed", "B: I/O thread wakes the poll's API thread (hand-off)"),
-    ("B", "api.woken", "B: poll answer built and written; the worker reads it"),
+    ("B", "api.woken", "B: poll answer built"),
+    ("B", "op.poll.done", "B: answer written; the worker reads it and asks to confirm"),
     ("B", "op.confirm", "B: the worker's confirm (one store write)"),
     ("B", "op.confirm.done", "worker: confirm answer read, reply request written"),
     ("B", "op.send", "B: reply parsed, addressed, composed"),
@@ -156,7 +157,7 @@ def run(quick: bool = False) -> None:
         floor_dir = Path(tmp) / "floor"
         floor_dir.mkdir()
         floor = floor_round_trips(bench, count, 20, marks=floor_dir)
-        floor_hops = _broker_hops(_events(floor_dir / "a.marks", "A") + _events(floor_dir / "b.marks", "B"))
+        floor_events = _events(floor_dir / "a.marks", "A") + _events(floor_dir / "b.marks", "B")
     walked = [t for t in (_walk(r) for r in _rounds(events)[20:]) if t is not None]
     if not walked:
         sys.exit("no round trip followed the expected path; see the gateways' logs")
@@ -173,22 +174,41 @@ def run(quick: bool = False) -> None:
         f"  B's confirm while B's I/O thread syncs the store: {len(during)} rounds, p50 {median(during):.3f} ms;"
         f" otherwise {len(apart)} rounds, p50 {median(apart):.3f} ms"
     )
-    print(
-        f"floor: U1 p50 {median(floor):.2f} ms; broker hop (publish call returned to delivery callback)"
-        f" p50 {median(floor_hops):.3f} ms, against the gateway's lane-to-intake stages above"
-    )
+    print(f"floor (single-threaded relays, same run): U1 p50 {median(floor):.2f} ms")
+    for stage, ms in _floor_stages(floor_events).items():
+        print(f"  {median(ms):6.3f} ms  {stage}")
 
 
-def _broker_hops(events: list[tuple[int, str, str]]) -> list[float]:
-    """The floor's hops (ms): a relay's publish to the next delivery in the other relay."""
-    hops, last = [], None
+def _floor_stages(events: list[tuple[int, str, str]]) -> dict[str, list[float]]:
+    """The floor's stages (ms), to set beside the gateway's: each relay's request to its
+    publish, its delivery to the answer written, and a publish to the other relay's delivery."""
+    stages: dict[str, list[float]] = {
+        "A: send request to publish call returned": [],
+        "broker: publish to the other relay's delivery callback": [],
+        "B: delivery to poll answer written": [],
+        "B: reply request to publish call returned": [],
+        "A: delivery to send answer written": [],
+    }
+    request: dict[str, int] = {}
+    delivered: dict[str, int] = {}
+    published: tuple[int, str] | None = None
     for stamp, host, label in sorted(events):
-        if label == "pub":
-            last = (stamp, host)
-        elif label == "io.msg" and last is not None and last[1] != host:
-            hops.append((stamp - last[0]) / 1e6)
-            last = None
-    return hops
+        if label in ("req.send", "req.reply"):
+            request[host] = stamp
+        elif label == "pub":
+            if host in request:
+                name = "A: send request" if host == "A" else "B: reply request"
+                stages[f"{name} to publish call returned"].append((stamp - request.pop(host)) / 1e6)
+            published = (stamp, host)
+        elif label == "io.msg":
+            delivered[host] = stamp
+            if published is not None and published[1] != host:
+                stages["broker: publish to the other relay's delivery callback"].append((stamp - published[0]) / 1e6)
+                published = None
+        elif label == "answered" and host in delivered:
+            name = "B: delivery to poll answer" if host == "B" else "A: delivery to send answer"
+            stages[f"{name} written"].append((stamp - delivered.pop(host)) / 1e6)
+    return stages
 
 
 def _confirms_by_sync(round_trips: list[list[tuple[int, str, str]]]) -> tuple[list[float], list[float]]:
