@@ -437,6 +437,11 @@ class Gateway:
     def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
         return self.waiters.take_handed(waiter)
 
+    def wait_answering(
+        self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float
+    ) -> list[StoredMessage]:
+        return self.waiters.wait_answering(waiter, answer, timeout)
+
     def release_taken(self, msg_ids: list[str]) -> None:
         self.waiters.release_taken(msg_ids)
 

@@ -30,6 +30,37 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
+def _line(response: dict[str, Any]) -> bytes:
+    return _ENCODER.encode(response).encode() + b"\n"
+
+
+class SocketAnswer:
+    """One connection's :class:`operations.EarlyAnswer`: a non-blocking write on its socket
+    from the thread that hands over messages; the connection's thread writes the rest."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._rest = b""
+
+    def answer(self, result: dict[str, Any]) -> bool:
+        data = _line({"ok": True, **result})
+        try:
+            sent = self._sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return False
+        self._rest = data[sent:]
+        return True
+
+    def finish(self, wfile: Any) -> None:
+        """Write what the socket did not take at once (the connection's thread)."""
+        rest, self._rest = self._rest, b""
+        if rest:
+            wfile.write(rest)
+            wfile.flush()
+
+
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -71,7 +102,7 @@ class LocalApi:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                api._serve_connection(self.rfile, self.wfile)
+                api._serve_connection(self.rfile, self.wfile, SocketAnswer(self.request))
 
         old_umask = os.umask(0o177)
         try:
@@ -93,7 +124,7 @@ class LocalApi:
         except FileNotFoundError:
             pass
 
-    def _serve_connection(self, rfile: Any, wfile: Any) -> None:
+    def _serve_connection(self, rfile: Any, wfile: Any, early: SocketAnswer | None = None) -> None:
         """Answer requests until the client hangs up. Messages handed out for the client to
         confirm (:data:`operations.PENDING`) that it has not confirmed when the connection
         ends — it died, was killed, or the answer could not be written — are held again."""
@@ -106,20 +137,24 @@ class LocalApi:
                     return
                 if not line:
                     return
-                response = self.handle_line(line)
+                response = self.handle_line(line, early)
                 pending.update(response.get(operations.PENDING) or ())
                 pending.difference_update(response.get("confirmedIds") or ())
                 try:
-                    wfile.write(_ENCODER.encode(response).encode() + b"\n")
-                    wfile.flush()
+                    if response.get(operations.ANSWERED) and early is not None:
+                        early.finish(wfile)  # the response went out from the thread that handed it over
+                    else:
+                        wfile.write(_line(response))
+                        wfile.flush()
                 except OSError:
                     return
         finally:
             if pending:
                 self.gateway.release_taken(sorted(pending))
 
-    def handle_line(self, line: bytes) -> dict[str, Any]:
-        """One request line → one response dict; never raises."""
+    def handle_line(self, line: bytes, early: operations.EarlyAnswer | None = None) -> dict[str, Any]:
+        """One request line → one response dict; never raises. ``early`` goes to the operations
+        that may answer from another thread (their response then only says so)."""
         if len(line) > MAX_REQUEST_BYTES:
             return _error(Rejected("request too large", f"keep requests under {MAX_REQUEST_BYTES} bytes"))
         try:
@@ -137,6 +172,8 @@ class LocalApi:
                     "the CLI and the gateway may be different versions; restart the gateway",
                 )
             )
+        if op in operations.ANSWERING:
+            request["early"] = early  # never the client's: a field of that name is replaced
         started = time.monotonic()
         try:
             result = handler(self.gateway, **request)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bridgecli import __version__, messaging
 from bridgecli import roster as roster_mod
@@ -35,13 +35,31 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from bridgecli.gateway.daemon import Gateway
+    from bridgecli.hoststate.store import StoredMessage
 
 MAX_WAIT = 24 * 3600.0
+#: a waiting request looks for its messages at least this often (seconds), woken or not
+LOOK_EVERY = 1.0
 #: response field: ids the client must confirm (op ``confirm``) once it has the messages;
 #: the local API holds them again when the connection ends without that
 PENDING = "pending"
 #: how long a publish may wait for the broker's confirm (as ``Gateway.publish``)
 CONFIRM_TIMEOUT = 30.0
+#: response field: the answer already went out (:class:`EarlyAnswer`); nothing more to write
+ANSWERED = "answered"
+#: the operations given an ``early`` parameter (:class:`EarlyAnswer`) by the local API
+ANSWERING = frozenset({"send", "poll"})
+#: messages with more content than this are answered by the request's own thread: the thread
+#: that hands them over must not spend its time encoding them
+EARLY_MAX = 64 * 1024
+
+
+class EarlyAnswer(Protocol):
+    """A client connection's way to answer its waiting request from another thread."""
+
+    def answer(self, result: dict[str, Any]) -> bool:
+        """Write the successful response ``result`` without blocking (the connection's own
+        thread writes whatever the socket did not take); False when nothing was written."""
 
 
 def op_status(gw: Gateway) -> dict[str, Any]:
@@ -153,11 +171,11 @@ def op_resolve(gw: Gateway, target: str, force: bool = False) -> dict[str, Any]:
     return {"gid": gw.resolve_target(target, force=force)}
 
 
-def op_send(gw: Gateway, **wire: Any) -> dict[str, Any]:
+def op_send(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[str, Any]:
     """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional wait
     (:class:`~bridgecli.requests.SendRequest`). With ``confirm`` the reply of a ``wait``
     stays recoverable until the client confirms it (op ``confirm``; it is held again if the
-    client goes away first)."""
+    client goes away first). ``early``: the reply may be answered from the commit."""
     request = SendRequest.from_wire(wire)
     to = messaging.address(request, gw.store, lambda target, force: gw.resolve_target(target, force=force))
     result: dict[str, Any] = {}
@@ -187,7 +205,16 @@ def op_send(gw: Gateway, **wire: Any) -> dict[str, Any]:
                 waiter.event.set()
 
         confirmed.add_done_callback(on_confirm)
-        result["reply"] = _await_reply(
+        started = time.monotonic()
+        if early is not None and request.new_id is None:
+
+            def answer(handed: list[StoredMessage]) -> bool:
+                return _fits(handed) and early.answer(_with_reply(result, message_dict(handed[0]), request.confirm))
+
+            answered = gw.wait_answering(waiter, answer, min(float(request.wait), LOOK_EVERY))
+            if answered:
+                return _answered(_with_reply(result, message_dict(answered[0]), request.confirm))
+        reply = _await_reply(
             gw,
             waiter,
             identity.gid,
@@ -196,12 +223,28 @@ def op_send(gw: Gateway, **wire: Any) -> dict[str, Any]:
             confirmed,
             look_first=request.new_id is not None,
             mark=TAKEN if request.confirm else DRAINED,
+            started=started,
         )
-        if request.confirm and result["reply"].get("state") != DELIVERED:
-            result[PENDING] = [result["reply"]["msgId"]]
-        return result
+        return _with_reply(result, reply, request.confirm)
     finally:
         gw.remove_waiter(waiter)
+
+
+def _with_reply(result: dict[str, Any], reply: dict[str, Any], confirm: bool) -> dict[str, Any]:
+    """A ``send --wait``'s response: ``result`` with its reply, pending if the client confirms."""
+    out = {**result, "reply": reply}
+    if confirm and reply.get("state") != DELIVERED:
+        out[PENDING] = [reply["msgId"]]
+    return out
+
+
+def _fits(handed: list[StoredMessage]) -> bool:
+    return sum(len(m.envelope.content) for m in handed) <= EARLY_MAX
+
+
+def _answered(response: dict[str, Any]) -> dict[str, Any]:
+    """What an operation whose ``response`` went out early returns to the local API."""
+    return {ANSWERED: True, **({PENDING: response[PENDING]} if PENDING in response else {})}
 
 
 def _await_reply(
@@ -213,16 +256,18 @@ def _await_reply(
     confirm: Future,
     look_first: bool = True,
     mark: str = DRAINED,
+    started: float | None = None,
 ) -> dict[str, Any]:
     """Wait for the reply and the message's confirm *together*: a reply proves delivery, so
     once it is here the confirm no longer matters (a persistent message may be confirmed only
     after the broker's next disk sync). A failed confirm ends the wait with its error; at the
     timeout an unconfirmed message is waited for first, so "the reply will be held" is never
-    said of a message the broker did not take. ``look_first=False`` for an id minted just now.
+    said of a message the broker did not take. ``look_first=False`` for an id minted just now;
+    ``started``: when the wait began (``time.monotonic()``; default now).
     """
     from bridgecli.gateway.publishing import await_confirm  # pika: not for the CLI's imports of this module
 
-    started = time.monotonic()
+    started = time.monotonic() if started is None else started
     deadline = started + min(timeout, MAX_WAIT)
     look = look_first  # a resend with --id may find its reply here already; then when notified
     while True:
@@ -241,7 +286,7 @@ def _await_reply(
                 f"no reply to {msg_id} within {timeout:g}s",
                 "the reply will be held for you: collect it later with `bridge poll`",
             )
-        woken = waiter.event.wait(min(remaining, 1.0))
+        woken = waiter.event.wait(min(remaining, LOOK_EVERY))
         waiter.event.clear()
         # reset only when seen set, and before the look: a reply committed after that sets it
         # (then the event) again, so no notification is lost; the once-a-second timeout
@@ -253,12 +298,13 @@ def _await_reply(
             look = not woken
 
 
-def op_poll(gw: Gateway, **wire: Any) -> dict[str, Any]:
+def op_poll(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[str, Any]:
     """Drain held messages (:class:`~bridgecli.requests.PollRequest`); with ``peek`` return
     them without draining — the caller then confirms with op ``ack`` once it has handed them
     on (no loss if it dies in between). With ``confirm`` they are taken, not drained, until
     the client confirms them (op ``confirm``), and held again if it goes away first. With
-    ``peer`` (a gid or label) only that sender's messages are taken; the others stay held."""
+    ``peer`` (a gid or label) only that sender's messages are taken; the others stay held.
+    ``early``: the first wake-up's messages may be answered from the commit."""
     request = PollRequest.from_wire(wire)
     gid, wait, limit, peek, confirm, peer = (
         request.gid,
@@ -279,6 +325,23 @@ def op_poll(gw: Gateway, **wire: Any) -> dict[str, Any]:
         if wait
         else None
     )
+
+    def result_of(messages: list[StoredMessage]) -> dict[str, Any]:
+        result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages], **registered}
+        if peer_gid:
+            result["peer"] = peer_gid
+        if confirm and not peek and messages:
+            result[PENDING] = [m.envelope.msg_id for m in messages]
+        return result
+
+    def answer_early(handed: list[StoredMessage]) -> bool:
+        messages = sorted(handed, key=lambda m: m.received)
+        return early is not None and _fits(messages) and early.answer(result_of(messages))
+
+    answer: Callable[[list[StoredMessage]], bool] | None = (
+        answer_early if early is not None and waiter is not None and not peek else None
+    )
+
     try:
         while True:
             if peek:
@@ -293,13 +356,14 @@ def op_poll(gw: Gateway, **wire: Any) -> dict[str, Any]:
                 if handed:
                     messages = sorted(messages + handed, key=lambda m: m.received)
             if messages or waiter is None or time.monotonic() >= deadline:
-                result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages], **registered}
-                if peer_gid:
-                    result["peer"] = peer_gid
-                if confirm and not peek and messages:
-                    result[PENDING] = [m.envelope.msg_id for m in messages]
-                return result
-            waiter.event.wait(min(deadline - time.monotonic(), 1.0))
+                return result_of(messages)
+            if answer is not None:  # the first wait only: later ones are rare
+                answered = gw.wait_answering(waiter, answer, min(deadline - time.monotonic(), LOOK_EVERY))
+                if answered:
+                    return _answered(result_of(answered))
+                answer = None
+            else:
+                waiter.event.wait(min(deadline - time.monotonic(), LOOK_EVERY))
             waiter.event.clear()
     finally:
         if waiter is not None:
@@ -333,7 +397,7 @@ def op_held(gw: Gateway, gid: str | None = None, wait: float = 0.0, baseline: in
             changed = count != baseline if baseline is not None else count > 0
             if changed or waiter is None or time.monotonic() >= deadline:
                 return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid), **registered}
-            waiter.event.wait(min(deadline - time.monotonic(), 1.0))
+            waiter.event.wait(min(deadline - time.monotonic(), LOOK_EVERY))
             waiter.event.clear()
     finally:
         if waiter is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,11 @@ class Waiter:
     two_phase: bool = False
     #: a poll for one peer's messages only (its gid), or None for anyone's
     peer: str | None = None
+    #: while set, the thread that hands it messages answers its client with them (see
+    #: :meth:`Waiters.wait_answering`); True when that answer went out
+    answer: Callable[[list[StoredMessage]], bool] | None = None
+    #: the messages :attr:`answer` sent
+    answered: list[StoredMessage] = field(default_factory=list)
 
 
 class Waiters:
@@ -114,7 +119,38 @@ class Waiters:
                     waiter.in_reply_to is None or waiter.in_reply_to == envelope.in_reply_to
                 ):
                     waiter.notified = True
+                    if waiter.answer is not None and waiter.handed:
+                        self._answer(waiter)
                     waiter.event.set()
+
+    def wait_answering(
+        self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float
+    ) -> list[StoredMessage]:
+        """Wait up to ``timeout`` s for ``waiter``'s wake-up while letting the thread that hands it
+        messages answer its client itself with ``answer`` (a non-blocking write; False leaves
+        the messages to the waiter's thread). Returns the messages so answered, or [] when the
+        waiter's thread answers as usual. Why: one thread hand-off less on the way out."""
+        with self.lock:
+            if waiter.handed:
+                return []
+            waiter.answer = answer
+        waiter.event.wait(timeout)
+        with self.lock:
+            waiter.answer = None
+            answered, waiter.answered = waiter.answered, []
+        return answered
+
+    def _answer(self, waiter: Waiter) -> None:
+        """Answer ``waiter``'s client with its handed messages (caller holds :attr:`lock`)."""
+        answer, waiter.answer = waiter.answer, None
+        assert answer is not None
+        try:
+            sent = answer(waiter.handed)
+        except Exception as exc:  # its thread answers instead; the messages stay handed to it
+            glog.event(logger, "early answer failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}")
+            sent = False
+        if sent:
+            waiter.answered, waiter.handed = waiter.handed, []
 
     def registered(self) -> list[Waiter]:
         """The waiters in registration order (caller holds :attr:`lock`)."""

@@ -341,3 +341,72 @@ def test_a_waiting_send_and_poll_take_their_messages_at_hold_time(host_factory):
     assert a.bridge_json("poll", "--as", "main")["messages"] == []
     assert b.bridge_json("poll", "--as", worker)["messages"] == []
     assert all(e["waiting"] == 0 for e in a.bridge_json("status")["entities"])
+
+
+class _Recorder:
+    """An early answer (``operations.EarlyAnswer``) that records what it was asked to write and
+    on which thread, and accepts or refuses it."""
+
+    def __init__(self, accept: bool) -> None:
+        self.accept = accept
+        self.results: list[dict] = []
+        self.threads: list[int] = []
+
+    def answer(self, result: dict) -> bool:
+        self.results.append(result)
+        self.threads.append(threading.get_ident())
+        return self.accept
+
+
+@pytest.mark.parametrize("accept", [True, False])
+def test_a_waiting_poll_is_answered_by_the_thread_that_hands_its_message_over(gateway, monkeypatch, accept):
+    from bridgecli.gateway import operations
+
+    monkeypatch.setattr(operations, "LOOK_EVERY", 30.0)  # the first wait lasts until the hand-off
+    gw, hold = gateway
+    me = str(uuid.uuid4())
+    early, out = _Recorder(accept), {}
+    poller = threading.Thread(
+        target=lambda: out.update(op_poll(gw, early=early, gid=me, wait=30, limit=10, confirm=True))
+    )
+    poller.start()
+    deadline = time.monotonic() + 10
+    while not _parked(poller):
+        assert time.monotonic() < deadline, "the poll never started waiting"
+        time.sleep(0.01)
+    message = _env(me, "for the poll")
+    assert _deliver(gw, hold, message)
+    gw.flush_batch()  # commit, hand over and wake, as the I/O thread does
+    poller.join(10)
+    [written] = early.results
+    assert [m["content"] for m in written["messages"]] == ["for the poll"]
+    assert written["pending"] == [message.msg_id]
+    assert early.threads == [threading.get_ident()]  # written here, not by the poll's thread
+    if accept:  # the poll's thread has nothing left to write but what is pending
+        assert out == {"answered": True, "pending": [message.msg_id]}
+    else:  # refused: the poll's thread answers as before
+        assert out["messages"] == written["messages"] and out["pending"] == [message.msg_id]
+    assert _state(gw, message.msg_id) == TAKEN and list(gw.waiters) == []
+
+
+def test_a_socket_answer_too_big_for_the_socket_is_finished_by_the_connection_thread():
+    import socket
+
+    from bridgecli.gateway.localapi import SocketAnswer
+
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    result = {"messages": [{"content": "x" * 60_000}]}
+    answer = SocketAnswer(ours)
+    assert answer.answer(result)  # a non-blocking write: part of it, the socket is full
+    received = bytearray()
+    reader = threading.Thread(target=lambda: received.extend(theirs.makefile("rb").readline()))
+    reader.start()
+    with ours.makefile("wb") as wfile:
+        answer.finish(wfile)
+    reader.join(10)
+    assert json.loads(received) == {"ok": True, **result}
+    ours.close()
+    answer_gone = SocketAnswer(ours)
+    assert not answer_gone.answer(result)  # a closed connection: nothing written
+    theirs.close()
