@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from bridgecli import fast_send, paths, socketpath
 from bridgecli.cli import send as send_cli
+from bridgecli.cli.app import root
 from tests.support.env import BRIDGE_BIN
 
 CLICK_COMMANDS = {"send": send_cli.send, "ask": send_cli.ask, "reply": send_cli.reply, "answer": send_cli.answer}
@@ -43,7 +44,9 @@ def test_option_sets_are_the_click_commands(name):
 
 def _click_parse(name: str, args: list[str]) -> dict | None:
     try:
-        ctx = CLICK_COMMANDS[name].make_context(name, list(args))
+        # with the root's settings, as `bridge NAME` runs it: click caches a command's help
+        # option from its first context, and `-h` must stay one for the tests that follow
+        ctx = CLICK_COMMANDS[name].make_context(name, list(args), **root.context_settings)
     except click.exceptions.Exit:  # --help
         return None
     except click.ClickException:
