@@ -437,9 +437,7 @@ class Gateway:
     def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
         return self.waiters.take_handed(waiter)
 
-    def wait_answering(
-        self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float
-    ) -> list[StoredMessage]:
+    def wait_answering(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float) -> bool:
         return self.waiters.wait_answering(waiter, answer, timeout)
 
     def release_taken(self, msg_ids: list[str]) -> None:

@@ -124,7 +124,7 @@ class LocalApi:
         except FileNotFoundError:
             pass
 
-    def _serve_connection(self, rfile: Any, wfile: Any, early: SocketAnswer | None = None) -> None:
+    def _serve_connection(self, rfile: Any, wfile: Any, early: SocketAnswer) -> None:
         """Answer requests until the client hangs up. Messages handed out for the client to
         confirm (:data:`operations.PENDING`) that it has not confirmed when the connection
         ends — it died, was killed, or the answer could not be written — are held again."""
@@ -141,7 +141,7 @@ class LocalApi:
                 pending.update(response.get(operations.PENDING) or ())
                 pending.difference_update(response.get("confirmedIds") or ())
                 try:
-                    if response.get(operations.ANSWERED) and early is not None:
+                    if response.get(operations.ANSWERED):
                         early.finish(wfile)  # the response went out from the thread that handed it over
                     else:
                         wfile.write(_line(response))

@@ -207,13 +207,12 @@ def op_send(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[
         confirmed.add_done_callback(on_confirm)
         started = time.monotonic()
         if early is not None and request.new_id is None:
-
-            def answer(handed: list[StoredMessage]) -> bool:
-                return _fits(handed) and early.answer(_with_reply(result, message_dict(handed[0]), request.confirm))
-
-            answered = gw.wait_answering(waiter, answer, min(float(request.wait), LOOK_EVERY))
-            if answered:
-                return _answered(_with_reply(result, message_dict(answered[0]), request.confirm))
+            sent: list[dict[str, Any]] = []
+            answer = _early_answer(
+                early, lambda handed: _with_reply(result, message_dict(handed[0]), request.confirm), sent
+            )
+            if gw.wait_answering(waiter, answer, min(float(request.wait), LOOK_EVERY)):
+                return _answered(sent[0])
         reply = _await_reply(
             gw,
             waiter,
@@ -238,8 +237,23 @@ def _with_reply(result: dict[str, Any], reply: dict[str, Any], confirm: bool) ->
     return out
 
 
-def _fits(handed: list[StoredMessage]) -> bool:
-    return sum(len(m.envelope.content) for m in handed) <= EARLY_MAX
+def _early_answer(
+    early: EarlyAnswer, build: Callable[[list[StoredMessage]], dict[str, Any]], sent: list[dict[str, Any]]
+) -> Callable[[list[StoredMessage]], bool]:
+    """The answer function of :meth:`Gateway.wait_answering`: the response ``build`` makes of
+    the handed messages, written through ``early`` unless they hold more than
+    :data:`EARLY_MAX` of content; what went out is appended to ``sent``."""
+
+    def answer(handed: list[StoredMessage]) -> bool:
+        if sum(len(m.envelope.content) for m in handed) > EARLY_MAX:
+            return False
+        response = build(handed)
+        if not early.answer(response):
+            return False
+        sent.append(response)
+        return True
+
+    return answer
 
 
 def _answered(response: dict[str, Any]) -> dict[str, Any]:
@@ -334,12 +348,11 @@ def op_poll(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[
             result[PENDING] = [m.envelope.msg_id for m in messages]
         return result
 
-    def answer_early(handed: list[StoredMessage]) -> bool:
-        messages = sorted(handed, key=lambda m: m.received)
-        return early is not None and _fits(messages) and early.answer(result_of(messages))
-
-    answer: Callable[[list[StoredMessage]], bool] | None = (
-        answer_early if early is not None and waiter is not None and not peek else None
+    sent: list[dict[str, Any]] = []
+    answer = (
+        _early_answer(early, lambda handed: result_of(sorted(handed, key=lambda m: m.received)), sent)
+        if early is not None and waiter is not None and not peek
+        else None
     )
 
     try:
@@ -358,9 +371,8 @@ def op_poll(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[
             if messages or waiter is None or time.monotonic() >= deadline:
                 return result_of(messages)
             if answer is not None:  # the first wait only: later ones are rare
-                answered = gw.wait_answering(waiter, answer, min(deadline - time.monotonic(), LOOK_EVERY))
-                if answered:
-                    return _answered(result_of(answered))
+                if gw.wait_answering(waiter, answer, min(deadline - time.monotonic(), LOOK_EVERY)):
+                    return _answered(sent[0])
                 answer = None
             else:
                 waiter.event.wait(min(deadline - time.monotonic(), LOOK_EVERY))

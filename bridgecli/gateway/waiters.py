@@ -42,10 +42,10 @@ class Waiter:
     #: a poll for one peer's messages only (its gid), or None for anyone's
     peer: str | None = None
     #: while set, the thread that hands it messages answers its client with them (see
-    #: :meth:`Waiters.wait_answering`); True when that answer went out
+    #: :meth:`Waiters.wait_answering`)
     answer: Callable[[list[StoredMessage]], bool] | None = None
-    #: the messages :attr:`answer` sent
-    answered: list[StoredMessage] = field(default_factory=list)
+    #: :attr:`answer` wrote the answer: its messages are no longer the waiter's to hand out
+    answered: bool = False
 
 
 class Waiters:
@@ -123,21 +123,19 @@ class Waiters:
                         self._answer(waiter)
                     waiter.event.set()
 
-    def wait_answering(
-        self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float
-    ) -> list[StoredMessage]:
+    def wait_answering(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float) -> bool:
         """Wait up to ``timeout`` s for ``waiter``'s wake-up while letting the thread that hands it
         messages answer its client itself with ``answer`` (a non-blocking write; False leaves
-        the messages to the waiter's thread). Returns the messages so answered, or [] when the
+        the messages to the waiter's thread). True when that answer went out; False when the
         waiter's thread answers as usual. Why: one thread hand-off less on the way out."""
         with self.lock:
             if waiter.handed:
-                return []
+                return False
             waiter.answer = answer
         waiter.event.wait(timeout)
         with self.lock:
             waiter.answer = None
-            answered, waiter.answered = waiter.answered, []
+            answered, waiter.answered = waiter.answered, False
         return answered
 
     def _answer(self, waiter: Waiter) -> None:
@@ -150,7 +148,7 @@ class Waiters:
             glog.event(logger, "early answer failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}")
             sent = False
         if sent:
-            waiter.answered, waiter.handed = waiter.handed, []
+            waiter.answered, waiter.handed = True, []
 
     def registered(self) -> list[Waiter]:
         """The waiters in registration order (caller holds :attr:`lock`)."""
