@@ -1,19 +1,13 @@
-"""Where U1's time goes inside the two gateways, stage by stage (thread hand-offs included).
-
-Runs the U1 round trip of ``messaging_round_trip.py`` with both gateways instrumented from the
-outside: a ``sitecustomize`` on their ``PYTHONPATH`` wraps public entry points (the local API's
-operations, intake, burst commit, waiter pick-up, store sync, the lane's submit and its in-loop
-call) to append a monotonic timestamp per event to a file. The product code carries no hooks.
-Prints each stage's median over the round trips, and which stages are thread hand-offs, then
-the same stages of the floor (``u1_floor.py``, whose relays stamp them when given a marks
-file). Asserts nothing, and is not part of ``run_all.py``: each mark costs a few microseconds.
+"""Where U1's time goes inside the two gateways, stage by stage (thread hand-offs marked),
+beside the same stages of the floor (``u1_floor.py``). The gateways are stamped from outside,
+by a ``sitecustomize`` that wraps public entry points; the method: docs/bench-methods.md.
+Asserts nothing; not in ``run_all.py``, since each stamp costs a few microseconds.
 Run: ``.venv/bin/python bench/u1_hops.py [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -56,15 +50,15 @@ if _PATH:
     from bridgecli.gateway import operations
     from bridgecli.gateway.burst import Burst
     from bridgecli.gateway.intake import Intake
+    from bridgecli.gateway.localapi import SocketAnswer
     from bridgecli.gateway.publishing import PublishLane
-    from bridgecli.gateway.waiters import Waiters
     from bridgecli.hoststate.store import Store
 
     for op in ("send", "poll", "confirm"):
         operations.OPS[op] = wrap(operations.OPS[op], f"op.{op}", f"op.{op}.done")
     around(Intake, "on_message", "io.msg")
     around(Burst, "commit", None, "io.committed")
-    around(Waiters, "take_handed", "api.woken")
+    around(SocketAnswer, "answer", None, "answer.sent")
     around(Store, "sync", "io.sync", "io.synced")
     around(PublishLane, "submit", "lane.submit")
     _in_loop = SteppedConnection.call_in_loop_threadsafe
@@ -92,9 +86,8 @@ PATH: list[tuple[str, str, str]] = [
     ("A", "lane.run", "A: lane thread publishes (basic_publish)"),
     ("A", "lane.ran", "broker: A's lane to B's intake, through B's consuming connection"),
     ("B", "io.msg", "B: intake (parse, dedup, hand-off record) and commit"),
-    ("B", "io.committed", "B: I/O thread wakes the poll's API thread (hand-off)"),
-    ("B", "api.woken", "B: poll answer built"),
-    ("B", "op.poll.done", "B: answer written; the worker reads it and asks to confirm"),
+    ("B", "io.committed", "B: the I/O thread builds and writes the poll's answer"),
+    ("B", "answer.sent", "B: the worker reads it and asks to confirm"),
     ("B", "op.confirm", "B: the worker's confirm (one store write)"),
     ("B", "op.confirm.done", "worker: confirm answer read, reply request written"),
     ("B", "op.send", "B: reply parsed, addressed, composed"),
@@ -102,9 +95,8 @@ PATH: list[tuple[str, str, str]] = [
     ("B", "lane.run", "B: lane thread publishes (basic_publish)"),
     ("B", "lane.ran", "broker: B's lane to A's intake, through A's consuming connection"),
     ("A", "io.msg", "A: intake and commit"),
-    ("A", "io.committed", "A: I/O thread wakes the send's API thread (hand-off)"),
-    ("A", "api.woken", "A: answer built"),
-    ("A", "op.send.done", ""),
+    ("A", "io.committed", "A: the I/O thread builds and writes the send's answer"),
+    ("A", "answer.sent", ""),
 ]
 
 
@@ -158,18 +150,19 @@ def run(quick: bool = False) -> None:
         floor_dir.mkdir()
         floor = floor_round_trips(bench, count, 20, marks=floor_dir)
         floor_events = _events(floor_dir / "a.marks", "A") + _events(floor_dir / "b.marks", "B")
-    walked = [t for t in (_walk(r) for r in _rounds(events)[20:]) if t is not None]
+    timed = _rounds(events)[20:]  # after the warm-up
+    walked = [t for t in (_walk(r) for r in timed) if t is not None]
     if not walked:
         sys.exit("no round trip followed the expected path; see the gateways' logs")
     print(f"U1 p50 {median(samples):.2f} ms over {len(samples)} round trips; {len(walked)} followed the path")
-    stages = [statistics.median((t[i + 1] - t[i]) / 1e6 for t in walked) for i in range(len(PATH) - 1)]
+    stages = [median((t[i + 1] - t[i]) / 1e6 for t in walked) for i in range(len(PATH) - 1)]
     for ms, (_, _, stage) in zip(stages, PATH, strict=False):
         print(f"  {ms:6.3f} ms  {stage}")
     hand_offs = sum(ms for ms, (_, _, stage) in zip(stages, PATH, strict=False) if "(hand-off)" in stage)
-    inside = statistics.median((t[-1] - t[0]) / 1e6 for t in walked)
+    inside = median((t[-1] - t[0]) / 1e6 for t in walked)
     print(f"  sum of stage medians {sum(stages):.2f} ms; inside A's send --wait {inside:.2f} ms;"
           f" hand-offs {hand_offs:.2f} ms")
-    during, apart = _confirms_by_sync(_rounds(events)[20:])
+    during, apart = _confirms_by_sync(timed)
     print(
         f"  B's confirm while B's I/O thread syncs the store: {len(during)} rounds, p50 {median(during):.3f} ms;"
         f" otherwise {len(apart)} rounds, p50 {median(apart):.3f} ms"
