@@ -58,8 +58,7 @@ class EarlyAnswer(Protocol):
     """A client connection's way to answer its waiting request from another thread."""
 
     def answer(self, result: dict[str, Any]) -> bool:
-        """Write the successful response ``result`` without blocking (the connection's own
-        thread writes whatever the socket did not take); False when nothing was written."""
+        """Write ``result`` without blocking (its thread writes the rest); False: nothing written."""
 
 
 def op_status(gw: Gateway) -> dict[str, Any]:
@@ -240,18 +239,17 @@ def _with_reply(result: dict[str, Any], reply: dict[str, Any], confirm: bool) ->
 def _early_answer(
     early: EarlyAnswer, build: Callable[[list[StoredMessage]], dict[str, Any]], sent: list[dict[str, Any]]
 ) -> Callable[[list[StoredMessage]], bool]:
-    """The answer function of :meth:`Gateway.wait_answering`: the response ``build`` makes of
-    the handed messages, written through ``early`` unless they hold more than
-    :data:`EARLY_MAX` of content; what went out is appended to ``sent``."""
+    """The answer for :meth:`Gateway.wait_answering`: ``build``'s response to the handed messages
+    (at most :data:`EARLY_MAX` of content), written through ``early`` and kept in ``sent``."""
 
     def answer(handed: list[StoredMessage]) -> bool:
         if sum(len(m.envelope.content) for m in handed) > EARLY_MAX:
             return False
         response = build(handed)
-        if not early.answer(response):
-            return False
-        sent.append(response)
-        return True
+        written = early.answer(response)
+        if written:
+            sent.append(response)
+        return written
 
     return answer
 
