@@ -94,9 +94,27 @@ def connect(
     """Open a blocking connection to the first reachable configured broker."""
     params = parameters(config, uris, heartbeat=heartbeat, connect_timeout=connect_timeout, name=name)
     try:
-        return pika.BlockingConnection(params)
+        return open_blocking(params)
     except (pika.exceptions.AMQPConnectionError, OSError) as exc:
         raise refused(exc, params, config, connect_timeout) from None
+
+
+def open_blocking(params: pika.URLParameters | list[pika.URLParameters]) -> pika.BlockingConnection:
+    """``pika.BlockingConnection(params)``, where a connection cut while it opens raises
+    :class:`pika.exceptions.StreamLostError` like any other lost connection."""
+    try:
+        return pika.BlockingConnection(params)
+    except ValueError as exc:
+        raise cut_while_opening(exc) from None
+
+
+def cut_while_opening(exc: ValueError) -> pika.exceptions.StreamLostError:
+    """The connection error meant by pika's bare ``ValueError`` when the TCP connection it
+    has just opened is reset before AMQP starts on it (a network cut, not a bug); any other
+    ``ValueError`` is re-raised. Why: pika raises it from inside its I/O loop, unwrapped."""
+    if not str(exc).startswith("Expected connected socket"):
+        raise exc
+    return pika.exceptions.StreamLostError(f"the connection was cut while it opened ({exc})")
 
 
 def refused(exc: BaseException, params: list[pika.URLParameters], config: Config, timeout: float) -> BrokerUnavailable:

@@ -20,7 +20,7 @@ import pika.exceptions
 from pika.adapters.select_connection import IOLoop
 from pika.adapters.utils import connection_workflow
 
-from bridgecli.amqp.connection import parameters, refused
+from bridgecli.amqp.connection import cut_while_opening, parameters, refused
 from bridgecli.errors import BrokerUnavailable
 
 if TYPE_CHECKING:
@@ -41,7 +41,10 @@ class SteppedConnection:
         params = parameters(config, name=name, connect_timeout=connect_timeout)
         done: list[Any] = []
         workflow = pika.SelectConnection.create_connection(params, self.arrived(done), custom_ioloop=self._ioloop)
-        self._step_until(done, connect_timeout * 2 + 1)
+        try:
+            self._step_until(done, connect_timeout * 2 + 1)
+        except ValueError as exc:
+            done.append(cut_while_opening(exc))
         if not done:
             workflow.abort()
             self._step_until([], 0)

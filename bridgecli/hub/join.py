@@ -140,6 +140,8 @@ def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invi
     import pika
     import pika.exceptions
 
+    from bridgecli.amqp.connection import open_blocking
+
     params = pika.ConnectionParameters(
         host=host,
         port=port,
@@ -152,7 +154,7 @@ def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invi
         client_properties={"connection_name": "bridge-join", "product": "bridgecli"},
     )
     try:
-        connection = pika.BlockingConnection(params)
+        connection = open_blocking(params)
     except pika.exceptions.ProbableAuthenticationError:
         if time.time() > invite.expires:
             raise InviteError(f"this invite expired at {_when(invite.expires)}", invite_mod.ASK_AGAIN) from None

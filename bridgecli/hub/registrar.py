@@ -205,11 +205,13 @@ def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float =
     import pika.exceptions
     import tenacity
 
+    from bridgecli.amqp.connection import open_blocking
+
     def connect() -> Any:
         params = pika.URLParameters(uri)
         params.heartbeat = 30
         params.client_properties = {"connection_name": "bridge-hub-registrar", "product": "bridgecli"}
-        return pika.BlockingConnection(params)
+        return open_blocking(params)
 
     def on_request(channel: Any, method: Any, props: Any, body: bytes) -> None:
         try:
