@@ -10,6 +10,7 @@ import ssl
 from typing import TYPE_CHECKING
 
 import pika
+import pika.connection
 import pika.exceptions
 
 from bridgecli.errors import BrokerUnavailable
@@ -99,7 +100,7 @@ def connect(
         raise refused(exc, params, config, connect_timeout) from None
 
 
-def open_blocking(params: pika.URLParameters | list[pika.URLParameters]) -> pika.BlockingConnection:
+def open_blocking(params: pika.connection.Parameters | list[pika.URLParameters]) -> pika.BlockingConnection:
     """``pika.BlockingConnection(params)``, where a connection cut while it opens raises
     :class:`pika.exceptions.StreamLostError` like any other lost connection."""
     try:
