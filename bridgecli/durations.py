@@ -6,6 +6,7 @@ it too. The click parameter type lives in :mod:`bridgecli.cli.params`."""
 
 from __future__ import annotations
 
+import math
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -26,6 +27,8 @@ def parse(text: str) -> float:
             pos = match.end()
         if pos != len(text) or not text:
             raise ValueError(f"{text!r} is not a duration (use e.g. 30s, 10m, 1h30m, 500ms)") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a duration (use e.g. 30s, 10m, 1h30m, 500ms)")
     if value < 0:
         raise ValueError("a duration cannot be negative")
     return value

@@ -14,7 +14,7 @@ def test_forms(text, seconds):
     assert parse(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("bad", ["", "m", "10x", "5 m", "-3", "1h-2m", "s10"])
+@pytest.mark.parametrize("bad", ["", "m", "10x", "5 m", "-3", "1h-2m", "s10", "nan", "inf", "1e400"])
 def test_bad(bad):
     with pytest.raises(ValueError):
         parse(bad)
