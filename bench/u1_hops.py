@@ -46,34 +46,22 @@ if _PATH:
     def around(owner, name, before=None, after=None):
         setattr(owner, name, wrap(getattr(owner, name), before, after))
 
-    from bridgecli.amqp.stepped import SteppedConnection
-    from bridgecli.gateway import operations
+    from bridgecli.gateway import operations, sending
     from bridgecli.gateway.burst import Burst
+    from bridgecli.gateway.connections import SocketAnswer
     from bridgecli.gateway.intake import Intake
-    from bridgecli.gateway.localapi import SocketAnswer
     from bridgecli.gateway.publishing import PublishLane
     from bridgecli.hoststate.store import Store
 
-    for op in ("send", "poll", "confirm"):
+    for op in ("poll", "confirm"):
         operations.OPS[op] = wrap(operations.OPS[op], f"op.{op}", f"op.{op}.done")
+    around(sending, "start", "op.send")
+    around(sending, "finish", None, "op.send.done")
+    around(PublishLane, "publish_in_loop", "lane.run", "lane.ran")
     around(Intake, "on_message", "io.msg")
     around(Burst, "commit", None, "io.committed")
     around(SocketAnswer, "answer", None, "answer.sent")
     around(Store, "sync", "io.sync", "io.synced")
-    around(PublishLane, "submit", "lane.submit")
-    _in_loop = SteppedConnection.call_in_loop_threadsafe
-
-    def call_in_loop(self, fn):
-        def run():
-            mark("lane.run")
-            try:
-                fn()
-            finally:
-                mark("lane.ran")
-
-        _in_loop(self, run)
-
-    SteppedConnection.call_in_loop_threadsafe = call_in_loop
 '''
 
 
@@ -81,18 +69,16 @@ if _PATH:
 #: A stage is the time from one event to the next; ``hand-off`` marks the thread hand-offs
 #: a core with one event loop for the connections and the socket would not have.
 PATH: list[tuple[str, str, str]] = [
-    ("A", "op.send", "A: request parsed, addressed, composed"),
-    ("A", "lane.submit", "A: API thread hands the publish to the lane thread (hand-off)"),
-    ("A", "lane.run", "A: lane thread publishes (basic_publish)"),
+    ("A", "op.send", "A: request parsed, addressed, composed (loop thread)"),
+    ("A", "lane.run", "A: the loop thread publishes (basic_publish)"),
     ("A", "lane.ran", "broker: A's lane to B's intake, through B's consuming connection"),
-    ("B", "io.msg", "B: intake (parse, dedup, hand-off record) and commit"),
+    ("B", "io.msg", "B: intake (parse, dedup, record for the waiter) and commit"),
     ("B", "io.committed", "B: the I/O thread builds and writes the poll's answer"),
-    ("B", "answer.sent", "B: the worker reads it and asks to confirm"),
-    ("B", "op.confirm", "B: the worker's confirm (one store write)"),
+    ("B", "answer.sent", "B: the worker reads it, asks to confirm (hand-off: the poll's thread frees the connection)"),
+    ("B", "op.confirm", "B: the worker's confirm (one store write, loop thread)"),
     ("B", "op.confirm.done", "worker: confirm answer read, reply request written"),
-    ("B", "op.send", "B: reply parsed, addressed, composed"),
-    ("B", "lane.submit", "B: API thread hands the publish to the lane thread (hand-off)"),
-    ("B", "lane.run", "B: lane thread publishes (basic_publish)"),
+    ("B", "op.send", "B: reply parsed, addressed, composed (loop thread)"),
+    ("B", "lane.run", "B: the loop thread publishes (basic_publish)"),
     ("B", "lane.ran", "broker: B's lane to A's intake, through A's consuming connection"),
     ("A", "io.msg", "A: intake and commit"),
     ("A", "io.committed", "A: the I/O thread builds and writes the send's answer"),
@@ -158,7 +144,7 @@ def run(quick: bool = False) -> None:
     stages = [median((t[i + 1] - t[i]) / 1e6 for t in walked) for i in range(len(PATH) - 1)]
     for ms, (_, _, stage) in zip(stages, PATH, strict=False):
         print(f"  {ms:6.3f} ms  {stage}")
-    hand_offs = sum(ms for ms, (_, _, stage) in zip(stages, PATH, strict=False) if "(hand-off)" in stage)
+    hand_offs = sum(ms for ms, (_, _, stage) in zip(stages, PATH, strict=False) if "hand-off" in stage)
     inside = median((t[-1] - t[0]) / 1e6 for t in walked)
     print(f"  sum of stage medians {sum(stages):.2f} ms; inside A's send --wait {inside:.2f} ms;"
           f" hand-offs {hand_offs:.2f} ms")

@@ -32,8 +32,11 @@ class SteppedConnection:
     owning thread. A lost connection raises its pika error from :meth:`process_data_events`,
     as a ``BlockingConnection`` does, so the same reconnect loops serve both."""
 
-    def __init__(self, config: Config, name: str, connect_timeout: float = 5.0) -> None:
-        self._ioloop = IOLoop()
+    def __init__(self, config: Config, name: str, connect_timeout: float = 5.0, ioloop: IOLoop | None = None) -> None:
+        #: ``ioloop``: a loop the owning thread keeps across connections (it also serves other
+        #: sockets); this connection then leaves it open when it closes
+        self._owns_loop = ioloop is None
+        self._ioloop = ioloop or IOLoop()
         #: calls from other threads, run between steps (outside the loop, so they may wait)
         self._calls: deque[Callable[[], None]] = deque()
         self._lost: BaseException | None = None
@@ -48,11 +51,11 @@ class SteppedConnection:
         if not done:
             workflow.abort()
             self._step_until([], 0)
-            self._ioloop.close()
+            self._close_loop()
             raise refused(TimeoutError("connection timed out"), params, config, connect_timeout)
         result = done[0]
         if isinstance(result, BaseException):
-            self._ioloop.close()
+            self._close_loop()
             raise refused(_last_attempt_error(result), params, config, connect_timeout) from None
         self.connection: pika.SelectConnection = result
         self.connection.add_on_close_callback(self._on_closed)
@@ -114,7 +117,8 @@ class SteppedConnection:
         return SyncChannel(self, self.channel(timeout, what), timeout)
 
     def close(self, timeout: float = 2.0) -> None:
-        """Close the connection and its loop (waits up to ``timeout`` for the broker's close-ok)."""
+        """Close the connection, and its loop unless it was given one (waits up to ``timeout``
+        for the broker's close-ok)."""
         self._closing = True
         closed: list[Any] = []
         if self.connection.is_open:
@@ -124,7 +128,11 @@ class SteppedConnection:
             except pika.exceptions.ConnectionWrongStateError:
                 closed.append(True)
             self._step_until(closed, timeout)
-        self._ioloop.close()
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        if self._owns_loop:
+            self._ioloop.close()
 
     def arrived(self, into: list[Any]) -> Callable[..., None]:
         """A callback that records its first argument in ``into`` and ends the current step

@@ -12,14 +12,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.waiters import Waiter, Waiters
 from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store, StoredMessage
 from bridgecli.hoststate.transaction import Transaction
-from bridgecli.interfaces import RecordingBackend, traits_of
+from bridgecli.interfaces import BackendTraits, RecordingBackend
 
 if TYPE_CHECKING:
     from bridgecli.interfaces import DeliveryBackend, Entity
@@ -56,6 +56,7 @@ class Burst:
         tag: int,
         entity: Entity,
         backend: DeliveryBackend,
+        traits: BackendTraits,
         envelope: Envelope,
         deliver: Callable[[Transaction], None],
     ) -> int:
@@ -64,20 +65,21 @@ class Burst:
         leaves it out of the burst. Returns how many deliveries the burst now has."""
         if self.tx is None:
             self.tx = self.store.begin()
-        if not self.hand_off(backend, envelope):
+        if not self.hand_off(backend, traits, envelope):
             deliver(self.tx)
         self.deliveries.append((tag, entity, envelope))
         return len(self.deliveries)
 
-    def hand_off(self, backend: DeliveryBackend, envelope: Envelope) -> bool:
+    def hand_off(self, backend: DeliveryBackend, traits: BackendTraits, envelope: Envelope) -> bool:
         """Hold a message as already taken by a local ``send --wait`` / ``poll --wait`` that
         waits for it: one write (its dedup record, state ``drained``) in the open transaction,
         instead of holding it and then draining it in a second transaction from the API
         thread. The waiter gets it only at :meth:`commit`; a crash before that leaves it
-        unacked and redelivered, as for any held message. True when the message is dealt with."""
-        if not self.waiters or not traits_of(backend).pulled or self.stopping.is_set():
+        unacked and redelivered, as for any held message. True when the message is dealt with.
+        ``traits``: ``backend``'s (a pulled backend records its messages)."""
+        if not self.waiters or not traits.pulled or self.stopping.is_set():
             return False  # stopping: the local API is going away, so hold it for the next poll
-        assert isinstance(backend, RecordingBackend), "a pulled backend records its messages"
+        recorder = cast(RecordingBackend, backend)
         waiter = None
         with self.waiters.lock:
             for candidate in self.waiters.registered():
@@ -95,7 +97,7 @@ class Burst:
         if waiter is None:
             return False
         received = time.time()
-        if backend.record(envelope, TAKEN if waiter.two_phase else DRAINED, received=received, tx=self.tx):
+        if recorder.record(envelope, TAKEN if waiter.two_phase else DRAINED, received=received, tx=self.tx):
             # "held" as a drain reports it: it was held for the waiter and taken at once
             self.handoffs.append((waiter, StoredMessage(envelope=envelope, state=HELD, received=received)))
         return True  # taken, or a duplicate recorded before (dropped, as the backend would)

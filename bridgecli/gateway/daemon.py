@@ -125,7 +125,8 @@ class Gateway:
         from bridgecli.gateway.localapi import LocalApi
 
         self._install_signal_handlers()
-        self.api = LocalApi(self)
+        self.lane.start()  # its loop serves the local API, connected to the broker or not
+        self.api = LocalApi(self, self.lane)
         self.api.start()
         recovered = self.store.recover_taken()
         if recovered:  # handed to clients that never confirmed before the last gateway died
@@ -181,8 +182,7 @@ class Gateway:
         interval = self.config.values["roster.interval"]
         self.roster_complete_at = time.monotonic() + interval * 1.5
         self.connected.set()
-        if not self.lane.started:  # after the first connect: the topology is declared
-            self.lane.start()
+        self.lane.open()  # after the first connect: the topology is declared
         glog.event(logger, "connected to broker", entities=len(self.consumers))
 
     def _on_connection_lost(self) -> None:
@@ -396,20 +396,22 @@ class Gateway:
         any thread but the I/O thread, which it never blocks)."""
         self.lane.publish(envelopes, delay_ms=delay_ms, timeout=timeout)
 
-    def resolve_target(self, target: str, force: bool = False) -> str:
+    def resolve_target(self, target: str, force: bool = False, may_wait: bool = True) -> str:
         """A gid for ``target`` (gid, or label): local entities first, then the roster."""
         from bridgecli.resolve import resolve_target
 
         return self.once_roster_complete(
-            lambda: resolve_target(target, registry=self.registry, roster=self.roster, force=force)
+            lambda: resolve_target(target, registry=self.registry, roster=self.roster, force=force), may_wait
         )
 
-    def once_roster_complete(self, lookup: Callable[[], T]) -> T:
+    def once_roster_complete(self, lookup: Callable[[], T], may_wait: bool = True) -> T:
         """Run ``lookup`` (something that consults the roster); while it raises
         :class:`~bridgecli.errors.NotFound` and this gateway connected less than one heartbeat
         interval ago, retry: the view has not heard every host yet, so wait for it to fill
-        before calling a target or host unknown."""
+        before calling a target or host unknown (without ``may_wait``: raise
+        :class:`~bridgecli.gateway.callers.WouldWait`)."""
         from bridgecli.errors import NotFound
+        from bridgecli.gateway.callers import WouldWait
 
         while True:
             try:
@@ -417,6 +419,8 @@ class Gateway:
             except NotFound:
                 if self.roster is None or time.monotonic() >= self.roster_complete_at:
                     raise
+                if not may_wait:
+                    raise WouldWait("the roster has not heard every host yet") from None
                 time.sleep(0.1)
 
     # --- waiting for held messages (API threads; see .waiters) ----------------------------

@@ -149,6 +149,7 @@ class Intake:
                 method.delivery_tag,
                 entity,
                 backend,
+                self.backends.traits(entity),
                 envelope,
                 lambda tx: self.backends.deliver(entity, backend, envelope, tx),
             )

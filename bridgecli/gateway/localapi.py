@@ -1,8 +1,10 @@
 """The gateway's local socket API: the fast path of one-shot commands on this host.
 
 A Unix socket (mode 0600, in the 0700 user runtime dir) speaking newline-delimited JSON —
-the protocol is described in :mod:`bridgecli.gateway.client`. Each client connection gets
-a thread; anything that touches AMQP is handed to the gateway's I/O thread.
+the protocol is described in :mod:`bridgecli.gateway.client`. The socket is served on the
+publish lane's loop thread, which reads every request. A ``send`` is composed and published
+there, with no thread hand-off; ``confirm`` is one store write, done there too. Operations
+that may wait run on worker threads (:mod:`.workers`). Why: docs/decisions/local-api-on-the-loop.md.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import json
 import logging
 import os
 import socket
-import socketserver
 import threading
 import time
 from collections.abc import Callable
@@ -21,49 +22,17 @@ from typing import Any, Protocol
 from bridgecli import paths
 from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.gateway import log as glog
-from bridgecli.gateway import operations
+from bridgecli.gateway import operations, sending
+from bridgecli.gateway.answers import ANSWERED, PENDING
+from bridgecli.gateway.callers import WouldWait
 from bridgecli.gateway.client import error_to_wire
+from bridgecli.gateway.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
+from bridgecli.gateway.workers import Workers
 
 logger = logging.getLogger("bridgecli.gateway")
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
-#: one encoder for every response (``json.dumps`` with options builds a new one per call)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-def _line(response: dict[str, Any]) -> bytes:
-    return _ENCODER.encode(response).encode() + b"\n"
-
-
-class SocketAnswer:
-    """One connection's :class:`operations.EarlyAnswer`: a non-blocking write on its socket
-    from the thread that hands over messages; the connection's thread writes the rest."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._rest = b""
-
-    def answer(self, result: dict[str, Any]) -> bool:
-        data = _line({"ok": True, **result})
-        try:
-            sent = self._sock.send(data, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            return False
-        self._rest = data[sent:]
-        return True
-
-    def finish(self, wfile: Any) -> None:
-        """Write what the socket did not take at once (the connection's thread)."""
-        rest, self._rest = self._rest, b""
-        if rest:
-            wfile.write(rest)
-            wfile.flush()
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    allow_reuse_address = True
+#: operations run on the loop thread itself: they never wait
+INLINE = frozenset({"confirm"})
 
 
 class ApiHost(Protocol):
@@ -74,14 +43,27 @@ class ApiHost(Protocol):
         """Hold again messages a client was handed and never confirmed."""
 
 
-class LocalApi:
-    """Binds the socket and dispatches requests to :data:`operations.OPS`."""
+class LoopOwner(Protocol):
+    """The thread whose loop serves the socket (the publish lane)."""
 
-    def __init__(self, gateway: ApiHost, path: Path | None = None) -> None:
+    loop: EventLoop
+
+    def on_loop_thread(self) -> bool:
+        """Whether the caller runs the loop."""
+
+
+class LocalApi:
+    """Binds the socket, serves its clients on ``owner``'s loop, and dispatches requests to
+    :data:`operations.OPS`."""
+
+    def __init__(self, gateway: ApiHost, owner: LoopOwner, path: Path | None = None) -> None:
         self.gateway = gateway
+        self.owner = owner
+        self.loop = owner.loop
         self.path = path or paths.gateway_socket()
-        self.server: _Server | None = None
-        self.thread: threading.Thread | None = None
+        self.workers = Workers()
+        self._listener: socket.socket | None = None
+        self._clients: set[Client] = set()
 
     def start(self) -> None:
         paths.ensure_private_dir(self.path.parent)
@@ -98,101 +80,320 @@ class LocalApi:
                 )
             finally:
                 probe.close()
-        api = self
-
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self) -> None:
-                api._serve_connection(self.rfile, self.wfile, SocketAnswer(self.request))
-
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)
         try:
-            self.server = _Server(str(self.path), Handler)
+            listener.bind(str(self.path))
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
-        self.thread = threading.Thread(target=self.server.serve_forever, name="local-api", daemon=True)
-        self.thread.start()
+        listener.listen(128)
+        listener.setblocking(False)
+        self._listener = listener
+        self.loop.add_callback_threadsafe(lambda: self.loop.add_handler(listener.fileno(), self._accept, READ))
 
     def stop(self) -> None:
-        if self.server is None:
+        """Stop accepting and close idle connections (on the loop thread, waiting for it up to
+        5 s); requests in progress finish on their workers."""
+        listener, self._listener = self._listener, None
+        if listener is None:
             return  # never bound: the socket file (if any) belongs to someone else
-        self.server.shutdown()
-        self.server.server_close()
-        self.server = None
+        closed = threading.Event()
+
+        def close() -> None:
+            self.loop.remove_handler(listener.fileno())
+            listener.close()
+            for client in list(self._clients):
+                if not client.busy:
+                    self._drop(client)
+            closed.set()
+
+        self.loop.add_callback_threadsafe(close)
+        if not closed.wait(5.0):
+            listener.close()
         try:
             self.path.unlink()
         except FileNotFoundError:
             pass
 
-    def _serve_connection(self, rfile: Any, wfile: Any, early: SocketAnswer) -> None:
-        """Answer requests until the client hangs up. Messages handed out for the client to
-        confirm (:data:`operations.PENDING`) that it has not confirmed when the connection
-        ends — it died, was killed, or the answer could not be written — are held again."""
-        pending: set[str] = set()
-        try:
-            while True:
-                try:
-                    line = rfile.readline(MAX_REQUEST_BYTES + 1)
-                except OSError:
-                    return
-                if not line:
-                    return
-                response = self.handle_line(line, early)
-                pending.update(response.get(operations.PENDING) or ())
-                pending.difference_update(response.get("confirmedIds") or ())
-                try:
-                    if response.get(operations.ANSWERED):
-                        early.finish(wfile)  # the response went out from the thread that handed it over
-                    else:
-                        wfile.write(_line(response))
-                        wfile.flush()
-                except OSError:
-                    return
-        finally:
-            if pending:
-                self.gateway.release_taken(sorted(pending))
+    # --- the loop thread ----------------------------------------------------------------
 
-    def handle_line(self, line: bytes, early: operations.EarlyAnswer | None = None) -> dict[str, Any]:
-        """One request line → one response dict; never raises. ``early`` goes to the operations
-        that may answer from another thread (their response then only says so)."""
-        if len(line) > MAX_REQUEST_BYTES:
-            return _error(Rejected("request too large", f"keep requests under {MAX_REQUEST_BYTES} bytes"))
+    def _accept(self, _fd: int, _events: int) -> None:
+        while self._listener is not None:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                glog.event(logger, "local API accept failed", logging.WARNING, error=str(exc))
+                return
+            sock.setblocking(False)
+            client = Client(sock, self.loop)
+            self._clients.add(client)
+            self.loop.add_handler(sock.fileno(), self._handler(client), READ)
+
+    def _handler(self, client: Client) -> Callable[[int, int], None]:
+        def handle(_fd: int, events: int) -> None:
+            try:
+                self._readable(client, events)
+            except Exception as exc:  # a bug here must not stop the loop: drop only this client
+                glog.event(logger, "local API connection failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+                client.closed = client.broken = True
+                if not client.busy:
+                    self._drop(client)
+
+        return handle
+
+    def _readable(self, client: Client, events: int) -> None:
+        if events & WRITE:
+            client.write_more()
+            if client.broken:
+                self._hang_up(client)
+                return
+            if not (events & READ):
+                self._next(client)
+                return
         try:
-            request = json.loads(line)
-            if not isinstance(request, dict) or not isinstance(request.get("op"), str):
-                raise ValueError("not an object with an 'op'")
-        except (ValueError, UnicodeDecodeError) as exc:
-            return _error(Rejected(f"bad request: {exc}", "send one JSON object per line with an 'op' field"))
-        op = request.pop("op")
-        handler: Callable[..., dict[str, Any]] | None = operations.OPS.get(op)
-        if handler is None:
-            return _error(
-                Rejected(
-                    f"unknown operation {op!r}",
-                    "the CLI and the gateway may be different versions; restart the gateway",
-                )
-            )
+            data = client.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._hang_up(client)
+            return
+        client.inbuf += data
+        self._next(client)
+
+    def _next(self, client: Client) -> None:
+        """Serve the client's buffered requests, one at a time."""
+        while not client.busy and not client.closed and not client.writing:
+            end = client.inbuf.find(b"\n")
+            if end < 0:
+                if len(client.inbuf) > MAX_REQUEST_BYTES:
+                    client.inbuf.clear()
+                    self._respond(client, _error(Rejected("request too large", _TOO_LARGE_FIX)))
+                return
+            line = bytes(client.inbuf[: end + 1])
+            del client.inbuf[: end + 1]
+            self._dispatch(client, line)
+
+    def _dispatch(self, client: Client, line: bytes) -> None:
+        parsed = parse_line(line)
+        if isinstance(parsed, dict):
+            self._respond(client, parsed)
+            return
+        op, request = parsed
+        if op in INLINE:
+            self._respond(client, self.run(op, request))
+            return
+        token = client.request = object()
+        early = SocketAnswer(client, lambda: self._later(lambda: self._request_done(client, token)))
+        if op == "send":
+            self._send(client, request, token, early)
+        else:
+            self._on_worker(client, token, early, lambda: self.run(op, request, early))
+
+    def _send(self, client: Client, request: dict[str, Any], token: object, early: SocketAnswer) -> None:
+        """Compose and publish here; answer from the confirm, or wait for a reply on a worker."""
+        started = _guarded("send", lambda: sending.start(self.gateway, dict(request), early))  # type: ignore[arg-type]
+        if isinstance(started, WouldWait):
+            self._on_worker(client, token, early, lambda: self.run("send", request, early))
+            return
+        if isinstance(started, BridgeError):  # refused
+            client.request = None
+            self._respond(client, _error(started))
+            return
+        prepared, confirmed = started
+        if prepared.waiter is not None:
+
+            def finish() -> dict[str, Any]:
+                return _response(_guarded("send", lambda: sending.finish(self.gateway, prepared, confirmed)))  # type: ignore[arg-type]
+
+            # after the loop's next poll has written the message: a worker woken now would
+            # take the interpreter from the loop thread before it does
+            self.loop.call_later(0, _safely(lambda: self._on_worker(client, token, early, finish)))
+            return
+        left = [len(confirmed)]
+        starting = [True]  # answered before this returns: the caller's _next goes on
+
+        def answer(response: dict[str, Any]) -> None:
+            if client.request is token:
+                client.request = None
+                self.loop.remove_timeout(timer)
+                if self._respond(client, response) and not starting[0]:
+                    self._next(client)
+
+        def confirmed_one(future: Any) -> None:
+            error = future.exception()
+            if error is not None:
+                answer(_response(_guarded("send", _raiser(error))))
+            else:
+                left[0] -= 1
+                if left[0] == 0:
+                    answer({"ok": True, **prepared.result})
+
+        def late() -> None:
+            from bridgecli.gateway.publishing import confirm_timed_out
+
+            answer(_error(confirm_timed_out()))
+
+        timer = self.loop.call_later(prepared.confirm_timeout, late)
+        if not confirmed:
+            answer({"ok": True, **prepared.result})
+        for future in confirmed:
+            future.add_done_callback(lambda f: self._in_loop(_safely(lambda: confirmed_one(f))))
+        starting[0] = False
+
+    def _in_loop(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop thread: now when called there (a confirm), else soon."""
+        if self.owner.on_loop_thread():
+            fn()
+        else:
+            self._later(fn)
+
+    def _on_worker(
+        self, client: Client, token: object, early: SocketAnswer, work: Callable[[], dict[str, Any]]
+    ) -> None:
+        """Run request ``token`` on a worker, which writes its response."""
+
+        def run() -> None:
+            response = work()
+            try:
+                if not response.get(ANSWERED):
+                    client.note(response)
+                    client.write_all(line_of(response))
+                elif early.freed:
+                    return  # all of it went out from the thread that handed it over
+                else:
+                    early.finish()
+            except OSError:
+                client.broken = True
+            self._later(lambda: self._request_done(client, token))
+
+        self.workers.submit(run)
+
+    def _later(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop thread soon (from any thread)."""
+        try:
+            self.loop.add_callback_threadsafe(_safely(fn))
+        except Exception:  # the loop is gone: the gateway is stopping, its clients with it
+            pass
+
+    def _request_done(self, client: Client, token: object) -> None:
+        """Request ``token``'s answer is written: serve the client's next request."""
+        if client.request is not token:
+            return
+        client.request = None
+        if client.closed or client.broken:
+            self._drop(client)
+        else:
+            self._next(client)
+
+    def _respond(self, client: Client, response: dict[str, Any]) -> bool:
+        """Write ``response`` (loop thread); False when the client is gone (then dropped)."""
+        client.note(response)
+        if not client.write(line_of(response)):
+            client.closed = True
+            self._drop(client)
+            return False
+        return True
+
+    def _hang_up(self, client: Client) -> None:
+        client.closed = True
+        if not client.busy:
+            self._drop(client)
+
+    def _drop(self, client: Client) -> None:
+        """Forget a connection that ended; what it was handed and never confirmed is held again."""
+        if client in self._clients:
+            self._clients.discard(client)
+            client.close()
+        pending = client.take_pending()
+        if pending:
+            self.workers.submit(lambda: self.gateway.release_taken(sorted(pending)))
+
+    # --- requests (any thread) ----------------------------------------------------------
+
+    def run(self, op: str, request: dict[str, Any], early: Any = None) -> dict[str, Any]:
+        """One parsed request → one response dict; never raises. ``early`` goes to the
+        operations that may answer from another thread (their response then only says so)."""
+        handler = operations.OPS[op]
         if op in operations.ANSWERING:
-            request["early"] = early  # never the client's: a field of that name is replaced
+            request = {**request, "early": early}  # never the client's: a field of that name is replaced
         started = time.monotonic()
-        try:
-            result = handler(self.gateway, **request)
-        except BridgeError as exc:
-            return _error(exc)
-        except TypeError as exc:
-            return _error(
-                Rejected(
-                    f"bad parameters for {op}: {exc}",
-                    "check the request fields; after an upgrade of bridge, restart the gateway",
-                )
-            )
-        except Exception as exc:
-            glog.event(logger, "local API operation failed", logging.ERROR, op=op, error=f"{type(exc).__name__}: {exc}")
-            return _error(BridgeError(f"gateway failed on {op}: {type(exc).__name__}: {exc}", "see the gateway's log"))
+        response = _response(_guarded(op, lambda: handler(self.gateway, **request)))
         if logger.isEnabledFor(logging.DEBUG):  # the op's own events are logged at INFO already
             glog.event(logger, "api", logging.DEBUG, op=op, ms=round((time.monotonic() - started) * 1000, 1))
-        return {"ok": True, **result}
+        return response
+
+
+_TOO_LARGE_FIX = f"keep requests under {MAX_REQUEST_BYTES} bytes"
+
+
+def parse_line(line: bytes) -> tuple[str, dict[str, Any]] | dict[str, Any]:
+    """(op, request fields) of a request line, or the error response it gets."""
+    if len(line) > MAX_REQUEST_BYTES:
+        return _error(Rejected("request too large", _TOO_LARGE_FIX))
+    try:
+        request = json.loads(line)
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            raise ValueError("not an object with an 'op'")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _error(Rejected(f"bad request: {exc}", "send one JSON object per line with an 'op' field"))
+    op = request.pop("op")
+    if op not in operations.OPS:
+        return _error(
+            Rejected(
+                f"unknown operation {op!r}", "the CLI and the gateway may be different versions; restart the gateway"
+            )
+        )
+    return op, request
+
+
+def _guarded(op: str, call: Callable[[], Any]) -> Any:
+    """``call()``, or the error it raised as a :class:`BridgeError` (a WouldWait as itself)."""
+    try:
+        return call()
+    except (BridgeError, WouldWait) as exc:
+        return exc
+    except TypeError as exc:
+        return Rejected(
+            f"bad parameters for {op}: {exc}",
+            "check the request fields; after an upgrade of bridge, restart the gateway",
+        )
+    except Exception as exc:
+        glog.event(logger, "local API operation failed", logging.ERROR, op=op, error=f"{type(exc).__name__}: {exc}")
+        return BridgeError(f"gateway failed on {op}: {type(exc).__name__}: {exc}", "see the gateway's log")
+
+
+def _response(outcome: Any) -> dict[str, Any]:
+    if isinstance(outcome, BridgeError):
+        return _error(outcome)
+    return {"ok": True, **outcome}
+
+
+def _safely(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` for the loop, which a failure must not stop: logged instead."""
+
+    def call() -> None:
+        try:
+            fn()
+        except Exception as exc:
+            glog.event(logger, "local API step failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+
+    return call
+
+
+def _raiser(error: BaseException) -> Callable[[], None]:
+    def call() -> None:
+        raise error
+
+    return call
 
 
 def _error(exc: BridgeError) -> dict[str, Any]:
     return {"ok": False, "error": error_to_wire(exc)}
+
+
+__all__ = ["PENDING", "LocalApi", "parse_line"]

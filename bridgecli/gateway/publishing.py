@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pika
 import pika.exceptions
+from pika.adapters.select_connection import IOLoop
 
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
@@ -63,13 +64,19 @@ class _InFlight:
 class PublishLane:
     """Confirmed publishing on a connection and thread of its own. :meth:`publish` is called
     from any thread and returns once the broker confirmed every message (or raises the typed
-    error of the first one that failed)."""
+    error of the first one that failed); :meth:`publish_in_loop` from the loop's own thread.
+
+    The thread runs :attr:`loop` from :meth:`start` to :meth:`stop`, connected or not, so that
+    other sockets can be served on it (the local API); it connects once :meth:`open` is called."""
 
     def __init__(self, config: Config, host: str) -> None:
         self.config = config
         self.host = host
         self.ready = threading.Event()
+        #: the I/O loop of the lane's thread, kept across connections
+        self.loop = IOLoop()
         self._stop = threading.Event()
+        self._open = threading.Event()
         self._broken = False
         self._connection: SteppedConnection | None = None
         #: the broker's product and version, read when the lane connects (``bridge status``)
@@ -92,28 +99,55 @@ class PublishLane:
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    @property
-    def started(self) -> bool:
-        return self._thread.is_alive() or self._stop.is_set()
-
     def start(self) -> None:
+        """Start the thread and its loop (not connecting yet: see :meth:`open`)."""
         self._thread.start()
+
+    def open(self) -> None:
+        """Connect, and reconnect whenever the connection is lost (once the topology exists)."""
+        self._open.set()
+        self.loop.add_callback_threadsafe(self.loop.stop)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Close the connection and end the thread (publishes still in flight fail)."""
         self._stop.set()
         if self._thread.is_alive():
+            self.loop.add_callback_threadsafe(self.loop.stop)
             self._thread.join(timeout)
 
+    def on_loop_thread(self) -> bool:
+        """Whether the caller is the thread that runs :attr:`loop`."""
+        return threading.current_thread() is self._thread
+
     def _run(self) -> None:
-        keep_connected(
-            self._stop,
-            "publish lane",
-            connect=self._connect,
-            serve=self._serve,
-            close=self._close,
-            lost=_BROKEN + (pika.exceptions.AMQPError,),
-        )
+        try:
+            while not self._open.is_set() and not self._stop.is_set():
+                self._step(0.2)
+            keep_connected(
+                self._stop,
+                "publish lane",
+                connect=self._connect,
+                serve=self._serve,
+                close=self._close,
+                lost=_BROKEN + (pika.exceptions.AMQPError,),
+                pause=self._pause,
+            )
+        finally:
+            self.loop.close()
+
+    def _step(self, seconds: float) -> None:
+        """Run the loop for up to ``seconds`` (less when a call ends the step)."""
+        timer = self.loop.call_later(seconds, self.loop.stop)
+        try:
+            self.loop.start()
+        finally:
+            self.loop.remove_timeout(timer)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (or until stopped) while the loop keeps running."""
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            self._step(min(left, 0.2))
 
     def _serve(self) -> None:
         while not self._stop.is_set() and not self._broken:
@@ -129,7 +163,7 @@ class PublishLane:
             self._connection.process_data_events(time_limit=0)  # what was queued last (roster "gone")
 
     def _connect(self) -> None:
-        connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}-publish")
+        connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}-publish", ioloop=self.loop)
         try:
             self._channel = self._open_confirm_channel(connection)
         except BaseException:
@@ -214,6 +248,17 @@ class PublishLane:
             connection.call_in_loop_threadsafe(lambda: self._publish_batch(batch, delay_ms, in_loop=True))
         except Exception:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment") from None
+        return [future for _, future in batch]
+
+    def publish_in_loop(self, envelopes: list[Envelope], delay_ms: int | None = None) -> list[Future]:
+        """:meth:`submit` for the loop's own thread, which publishes at once: no hand-off.
+        BrokerUnavailable when the lane is not connected."""
+        if not self.ready.is_set() or self._connection is None:
+            raise BrokerUnavailable(
+                "the gateway is not connected to the broker right now", "see the gateway's log; it reconnects by itself"
+            )
+        batch: list[tuple[Envelope, Future]] = [(envelope, Future()) for envelope in envelopes]
+        self._publish_batch(batch, delay_ms, in_loop=True)
         return [future for _, future in batch]
 
     def send_soft(self, frames: list[tuple[str, str, bytes, pika.BasicProperties]]) -> bool:
@@ -378,10 +423,15 @@ def await_confirm(future: Future, deadline: float) -> None:
     try:
         future.result(timeout=max(0.0, deadline - time.monotonic()))
     except TimeoutError:
-        raise BrokerUnavailable(
-            "the broker did not confirm the message in time",
-            "the broker may be blocking publishers (memory or disk alarm): see `bridge doctor` and the broker's log",
-        ) from None
+        raise confirm_timed_out() from None
+
+
+def confirm_timed_out() -> BrokerUnavailable:
+    """The error of a publish the broker did not confirm in time."""
+    return BrokerUnavailable(
+        "the broker did not confirm the message in time",
+        "the broker may be blocking publishers (memory or disk alarm): see `bridge doctor` and the broker's log",
+    )
 
 
 def _fail(future: Future, error: Exception) -> None:

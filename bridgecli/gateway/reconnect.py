@@ -16,9 +16,15 @@ from bridgecli.gateway import log as glog
 logger = logging.getLogger("bridgecli.gateway")
 
 
-def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what: str = "gateway") -> None:
+def retry_until_stopped(
+    connect: Callable[[], None],
+    stop: threading.Event,
+    what: str = "gateway",
+    pause: Callable[[float], None] | None = None,
+) -> None:
     """Call ``connect`` until it succeeds: capped (10 s), jittered exponential backoff, each
-    retry logged. Raises ``tenacity.RetryError`` once ``stop`` is set."""
+    retry logged. Raises ``tenacity.RetryError`` once ``stop`` is set. ``pause(seconds)``
+    waits between attempts (default: on ``stop``); a thread that runs a loop keeps it running."""
 
     def log_retry(state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
@@ -33,7 +39,7 @@ def retry_until_stopped(connect: Callable[[], None], stop: threading.Event, what
         )
 
     def sleep(seconds: float) -> None:
-        stop.wait(seconds)
+        (pause or stop.wait)(seconds)
 
     retrying = tenacity.Retrying(
         wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
@@ -55,14 +61,16 @@ def keep_connected(
     serve: Callable[[], None],
     close: Callable[[], None],
     lost: tuple[type[BaseException], ...],
+    pause: Callable[[float], None] | None = None,
 ) -> None:
     """The life of a gateway side connection (publish lane, roster listener) on its own
     thread: connect with :func:`retry_until_stopped`, ``serve`` until it returns or raises one
     of ``lost`` (logged as "<what> connection lost"), ``close``, pause briefly, again — until
-    ``stop`` is set."""
+    ``stop`` is set. ``pause`` as for :func:`retry_until_stopped`."""
+    wait = pause or stop.wait
     while not stop.is_set():
         try:
-            retry_until_stopped(connect, stop, what)
+            retry_until_stopped(connect, stop, what, pause)
         except tenacity.RetryError:
             break
         if stop.is_set():
@@ -75,5 +83,5 @@ def keep_connected(
             )
         close()
         if not stop.is_set():
-            stop.wait(0.2)
+            wait(0.2)
     close()

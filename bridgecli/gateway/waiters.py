@@ -123,20 +123,29 @@ class Waiters:
                         self._answer(waiter)
                     waiter.event.set()
 
-    def wait_answering(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float) -> bool:
-        """Wait up to ``timeout`` s for ``waiter``'s wake-up while letting the thread that hands it
-        messages answer its client itself with ``answer`` (a non-blocking write; False leaves
-        the messages to the waiter's thread). True when that answer went out; False when the
-        waiter's thread answers as usual. Why: one thread hand-off less on the way out."""
+    def offer(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool]) -> bool:
+        """Let the thread that hands ``waiter`` messages answer its client itself with ``answer``
+        (a non-blocking write; False leaves the messages to the waiter's thread), until
+        :meth:`await_answer` returns. False when messages were handed to it already. Why: one
+        thread hand-off less on the way out."""
         with self.lock:
             if waiter.handed:
                 return False
             waiter.answer = answer
+        return True
+
+    def await_answer(self, waiter: Waiter, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for ``waiter``'s wake-up and withdraw its :meth:`offer`. True
+        when the offered answer went out; False when the waiter's thread answers as usual."""
         waiter.event.wait(timeout)
         with self.lock:
             waiter.answer = None
             answered, waiter.answered = waiter.answered, False
         return answered
+
+    def wait_answering(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float) -> bool:
+        """:meth:`offer`, then :meth:`await_answer`."""
+        return self.offer(waiter, answer) and self.await_answer(waiter, timeout)
 
     def _answer(self, waiter: Waiter) -> None:
         """Answer ``waiter``'s client with its handed messages (caller holds :attr:`lock`)."""

@@ -101,7 +101,9 @@ def _deliver(gw: Gateway, hold: HoldBackend, envelope: Envelope) -> bool:
     entity = Entity(
         gid=envelope.recipient, label="me", role="agent", deliver="hold", host="handoff-test", created=time.time()
     )
-    gw.burst.add(next(_tags), entity, hold, envelope, lambda tx: hold.deliver(entity, envelope, tx))
+    gw.burst.add(
+        next(_tags), entity, hold, gw.backends.traits(entity), envelope, lambda tx: hold.deliver(entity, envelope, tx)
+    )
     stored = gw.store.get(envelope.msg_id)  # this thread's connection sees the open transaction
     return stored is not None and stored.state in (DRAINED, TAKEN)
 
@@ -389,24 +391,30 @@ def test_a_waiting_poll_is_answered_by_the_thread_that_hands_its_message_over(ga
     assert _state(gw, message.msg_id) == TAKEN and list(gw.waiters) == []
 
 
-def test_a_socket_answer_too_big_for_the_socket_is_finished_by_the_connection_thread():
+def test_a_socket_answer_too_big_for_the_socket_is_finished_by_the_request_worker():
     import socket
 
-    from bridgecli.gateway.localapi import SocketAnswer
+    from bridgecli.gateway.connections import Client, SocketAnswer
 
     ours, theirs = socket.socketpair()
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    result = {"messages": [{"content": "x" * 60_000}]}
-    answer = SocketAnswer(ours)
+    ours.setblocking(False)  # as the local API's loop keeps its client sockets
+    client, freed = Client(ours, loop=None), []  # type: ignore[arg-type]  # no loop: nothing is watched
+    result = {"messages": [{"content": "x" * 60_000}], "pending": ["m1"]}
+    answer = SocketAnswer(client, lambda: freed.append(True))
     assert answer.answer(result)  # a non-blocking write: part of it, the socket is full
+    assert not answer.freed and not freed  # the connection stays the request's until the rest is out
+    assert client.take_pending() == {"m1"}  # noted before the client could confirm it
     received = bytearray()
     reader = threading.Thread(target=lambda: received.extend(theirs.makefile("rb").readline()))
     reader.start()
-    with ours.makefile("wb") as wfile:
-        answer.finish(wfile)
+    answer.finish()
     reader.join(10)
     assert json.loads(received) == {"ok": True, **result}
+    small = SocketAnswer(client, lambda: freed.append(True))
+    assert small.answer({"messages": []}) and small.freed and freed == [True]  # all out: free at once
     ours.close()
-    answer_gone = SocketAnswer(ours)
-    assert not answer_gone.answer(result)  # a closed connection: nothing written
+    gone = SocketAnswer(client, lambda: freed.append(True))
+    assert not gone.answer(result)  # a closed connection: nothing written, nothing left to confirm
+    assert client.take_pending() == set() and freed == [True]
     theirs.close()

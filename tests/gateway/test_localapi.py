@@ -79,3 +79,35 @@ def test_every_error_type_crosses_the_socket_with_its_exit_code():
         back = error_from_wire(json.loads(json.dumps(error_to_wire(cls("it broke", "fix it")))))
         assert back.exit_code == cls.exit_code, cls.__name__
         assert (back.message, back.hint) == ("it broke", "fix it")
+
+
+def test_thousands_of_pipelined_requests_are_answered_in_order(host_factory):
+    a = host_factory("a")
+    a.start_gateway()
+    lines = [b'{"op":"confirm","msg_ids":[]}\n', b"not json\n"] * 2500 + [b'{"op":"status"}\n']
+    answers = _raw(a.socket, b"".join(lines))
+    assert len(answers) == 5001
+    assert [x["ok"] for x in answers[:4]] == [True, False, True, False] and answers[-1]["ok"] is True
+    assert a.gateway.poll() is None
+
+
+def test_a_client_that_reads_nothing_holds_up_no_one(host_factory):
+    a = host_factory("a")
+    a.register("main", role="main")
+    a.start_gateway()
+    stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stuck.connect(str(a.socket))
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    request = b'{"op":"confirm","msg_ids":[' + b",".join(b'"%d"' % i for i in range(2000)) + b"]}\n"
+    stuck.setblocking(False)
+    sent = 0
+    try:
+        for _ in range(200):  # answers pile up unread until the gateway's writes would block
+            sent += stuck.send(request)
+    except BlockingIOError:
+        pass
+    assert sent > len(request)
+    shown = a.bridge("status")
+    assert shown.returncode == 0 and "main" in shown.stdout
+    stuck.close()
+    assert a.bridge("status").returncode == 0 and a.gateway.poll() is None

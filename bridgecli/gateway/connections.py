@@ -1,0 +1,174 @@
+"""One client connection of the local API, as the loop thread, the workers and the thread that
+hands messages over each write to it.
+
+At most one request of a connection is in progress at a time (the protocol is one response per
+request, in order), so only the thread serving that request writes: the loop thread without
+blocking (the rest when the socket is writable again), a worker or the early answer's thread
+(:class:`SocketAnswer`) as their own.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from bridgecli.gateway.answers import PENDING
+
+#: how long a worker waits for a client that reads nothing before it gives up on it
+WRITE_TIMEOUT = 30.0
+#: one encoder for every response (``json.dumps`` with options builds a new one per call)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def line_of(response: dict[str, Any]) -> bytes:
+    """One response as it goes on the wire."""
+    return _ENCODER.encode(response).encode() + b"\n"
+
+
+class EventLoop(Protocol):
+    """The part of pika's ``IOLoop`` the local API uses."""
+
+    def add_handler(self, fd: int, handler: Callable[[int, int], None], events: int) -> None: ...
+
+    def update_handler(self, fd: int, events: int) -> None: ...
+
+    def remove_handler(self, fd: int) -> None: ...
+
+    def add_callback_threadsafe(self, callback: Callable[[], None]) -> None: ...
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Any: ...
+
+    def remove_timeout(self, timeout_handle: Any) -> None: ...
+
+
+def write_all(sock: socket.socket, data: bytes) -> None:
+    """Write all of ``data`` on a non-blocking socket from a thread that may wait (OSError
+    when the client is gone or reads nothing for :data:`WRITE_TIMEOUT` seconds)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[sock.send(view) :]
+        except (BlockingIOError, InterruptedError):
+            if not select.select([], [sock], [], WRITE_TIMEOUT)[1]:
+                raise TimeoutError("the client reads nothing") from None
+
+
+class SocketAnswer:
+    """The :class:`~bridgecli.gateway.answers.EarlyAnswer` of one request: a non-blocking
+    write from the thread that hands over messages. Once all of it went out, ``free`` is
+    called (the connection may serve its next request) and the request's worker writes
+    nothing more; else the worker writes the rest."""
+
+    def __init__(self, client: Client, free: Callable[[], None]) -> None:
+        self._client = client
+        self._free = free
+        self._rest = b""
+        #: all of the answer went out, and ``free`` was called
+        self.freed = False
+
+    def answer(self, result: dict[str, Any]) -> bool:
+        data = line_of({"ok": True, **result})
+        self._client.note(result)  # before the client can confirm what it hands out
+        try:
+            sent = self._client.sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._client.forget(result)
+            return False
+        self._rest = data[sent:]
+        if not self._rest:
+            self.freed = True
+            self._free()
+        return True
+
+    def finish(self) -> None:
+        """Write what the socket did not take at once (the request's worker)."""
+        rest, self._rest = self._rest, b""
+        if rest:
+            write_all(self._client.sock, rest)
+
+
+class Client:
+    """A connection's state: its unread input, the request in progress, and the messages it
+    was handed and has not confirmed (see :data:`~bridgecli.gateway.answers.PENDING`)."""
+
+    def __init__(self, sock: socket.socket, loop: EventLoop) -> None:
+        self.sock = sock
+        self.loop = loop
+        self.inbuf = bytearray()
+        #: loop thread: the token of the request in progress (its answer not written yet)
+        self.request: object | None = None
+        #: loop thread: the client hung up
+        self.closed = False
+        #: a write failed: the connection is dropped once its request ends
+        self.broken = False
+        self._out = b""
+        self._lock = threading.Lock()
+        self._pending: set[str] = set()
+
+    @property
+    def busy(self) -> bool:
+        """A request is in progress (loop thread)."""
+        return self.request is not None
+
+    @property
+    def writing(self) -> bool:
+        """Part of the last response waits for the socket (loop thread)."""
+        return bool(self._out)
+
+    def note(self, response: dict[str, Any]) -> None:
+        """Keep track of what ``response`` hands out to be confirmed, or confirms."""
+        with self._lock:
+            self._pending.update(response.get(PENDING) or ())
+            self._pending.difference_update(response.get("confirmedIds") or ())
+
+    def forget(self, response: dict[str, Any]) -> None:
+        """Undo :meth:`note` for a response that could not be written."""
+        with self._lock:
+            self._pending.difference_update(response.get(PENDING) or ())
+
+    def take_pending(self) -> set[str]:
+        with self._lock:
+            pending, self._pending = self._pending, set()
+        return pending
+
+    def write(self, data: bytes) -> bool:
+        """Write without blocking (loop thread); the rest goes when the socket is writable.
+        False when the client is gone."""
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            return False
+        self._out = data[sent:]
+        if self._out:
+            self.loop.update_handler(self.sock.fileno(), READ | WRITE)
+        return True
+
+    def write_more(self) -> None:
+        """The socket is writable again: write more of the rest (loop thread)."""
+        if self._out and not self.write(self._out):
+            self._out, self.broken, self.closed = b"", True, True
+        if not self._out:
+            self.loop.update_handler(self.sock.fileno(), READ)
+
+    def write_all(self, data: bytes) -> None:
+        """Write all of ``data`` from a worker (OSError when the client is gone)."""
+        write_all(self.sock, data)
+
+    def close(self) -> None:
+        """Stop watching the socket and close it (loop thread)."""
+        try:
+            self.loop.remove_handler(self.sock.fileno())
+        except (KeyError, ValueError, OSError):  # already removed with its closed socket
+            pass
+        self.sock.close()
+
+
+READ, WRITE = select.POLLIN, select.POLLOUT  # pika's IOLoop.READ / WRITE
