@@ -2,7 +2,7 @@
 
 The I/O thread (the one calling :meth:`Gateway.run`) owns the consuming connection: consumers,
 acks, dead letters, periodic tasks. The publish lane, the roster listener, one worker per
-blocking entity and the local API threads never touch it; they hand work over through
+blocking entity and the local API (on the lane's loop, and its workers) never touch it; they hand work over through
 :meth:`Gateway.call_soon` / :meth:`Gateway.on_io`. Threads, ack discipline and the host
 protocols collaborators see the gateway through: docs/architecture.md ("Gateway threads").
 """

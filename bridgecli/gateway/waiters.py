@@ -23,7 +23,7 @@ logger = logging.getLogger("bridgecli.gateway")
 
 @dataclass(eq=False)
 class Waiter:
-    """A blocked ``send --wait`` / ``poll --wait`` in a local API thread."""
+    """A blocked ``send --wait`` / ``poll --wait`` on a local API worker."""
 
     recipient: str
     in_reply_to: str | None
