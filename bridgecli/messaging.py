@@ -91,17 +91,17 @@ def compose(
 
 def original_message(store: Store, msg_id: str) -> Envelope:
     """The received message ``msg_id`` refers to (for reply/answer/show); full id or prefix."""
-    found = store.get(msg_id)
+    found = store.envelope(msg_id)
     if found is None and len(msg_id) >= 6:
         matches = store.find_prefix(msg_id)
         if len(matches) == 1:
-            found = matches[0]
+            found = matches[0].envelope
     if found is None:
         raise NotFound(
             f"no message {msg_id!r} was received on this host",
             "check the id (`bridge poll`, `bridge show`); replies must be sent from the host that received the message",
         )
-    return found.envelope
+    return found
 
 
 def address(request: SendRequest, store: Store, resolve: ResolveFn) -> Address:

@@ -21,6 +21,7 @@ from pathlib import Path
 from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope
 from bridgecli.hoststate.checkpoint import WalCheckpointer, leave_checkpoints_to_thread
+from bridgecli.hoststate.recent import RecentEnvelopes
 from bridgecli.hoststate.transaction import Transaction
 
 HELD, DELIVERED, DRAINED = "held", "delivered", "drained"
@@ -89,6 +90,8 @@ class Store:
         #: process are swept by prune(): a message delivered since has no use for them)
         self._attempted: set[str] = set()
         self._checkpointer: WalCheckpointer | None = None
+        #: what this process recorded last, for :meth:`envelope`
+        self.recent = RecentEnvelopes()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db().executescript(_SCHEMA)
 
@@ -254,6 +257,10 @@ class Store:
                 self._attempted.discard(envelope.msg_id)
             inserted = cur.rowcount == 1
         if inserted:
+            if tx is None:
+                self.recent.add(envelope)
+            else:
+                tx.after_commit(lambda: self.recent.add(envelope))
             self._inserts += 1
             if self._inserts % self._prune_every == 0:
                 self.prune(tx)
@@ -278,6 +285,7 @@ class Store:
                 " WHERE state NOT IN ('held', 'delivering', 'taken') ORDER BY rowid LIMIT ?)",
                 (prunable - self.dedup_window,),
             )
+            self.recent.clear()
             return cur.rowcount
 
     # --- attempts -----------------------------------------------------------------------
@@ -425,6 +433,15 @@ class Store:
     def get(self, msg_id: str) -> StoredMessage | None:
         row = self._db().execute("SELECT * FROM messages WHERE msg_id = ?", (msg_id.lower(),)).fetchone()
         return _row_to_message(row) if row else None
+
+    def envelope(self, msg_id: str) -> Envelope | None:
+        """The envelope of received message ``msg_id``: from memory when this process recorded
+        it lately, else read from the store."""
+        cached = self.recent.get(msg_id)
+        if cached is not None:
+            return cached
+        found = self.get(msg_id)
+        return found.envelope if found else None
 
     def find_prefix(self, prefix: str) -> list[StoredMessage]:
         """Messages whose id starts with ``prefix`` (for short ids typed by humans)."""

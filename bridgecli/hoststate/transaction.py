@@ -7,6 +7,7 @@ the store's API that outlives a single call.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 
 class Transaction:
@@ -17,6 +18,11 @@ class Transaction:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
         self.open = True
+        self._after: list[Callable[[], None]] = []
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once this transaction has committed; never after a rollback."""
+        self._after.append(fn)
 
     def commit(self) -> None:
         """Commit; if that fails, the transaction is rolled back (and the error raised)."""
@@ -29,6 +35,8 @@ class Transaction:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             raise
+        for fn in self._after:
+            fn()
 
     def rollback(self) -> None:
         if self.open:
