@@ -12,11 +12,10 @@ a stale or missing cache costs a poorer completion, never a failure. Standard li
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
-from bridgecli import paths
+from bridgecli import paths, wirejson
 
 TYPE_CHECKING = False  # typing and pathlib cost a TAB more than reading the cache does
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ def read(name: str) -> dict[str, Any]:
     """The cached object, or ``{}`` when it is missing, unreadable or not a JSON object."""
     try:
         with open(os.path.join(paths.dir_text("cache"), name), encoding="utf-8") as handle:
-            data = json.loads(handle.read())
+            data = wirejson.loads(handle.read())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -54,7 +53,7 @@ def write(name: str, data: dict[str, Any]) -> bool:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 # one dumps + one write: json.dump to a file uses the pure-Python encoder
-                handle.write(json.dumps({**data, "written": time.time()}, separators=(",", ":")))
+                handle.write(wirejson.dumps_compact({**data, "written": time.time()}))
             os.replace(tmp, target)
         except BaseException:
             os.unlink(tmp)

@@ -2,8 +2,7 @@
 
 Agents and scripts call these in loops, and through a gateway the work is one JSON line over a
 Unix socket, cheaper than importing click; so :mod:`bridgecli.entry` tries this module first,
-and it imports only ``json``, the request model and the gateway client (goal:
-docs/design.md#goal-b).
+and it imports only the request model and the gateway client (no ``re``: docs/design.md#goal-b).
 
 It *declines* (returns None) whenever it is not sure to behave exactly like the click command,
 which then runs: ``-h``, an unknown option, an argument click would reject, no gateway, or a
@@ -12,7 +11,6 @@ socket only platformdirs can locate. ``tests/test_fast_send.py`` keeps both pars
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -158,6 +156,8 @@ def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list
 
         err.append(registered_note(result["registered"], "send"))
     if as_json:
+        import json  # only here: it imports re, a third of a send's start-up
+
         shown = {k: v for k, v in result.items() if k != "pending"}
         return [json.dumps(shown, indent=2, ensure_ascii=False, default=str)], err
     if "reply" in result:

@@ -217,9 +217,7 @@ def _gateways() -> list[dict[str, Any]]:
 
 
 def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[CompletionItem]:
-    import json
-
-    from bridgecli import paths
+    from bridgecli import paths, wirejson
 
     prefix = incomplete.lower()  # ids are stored lower-case
     # the newest ids are chosen first and only their bodies read: sorting every row with its
@@ -237,7 +235,7 @@ def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[Completion
         if not _safe(msg_id):
             continue
         try:
-            wire = json.loads(body)
+            wire = wirejson.loads(body)
             who = wire.get("fromLabel") or str(wire.get("from", "?"))[:8]
             content = wire.get("content", "")
         except (ValueError, AttributeError):

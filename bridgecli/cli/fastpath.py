@@ -9,11 +9,10 @@ instead, so the output is always click's.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
-from bridgecli import paths
+from bridgecli import paths, wirejson
 
 TYPE_CHECKING = False  # typing costs a TAB more than this whole module: names for checkers only
 if TYPE_CHECKING:
@@ -28,7 +27,7 @@ MAX_HELP_WIDTH = 100  # CONTEXT_SETTINGS["max_content_width"] of the root group
 def cache_file() -> str:
     """Where the snapshot for this :func:`key` is cached (one file per key)."""
     tag = 0x811C9DC5  # 32-bit FNV-1a: stable across processes, and no zlib import on a TAB
-    for byte in json.dumps(key()).encode():
+    for byte in wirejson.dumps_compact(key()).encode():
         tag = ((tag ^ byte) * 0x01000193) & 0xFFFFFFFF
     return os.path.join(paths.dir_text("cache"), f"{CACHE_PREFIX}{tag:08x}.json")
 
@@ -56,7 +55,7 @@ def load() -> dict[str, Any] | None:
     command that fails to import: click then answers, and reports it, as it always did)."""
     try:
         with open(cache_file(), encoding="utf-8") as handle:
-            data = json.load(handle)
+            data = wirejson.loads(handle.read())
         if _fresh(data):
             return data
     except (OSError, ValueError):
@@ -78,7 +77,7 @@ def save(data: dict[str, Any]) -> None:
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(data, separators=(",", ":")))
+            handle.write(wirejson.dumps_compact(data))
         os.replace(tmp, target)
         _prune(os.path.dirname(target))
     except OSError:

@@ -11,7 +11,8 @@ only when one is raised (docs/decisions/raw-socket-client.md).
 from __future__ import annotations
 
 import _socket
-import json
+
+from bridgecli import wirejson
 
 # typing and pathlib cost ~15 % of the click-free `bridge send` (bridgecli.fast_send) that
 # imports this module, so they are imported for type checkers only
@@ -162,7 +163,7 @@ class GatewayClient:
         gateway answered with one."""
         request = {"op": op, **params}
         try:
-            line = self._connection.exchange(json.dumps(request, separators=(",", ":")).encode() + b"\n", timeout)
+            line = self._connection.exchange(wirejson.dumps_compact(request).encode() + b"\n", timeout)
         except TimeoutError:
             from bridgecli.errors import Timeout
 
@@ -181,7 +182,7 @@ class GatewayClient:
             raise GatewayUnavailable(
                 "the gateway closed the connection", "check that `bridge gateway` is still running"
             )
-        response = json.loads(line)
+        response = wirejson.loads(line)
         if not response.get("ok"):
             raise error_from_wire(response.get("error") or {})
         return response

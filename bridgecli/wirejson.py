@@ -1,0 +1,69 @@
+"""JSON for the commands that start without click (a send through the gateway, TAB, ``--help``).
+
+The standard ``json`` package imports ``re`` and, through it, ``enum``: about a third of such a
+command's start-up. This module runs the same C code ``json`` runs (CPython's ``_json``
+accelerator) without importing either; without ``_json`` it is ``json`` itself. Only UTF-8 text
+and default options are supported.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing imports re
+    from typing import Any
+
+try:
+    import _json
+except ImportError:  # not CPython: the json package is as fast as it gets there
+    _json = None  # type: ignore[assignment]
+
+_WHITESPACE = " \t\n\r"
+_CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
+
+
+class _Options:
+    """What ``_json``'s scanner reads off ``json.JSONDecoder``: its defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = _CONSTANTS.__getitem__
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+if _json is not None:
+    _scan = _json.make_scanner(_Options())  # type: ignore[arg-type]  # typeshed wants a JSONDecoder: any object with its attributes does
+    _compact = _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+
+    def loads(text: str | bytes) -> Any:
+        """``json.loads(text)``; ValueError when ``text`` is not one JSON value."""
+        if not isinstance(text, str):
+            text = bytes(text).decode("utf-8")
+        text = text.strip(_WHITESPACE)
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration as stop:
+            raise ValueError(f"Expecting value: char {stop.value}") from None
+        if end != len(text):
+            raise ValueError(f"Extra data: char {end}")
+        return value
+
+    def dumps_compact(value: Any) -> str:
+        """``json.dumps(value, separators=(",", ":"))``, for dicts and lists."""
+        if not isinstance(value, (dict, list)):
+            raise TypeError("only a dict or a list")
+        return "".join(_compact(value, 0))
+
+else:  # pragma: no cover - CPython always has _json
+    import json as _std
+
+    def loads(text: str | bytes) -> Any:
+        return _std.loads(text)
+
+    def dumps_compact(value: Any) -> str:
+        return _std.dumps(value, separators=(",", ":"))
