@@ -52,7 +52,7 @@ def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
                      "<= 4x", s["gateway"] / s["amqp-publish"] <= 4))
     rows.append(_row("(b) floor: least Python gateway client vs amqp-publish", s["floor"], "ms",
                      f"amqp-publish -p {s['amqp-publish']:.1f} ms", s["floor"] / s["amqp-publish"], "", None,
-                     f"console script's interpreter: import re, json, _socket, one send line "
+                     f"console script's interpreter: import _socket and bridgecli.wirejson, one send line "
                      f"(bench/messaging_send.py); bridge send = {s['gateway'] / s['floor']:.2f}x this"))
     rows.append(_row("(b) bridge send direct (no gateway) vs pika script", s["direct"], "ms",
                      f"pika connect+confirm+publish script {s['pika']:.1f} ms", s["direct"] / s["pika"], "", None,

@@ -28,10 +28,9 @@ _PIKA_PUBLISH = ("import pika, sys\n"
 
 
 _FLOOR = """\
-import re
 import sys
-sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])  # as pip's console script
-import json, _socket
+import _socket
+from bridgecli.wirejson import loads
 sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
 sock.settimeout(2.0)
 sock.connect(sys.argv[1])
@@ -43,7 +42,7 @@ while not answer.endswith(b"\\n"):
     if not chunk:
         sys.exit("the gateway closed the connection")
     answer += chunk
-result = json.loads(answer)
+result = loads(answer)
 if not result.get("ok"):
     sys.exit(str(result.get("error")))
 print(result["msgId"])

@@ -1,4 +1,5 @@
-"""What `pip install bridgecli` gets: the built wheel carries the browser extension.
+"""What `pip install bridgecli` gets: the built wheel carries the browser extension and the
+`bridge` script.
 
 `bridge browser extension-path` points users at package data; an editable install reads the
 source tree, so only a real wheel shows whether pyproject's package-data globs ship it.
@@ -31,6 +32,7 @@ def test_the_wheel_ships_the_browser_extension(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "scripts", src / "scripts")
     shutil.copytree(
         ROOT / "bridgecli", src / "bridgecli", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "config.json")
     )
@@ -57,6 +59,10 @@ def test_the_wheel_ships_the_browser_extension(tmp_path):
     missing = sorted(shipped - names)
     assert not missing, f"the wheel lacks extension files: {missing}"
     assert "bridgecli/py.typed" in names
+    # the `bridge` command, as written: pip's generated wrapper would import re on every call
+    (script,) = [n for n in names if n.endswith(".data/scripts/bridge")]
+    lines = zipfile.ZipFile(wheel).read(script).decode().splitlines()
+    assert lines[0] == "#!python" and "import re" not in lines
 
     # the shipped manifest is the one whose key pins the extension id users allow-list
     from bridgecli.cli.browser_exec import extension_id
