@@ -79,7 +79,7 @@ def _broker_checks(cfg: Any) -> list[Check]:
             )
         ]
     try:
-        props = _server_properties(cfg, uri)
+        props = server_properties(cfg, uri)
         product = _text(props.get("product", "?"))
         version = _text(props.get("version", "?"))
         checks = [Check("broker", OK, f"{_redact(uri)}: {product} {version}")]
@@ -94,13 +94,13 @@ def _broker_checks(cfg: Any) -> list[Check]:
             pass
 
 
-def _server_properties(cfg: Any, uri: str) -> dict[str, Any]:
+def server_properties(cfg: Any, uri: str) -> dict[str, Any]:
     """What the broker says it is (``product``, ``version``) in ``connection.start``. Read on a
     short asynchronous connection: pika's ``SelectConnection`` exposes them publicly, its
     blocking adapter only on a private attribute. Empty when that connection fails."""
     import pika
 
-    from bridgecli.amqp.connection import parameters
+    from bridgecli.amqp.connection import cut_while_opening, parameters
 
     found: dict[str, Any] = {}
 
@@ -115,7 +115,11 @@ def _server_properties(cfg: Any, uri: str) -> dict[str, Any]:
     connection = pika.SelectConnection(
         params, on_open_callback=opened, on_open_error_callback=stop, on_close_callback=stop
     )
-    connection.ioloop.start()
+    try:
+        connection.ioloop.start()
+    except ValueError as exc:  # cut while it opened (any other ValueError is raised again)
+        cut_while_opening(exc)
+        connection.ioloop.close()
     return found
 
 

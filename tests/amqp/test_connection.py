@@ -45,3 +45,9 @@ def test_a_cut_while_opening_reads_as_an_unreachable_broker(cut_on_open, opener)
     with pytest.raises(BrokerUnavailable, match="cannot reach the AMQP broker .*StreamLostError") as caught:
         opener(config.load({"broker.uri": cut_on_open}), name="test-cut", connect_timeout=1)
     assert caught.value.exit_code == ExitCode.BROKER_UNAVAILABLE
+
+
+def test_doctor_reads_a_cut_while_opening_as_no_server_properties(cut_on_open) -> None:
+    from bridgecli import doctor
+
+    assert doctor.server_properties(config.load({"broker.uri": cut_on_open}), cut_on_open) == {}
