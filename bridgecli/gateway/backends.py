@@ -49,11 +49,18 @@ class Backends:
         return self._entry(entity)[1]
 
     def deliver(
-        self, entity: Entity, backend: DeliveryBackend, envelope: Envelope, tx: Transaction | None = None
+        self,
+        entity: Entity,
+        backend: DeliveryBackend,
+        envelope: Envelope,
+        tx: Transaction | None = None,
+        traits: BackendTraits | None = None,
     ) -> None:
         """Hand one message to ``backend`` and write its dedup record (unless the backend
-        records it itself), in ``tx`` when given; any failure comes out as a DeliveryError."""
-        traits = self.traits(entity)  # ``backend`` is this entity's: its traits are cached
+        records it itself), in ``tx`` when given; any failure comes out as a DeliveryError.
+        ``traits``: the backend's, when the caller has them already."""
+        if traits is None:
+            traits = self.traits(entity)  # ``backend`` is this entity's: its traits are cached
         if traits.stage:
             self.store.stage(envelope, tx=tx)  # visible to `bridge reply` while the backend runs
         try:

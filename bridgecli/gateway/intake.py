@@ -144,14 +144,15 @@ class Intake:
         # inline backend: deliver now, inside the open batch transaction; the commit and the
         # acks follow in the host's flush_batch (end of this burst of deliveries, or BATCH_MAX)
         backend = host.backend_for(entity)
+        traits = self.backends.traits(entity)
         try:
             size = self.burst.add(
                 method.delivery_tag,
                 entity,
                 backend,
-                self.backends.traits(entity),
+                traits,
                 envelope,
-                lambda tx: self.backends.deliver(entity, backend, envelope, tx),
+                lambda tx: self.backends.deliver(entity, backend, envelope, tx, traits),
             )
         except DeliveryError as exc:
             host.flush_batch()

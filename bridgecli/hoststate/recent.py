@@ -1,4 +1,5 @@
-"""The envelopes this process recorded last, so a reply is addressed without reading the store.
+"""The envelopes this process last handed to local clients (a poll, a ``send --wait``), so a
+reply to one is addressed without reading the store.
 
 Why: an agent usually answers the message it was just handed, and that read of the store sat on
 the reply's path, on the thread that publishes every local send.

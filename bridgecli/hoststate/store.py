@@ -90,7 +90,7 @@ class Store:
         #: process are swept by prune(): a message delivered since has no use for them)
         self._attempted: set[str] = set()
         self._checkpointer: WalCheckpointer | None = None
-        #: what this process recorded last, for :meth:`envelope`
+        #: what this process handed to local clients last, for :meth:`envelope`
         self.recent = RecentEnvelopes()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db().executescript(_SCHEMA)
@@ -257,10 +257,11 @@ class Store:
                 self._attempted.discard(envelope.msg_id)
             inserted = cur.rowcount == 1
         if inserted:
-            if tx is None:
-                self.recent.add(envelope)
-            else:
-                tx.after_commit(lambda: self.recent.add(envelope))
+            if state in (DRAINED, TAKEN):  # handed to a local client, which may reply
+                if tx is None:
+                    self.recent.add(envelope)
+                else:
+                    tx.after_commit(lambda: self.recent.add(envelope))
             self._inserts += 1
             if self._inserts % self._prune_every == 0:
                 self.prune(tx)
@@ -340,7 +341,10 @@ class Store:
                 "UPDATE messages SET state = ?, drained = ? WHERE msg_id = ?",
                 [(mark, now, row["msg_id"]) for row in rows],
             )
-        return [_row_to_message(row) for row in rows]
+        taken = [_row_to_message(row) for row in rows]
+        for message in taken:
+            self.recent.add(message.envelope)
+        return taken
 
     def take_reply(self, recipient: str, in_reply_to: str, mark: str = DRAINED) -> StoredMessage | None:
         """The answer to ``in_reply_to`` received for ``recipient``: marked ``mark`` if it was
@@ -435,8 +439,8 @@ class Store:
         return _row_to_message(row) if row else None
 
     def envelope(self, msg_id: str) -> Envelope | None:
-        """The envelope of received message ``msg_id``: from memory when this process recorded
-        it lately, else read from the store."""
+        """The envelope of received message ``msg_id``: from memory when this process handed
+        it to a local client lately, else read from the store."""
         cached = self.recent.get(msg_id)
         if cached is not None:
             return cached
