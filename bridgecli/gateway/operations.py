@@ -19,7 +19,7 @@ from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.gateway import registration
 from bridgecli.gateway.answers import ANSWERED, PENDING, EarlyAnswer, answered, early_answer
 from bridgecli.gateway.callers import register_and_serve, speaker
-from bridgecli.gateway.sending import MAX_WAIT, op_send
+from bridgecli.gateway.sending import LOOK_EVERY, MAX_WAIT, op_send
 from bridgecli.hoststate.entities import short
 from bridgecli.hoststate.store import DRAINED, TAKEN
 from bridgecli.hoststate.wire import entity_dict, message_dict
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from bridgecli.gateway.daemon import Gateway
     from bridgecli.hoststate.store import StoredMessage
 
-#: a waiting request looks for its messages at least this often (seconds), woken or not
-LOOK_EVERY = 1.0
 #: the operations given an ``early`` parameter (:class:`.answers.EarlyAnswer`) by the local API
 ANSWERING = frozenset({"send", "poll"})
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from bridgecli.gateway.waiters import Waiter
 
 MAX_WAIT = 24 * 3600.0
-#: a waiting request looks for its reply at least this often (seconds), woken or not
+#: a waiting request looks for its messages at least this often (seconds), woken or not
 LOOK_EVERY = 1.0
 #: how long a publish may wait for the broker's confirm (as ``Gateway.publish``)
 CONFIRM_TIMEOUT = 30.0
