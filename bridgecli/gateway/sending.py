@@ -11,6 +11,7 @@ thread that may wait.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -129,14 +130,9 @@ def op_send(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[
     stays recoverable until the client confirms it (op ``confirm``; it is held again if the
     client goes away first). ``early``: the reply may be answered from the commit."""
     sending = prepare(gw, wire, early)
-    try:
-        confirmed = gw.lane.submit(
-            sending.envelopes, delay_ms=sending.request.delay_ms, timeout=sending.confirm_timeout
-        )
-    except BaseException:
-        if sending.waiter is not None:
-            gw.remove_waiter(sending.waiter)
-        raise
+    confirmed = _published(
+        gw, sending, lambda: gw.lane.submit(sending.envelopes, sending.request.delay_ms, sending.confirm_timeout)
+    )
     return finish(gw, sending, confirmed)
 
 
@@ -150,13 +146,18 @@ def start(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None) -> tuple
     if not gw.lane.ready.is_set():
         raise WouldWait("the publish lane is not connected")
     sending = prepare(gw, wire, early, may_wait=False)
+    confirmed = _published(gw, sending, lambda: gw.lane.publish_in_loop(sending.envelopes, sending.request.delay_ms))
+    return sending, confirmed
+
+
+def _published(gw: Gateway, sending: Sending, publish: Callable[[], list[Future]]) -> list[Future]:
+    """``publish()``'s confirm futures; when it fails, the send's waiter goes with it."""
     try:
-        confirmed = gw.lane.publish_in_loop(sending.envelopes, delay_ms=sending.request.delay_ms)
+        return publish()
     except BaseException:
         if sending.waiter is not None:
             gw.remove_waiter(sending.waiter)
         raise
-    return sending, confirmed
 
 
 def _with_reply(result: dict[str, Any], reply: dict[str, Any], confirm: bool) -> dict[str, Any]:
