@@ -74,9 +74,7 @@ class SocketAnswer:
         data = line_of({"ok": True, **result})
         self._client.note(result)  # before the client can confirm what it hands out
         try:
-            sent = self._client.sock.send(data, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            sent = 0
+            sent = self._client.send_now(data)
         except OSError:
             self._client.forget(result)
             return False
@@ -137,13 +135,19 @@ class Client:
             pending, self._pending = self._pending, set()
         return pending
 
+    def send_now(self, data: bytes) -> int:
+        """How much of ``data`` the socket took at once, without blocking (any thread);
+        OSError when the client is gone."""
+        try:
+            return self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+
     def write(self, data: bytes) -> bool:
         """Write without blocking (loop thread); the rest goes when the socket is writable.
         False when the client is gone."""
         try:
-            sent = self.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
+            sent = self.send_now(data)
         except OSError:
             return False
         self._out = data[sent:]

@@ -27,6 +27,7 @@ from bridgecli.gateway.answers import ANSWERED, PENDING
 from bridgecli.gateway.callers import WouldWait
 from bridgecli.gateway.client import error_to_wire
 from bridgecli.gateway.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
+from bridgecli.gateway.publishing import confirm_timed_out
 from bridgecli.gateway.workers import Workers
 
 logger = logging.getLogger("bridgecli.gateway")
@@ -234,8 +235,6 @@ class LocalApi:
                     answer({"ok": True, **prepared.result})
 
         def late() -> None:
-            from bridgecli.gateway.publishing import confirm_timed_out
-
             answer(_error(confirm_timed_out()))
 
         timer = self.loop.call_later(prepared.confirm_timeout, late)
