@@ -7,6 +7,7 @@ A script imports it as ``_common`` (``bench/`` is on ``sys.path`` when a script 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,18 @@ def median(values: Iterable[float]) -> float:
     """Median of the known values (NaN marks a figure a run could not read); NaN if none."""
     known = [v for v in values if not math.isnan(v)]
     return statistics.median(known) if known else float("nan")
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` (all their threads) have used so far,
+    from ``/proc``: what a stage costs in work, which a busy shared machine disturbs far less
+    than it disturbs a latency."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: Iterable[float], q: float) -> float:

@@ -20,7 +20,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from _common import median, pct  # noqa: E402
+from _common import cpu_seconds, median, pct  # noqa: E402
 from bench_hosts import PYTHON, Bench, clean_env  # noqa: E402
 from messaging_round_trip import bridge_round_trips, raw_round_trips  # noqa: E402
 
@@ -192,9 +192,12 @@ while True:
 '''
 
 
-def floor_round_trips(bench: Bench, count: int, warmup: int, marks: Path | None = None) -> list[float]:
+def floor_round_trips(
+    bench: Bench, count: int, warmup: int, marks: Path | None = None, cpu: list[float] | None = None
+) -> list[float]:
     """Floor round trips in ms; with ``marks`` each relay appends its publish and delivery
-    times to ``marks/<relay>.marks`` (for ``bench/u1_hops.py``)."""
+    times to ``marks/<relay>.marks`` (for ``bench/u1_hops.py``); ``cpu`` gets the CPU ms the
+    two relays used per measured round trip."""
     root = Path(bench.root) / f"floor-{uuid.uuid4().hex[:6]}"
     root.mkdir()
     conn = bench.pika()  # the relays consume from inboxes bound on these (normally the gateway declares them)
@@ -224,12 +227,17 @@ def floor_round_trips(bench: Bench, count: int, warmup: int, marks: Path | None 
             assert answer["ok"], answer
             return answer
 
+        pids = [relay.pid for relay in relays.values()]
         for i in range(warmup + count):
+            if i == warmup:
+                cpu_before = cpu_seconds(pids)
             began = time.perf_counter()
             answer = call({"op": "send", "target": gids["b"], "content": f"task {i}", "wait": True})
             if i >= warmup:
                 samples.append((time.perf_counter() - began) * 1000)
             call({"op": "confirm", "msg_ids": [answer["reply"]["msgId"]]})  # as the gateway's main does
+        if cpu is not None:
+            cpu.append((cpu_seconds(pids) - cpu_before) * 1000 / count)
         call({"op": "send", "target": gids["b"], "content": "stop"})
         worker.wait(30)
         main.close()
@@ -246,14 +254,16 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
     at p50 and p99 (goals: p50 <= 1.15x the floor and <= 3x raw, p99 <= 1.5x the floor's)."""
     rounds, count = (1, 100) if quick else (3, 300)
     samples: dict[str, list[float]] = {"raw": [], "floor": [], "gateway": []}
+    cpu: dict[str, list[float]] = {"floor": [], "gateway": []}
     with Bench(quick) as bench:
         for _ in range(rounds):  # interleaved, so the shared machine's mood hits all three alike
             samples["raw"] += raw_round_trips(bench, count, 20)
-            samples["floor"] += floor_round_trips(bench, count, 20)
-            samples["gateway"] += bridge_round_trips(bench, count, 20)
+            samples["floor"] += floor_round_trips(bench, count, 20, cpu=cpu["floor"])
+            samples["gateway"] += bridge_round_trips(bench, count, 20, cpu=cpu["gateway"])
     n = len(samples["raw"])
     raw, floor, gateway = (median(samples[k]) for k in ("raw", "floor", "gateway"))
     floor99, gateway99 = pct(samples["floor"], 0.99), pct(samples["gateway"], 0.99)
+    floor_cpu, gateway_cpu = median(cpu["floor"]), median(cpu["gateway"])
     every = f"{n} round trips each, {rounds} interleaved rounds"
 
     def met(ratio: float, goal: float) -> str:
@@ -266,6 +276,8 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
          f"{met(gateway / floor, 1.15)}; {gateway / raw:.2f}x raw ({met(gateway / raw, 3)}); {every}"),
         ("U1 p99, the gateway against the floor", gateway99, f"floor p99 {floor99:.2f} ms", gateway99 / floor99,
          f"{met(gateway99 / floor99, 1.5)}; {every}"),
+        ("U1 CPU per round trip, both gateways against both floor relays", gateway_cpu,
+         f"floor {floor_cpu:.2f} ms", gateway_cpu / floor_cpu, f"median of the rounds; {every}"),
     ]
     out = [{"benchmark": "u1_floor", "metric": metric, "value": round(value, 2), "unit": "ms", "baseline": baseline,
             "ratio": round(ratio, 2), "note": note} for metric, value, baseline, ratio, note in rows]
