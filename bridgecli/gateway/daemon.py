@@ -195,7 +195,7 @@ class Gateway:
         try:
             if self.connection is not None and self.connection.is_open:
                 self.connection.close()
-        except Exception:
+        except Exception:  # closing a connection that already failed: it is dropped either way
             pass
         self.connection = self.channel = self.publisher = None
         self.should_stop.wait(0.2)
@@ -226,7 +226,7 @@ class Gateway:
         if self.connection is not None:
             try:
                 self.connection.close()
-            except Exception:
+            except Exception:  # closing a connection that already failed: it is dropped either way
                 pass
         self.store.close()
         glog.event(logger, "gateway stopped")
@@ -236,7 +236,7 @@ class Gateway:
             try:
                 self.connection.process_data_events(time_limit=seconds)
                 return
-            except Exception:
+            except Exception:  # lost while stopping: wait without it; the broker redelivers what was not acked
                 pass
         time.sleep(seconds)
 
