@@ -16,7 +16,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # run_all and u1_floor load these by path
     sys.path.insert(0, str(BENCH))
 
-from _common import cpu_seconds  # noqa: E402
+from _common import CpuPerRound  # noqa: E402
 from bench_hosts import PYTHON, Bench, clean_env  # noqa: E402
 
 _BRIDGE_WORKER = r"""
@@ -92,10 +92,10 @@ def bridge_round_trips(
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
-            pids = [host.gateway.pid for host in (a, b) if host.gateway is not None]
+            meter = CpuPerRound([host.gateway.pid for host in (a, b) if host.gateway is not None], cpu)
             for i in range(warmup + count):
                 if i == warmup:
-                    cpu_before = cpu_seconds(pids)
+                    meter.start()
                 began = time.perf_counter()
                 # as `bridge send --wait` does: the reply is taken until the caller confirms it
                 answer = client.call("send", command="send", target=worker_gid, content=f"task {i}",
@@ -103,8 +103,7 @@ def bridge_round_trips(
                 if i >= warmup:
                     samples.append((time.perf_counter() - began) * 1000)
                 client.confirm_pending(answer)  # after the reply is "printed", as the CLI does
-            if cpu is not None:
-                cpu.append((cpu_seconds(pids) - cpu_before) * 1000 / count)
+            meter.stop(count)
             client.call("send", command="send", target=worker_gid, content="stop", sender=main_gid)
         worker.wait(30)
     finally:

@@ -20,7 +20,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from _common import cpu_seconds, median, pct  # noqa: E402
+from _common import CpuPerRound, median, pct  # noqa: E402
 from bench_hosts import PYTHON, Bench, clean_env  # noqa: E402
 from messaging_round_trip import bridge_round_trips, raw_round_trips  # noqa: E402
 
@@ -227,17 +227,16 @@ def floor_round_trips(
             assert answer["ok"], answer
             return answer
 
-        pids = [relay.pid for relay in relays.values()]
+        meter = CpuPerRound([relay.pid for relay in relays.values()], cpu)
         for i in range(warmup + count):
             if i == warmup:
-                cpu_before = cpu_seconds(pids)
+                meter.start()
             began = time.perf_counter()
             answer = call({"op": "send", "target": gids["b"], "content": f"task {i}", "wait": True})
             if i >= warmup:
                 samples.append((time.perf_counter() - began) * 1000)
             call({"op": "confirm", "msg_ids": [answer["reply"]["msgId"]]})  # as the gateway's main does
-        if cpu is not None:
-            cpu.append((cpu_seconds(pids) - cpu_before) * 1000 / count)
+        meter.stop(count)
         call({"op": "send", "target": gids["b"], "content": "stop"})
         worker.wait(30)
         main.close()
