@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 500
 
 
-def _modules() -> list[Path]:
+def package_modules() -> list[Path]:
     """The package's ``.py`` files and the plugin packages' (``plugins/*/bridgecli_*``), not
     the plugins' tests."""
     files = list((ROOT / "bridgecli").rglob("*.py"))
@@ -23,14 +23,14 @@ def _modules() -> list[Path]:
 
 
 def test_the_modules_are_found():
-    names = {p.relative_to(ROOT).as_posix() for p in _modules()}
+    names = {p.relative_to(ROOT).as_posix() for p in package_modules()}
     assert "bridgecli/config.py" in names
     assert any(name.startswith("plugins/bridgecli-tmux/bridgecli_tmux/") for name in names)
 
 
 def test_no_module_is_over_the_line_limit():
     over = []
-    for path in _modules():
+    for path in package_modules():
         count = len(path.read_text(encoding="utf-8").splitlines())
         if count > MAX_LINES:
             over.append(f"{path.relative_to(ROOT).as_posix()} ({count} lines)")
