@@ -438,11 +438,11 @@ class Gateway:
     def remove_waiter(self, waiter: Waiter) -> None:
         self.waiters.remove(waiter)
 
+    def withdraw_answer(self, waiter: Waiter) -> bool:
+        return self.waiters.withdraw(waiter)
+
     def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
         return self.waiters.take_handed(waiter)
-
-    def wait_answering(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float) -> bool:
-        return self.waiters.wait_answering(waiter, answer, timeout)
 
     def release_taken(self, msg_ids: list[str]) -> None:
         self.waiters.release_taken(msg_ids)

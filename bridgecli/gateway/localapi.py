@@ -3,8 +3,10 @@
 A Unix socket (mode 0600, in the 0700 user runtime dir) speaking newline-delimited JSON —
 the protocol is described in :mod:`bridgecli.gateway.client`. The socket is served on the
 publish lane's loop thread, which reads every request. A ``send`` is composed and published
-there, with no thread hand-off; ``confirm`` is one store write, done there too. Operations
-that may wait run on worker threads (:mod:`.workers`). Why: docs/decisions/local-api-on-the-loop.md.
+there, with no thread hand-off; ``confirm`` is one store write, done there too. A ``poll``
+looks there, and the first wait of either is held there (:mod:`.heldwaits`). Other operations
+that may wait, and later waits, run on worker threads (:mod:`.workers`). Why:
+docs/decisions/local-api-on-the-loop.md.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import Any, Protocol
 from bridgecli import paths
 from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.gateway import log as glog
-from bridgecli.gateway import operations, sending
+from bridgecli.gateway import operations, polling, sending
 from bridgecli.gateway.answers import ANSWERED, PENDING
 from bridgecli.gateway.callers import WouldWait
 from bridgecli.gateway.client import error_to_wire
 from bridgecli.gateway.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
+from bridgecli.gateway.heldwaits import HeldWaits, WaiterHost
 from bridgecli.gateway.publishing import confirm_timed_out
+from bridgecli.gateway.waiters import Waiter
 from bridgecli.gateway.workers import Workers
 
 logger = logging.getLogger("bridgecli.gateway")
@@ -36,7 +40,7 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 INLINE = frozenset({"confirm"})
 
 
-class ApiHost(Protocol):
+class ApiHost(WaiterHost, Protocol):
     """What the socket server needs of the gateway (implemented by ``Gateway``); each
     operation of :data:`operations.OPS` is called with the host as its first argument."""
 
@@ -65,6 +69,7 @@ class LocalApi:
         self.workers = Workers()
         self._listener: socket.socket | None = None
         self._clients: set[Client] = set()
+        self.held = HeldWaits(gateway, self.loop, self._later)
 
     def start(self) -> None:
         paths.ensure_private_dir(self.path.parent)
@@ -192,11 +197,13 @@ class LocalApi:
         early = SocketAnswer(client, lambda: self._later(lambda: self._request_done(client, token)))
         if op == "send":
             self._send(client, request, token, early)
+        elif op == "poll":
+            self._poll(client, request, token, early)
         else:
             self._on_worker(client, token, early, lambda: self.run(op, request, early))
 
     def _send(self, client: Client, request: dict[str, Any], token: object, early: SocketAnswer) -> None:
-        """Compose and publish here; answer from the confirm, or wait for a reply on a worker."""
+        """Compose and publish here; answer from the confirm, or hold the wait for the reply."""
         started = _guarded("send", lambda: sending.start(self.gateway, dict(request), early))  # type: ignore[arg-type]
         if isinstance(started, WouldWait):
             self._on_worker(client, token, early, lambda: self.run("send", request, early))
@@ -207,13 +214,21 @@ class LocalApi:
             return
         prepared, confirmed = started
         if prepared.waiter is not None:
+            first_wait_done = prepared.offered
 
             def finish() -> dict[str, Any]:
-                return _response(_guarded("send", lambda: sending.finish(self.gateway, prepared, confirmed)))  # type: ignore[arg-type]
+                return _response(
+                    _guarded("send", lambda: sending.finish(self.gateway, prepared, confirmed, first_wait_done))  # type: ignore[arg-type]
+                )
 
-            # after the loop's next poll has written the message: a worker woken now would
-            # take the interpreter from the loop thread before it does
-            self.loop.call_later(0, _safely(lambda: self._on_worker(client, token, early, finish)))
+            if prepared.offered:
+                prepared.watch(confirmed[0])
+                wait = min(float(prepared.request.wait or 0), sending.LOOK_EVERY)
+                self._hold(client, token, early, prepared.waiter, wait, finish)
+            else:
+                # after the loop's next poll has written the message: a worker woken now would
+                # take the interpreter from the loop thread before it does
+                self.loop.call_later(0, _safely(lambda: self._on_worker(client, token, early, finish)))
             return
         left = [len(confirmed)]
         starting = [True]  # answered before this returns: the caller's _next goes on
@@ -243,6 +258,56 @@ class LocalApi:
         for future in confirmed:
             future.add_done_callback(lambda f: self._in_loop(_safely(lambda: confirmed_one(f))))
         starting[0] = False
+
+    def _poll(self, client: Client, request: dict[str, Any], token: object, early: SocketAnswer) -> None:
+        """Look here; hold the first wait here too; wait more on a worker."""
+        prepared = _guarded("poll", lambda: polling.prepare(self.gateway, dict(request), early, may_wait=False))  # type: ignore[arg-type]
+        if isinstance(prepared, WouldWait):
+            self._on_worker(client, token, early, lambda: self.run("poll", request, early))
+            return
+        if isinstance(prepared, BridgeError):
+            client.request = None
+            self._respond(client, _error(prepared))
+            return
+        poll: polling.Polling = prepared
+        looked = _guarded("poll", lambda: poll.look(self.gateway))  # type: ignore[arg-type]
+        waiter = poll.waiter
+        if looked is None:
+            assert waiter is not None  # look answers a poll without one
+
+            def finish() -> dict[str, Any]:
+                return _response(_guarded("poll", lambda: poll.finish(self.gateway, first_wait_done=True)))  # type: ignore[arg-type]
+
+            if poll.offer(self.gateway):  # type: ignore[arg-type]
+                wait = min(poll.deadline - time.monotonic(), sending.LOOK_EVERY)
+                self._hold(client, token, early, waiter, wait, finish)
+            else:
+                self._on_worker(client, token, early, finish)
+            return
+        if waiter is not None:
+            self.gateway.remove_waiter(waiter)
+        client.request = None
+        self._respond(client, _response(looked))
+
+    def _hold(
+        self,
+        client: Client,
+        token: object,
+        early: SocketAnswer,
+        waiter: Waiter,
+        timeout: float,
+        rest: Callable[[], dict[str, Any]],
+    ) -> None:
+        """Hold request ``token``'s first wait here (:mod:`.heldwaits`); answered early, its
+        answer's ``free`` ends the request; else ``rest`` (its further waits) runs on a worker."""
+
+        def settled(answered: bool) -> None:
+            if not answered:
+                self._on_worker(client, token, early, rest)
+            elif not early.freed:  # the socket took part of the answer: a worker writes the rest
+                self._on_worker(client, token, early, lambda: {ANSWERED: True})
+
+        self.held.hold(token, waiter, timeout, settled, lambda: early.freed)
 
     def _in_loop(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the loop thread: now when called there (a confirm), else soon."""
@@ -281,6 +346,7 @@ class LocalApi:
 
     def _request_done(self, client: Client, token: object) -> None:
         """Request ``token``'s answer is written: serve the client's next request."""
+        self.held.end(token)
         if client.request is not token:
             return
         client.request = None

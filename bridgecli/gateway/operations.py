@@ -17,14 +17,13 @@ from bridgecli import roster as roster_mod
 from bridgecli.amqp.connection import redact
 from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.gateway import registration
-from bridgecli.gateway.answers import ANSWERED, PENDING, EarlyAnswer, answered, early_answer
+from bridgecli.gateway.answers import ANSWERED, PENDING, EarlyAnswer
 from bridgecli.gateway.callers import register_and_serve, speaker
+from bridgecli.gateway.polling import op_poll
 from bridgecli.gateway.sending import LOOK_EVERY, MAX_WAIT, op_send
 from bridgecli.hoststate.entities import short
-from bridgecli.hoststate.store import DRAINED, TAKEN
 from bridgecli.hoststate.wire import entity_dict, message_dict
 from bridgecli.requests import (
-    PollRequest,
     RegisterRequest,
     RosterRequest,
     SpawnRequest,
@@ -34,7 +33,6 @@ from bridgecli.requests import (
 
 if TYPE_CHECKING:
     from bridgecli.gateway.daemon import Gateway
-    from bridgecli.hoststate.store import StoredMessage
 
 #: the operations given an ``early`` parameter (:class:`.answers.EarlyAnswer`) by the local API
 ANSWERING = frozenset({"send", "poll"})
@@ -123,76 +121,6 @@ def op_entities(gw: Gateway) -> dict[str, Any]:
 
 def op_resolve(gw: Gateway, target: str, force: bool = False) -> dict[str, Any]:
     return {"gid": gw.resolve_target(target, force=force)}
-
-
-def op_poll(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[str, Any]:
-    """Drain held messages (:class:`~bridgecli.requests.PollRequest`); with ``peek`` return
-    them without draining — the caller then confirms with op ``ack`` once it has handed them
-    on (no loss if it dies in between). With ``confirm`` they are taken, not drained, until
-    the client confirms them (op ``confirm``), and held again if it goes away first. With
-    ``peer`` (a gid or label) only that sender's messages are taken; the others stay held.
-    ``early``: the first wake-up's messages may be answered from the commit."""
-    request = PollRequest.from_wire(wire)
-    gid, wait, limit, peek, confirm, peer = (
-        request.gid,
-        request.wait,
-        request.limit,
-        request.peek,
-        request.confirm,
-        request.peer,
-    )
-    peer_gid = gw.resolve_target(peer, force=True) if peer else None
-    registered: dict[str, Any] = {}
-    identity = speaker(gw, gid, registered)
-    deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
-    mark = TAKEN if confirm else DRAINED
-    # a draining poll takes messages handed over at hold time; a peek only wants the wakeup
-    waiter = (
-        gw.add_waiter(identity.gid, claims=0 if peek else int(limit), two_phase=confirm, peer=peer_gid)
-        if wait
-        else None
-    )
-
-    def result_of(messages: list[StoredMessage]) -> dict[str, Any]:
-        result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages], **registered}
-        if peer_gid:
-            result["peer"] = peer_gid
-        if confirm and not peek and messages:
-            result[PENDING] = [m.envelope.msg_id for m in messages]
-        return result
-
-    sent: list[dict[str, Any]] = []
-    answer = (
-        early_answer(early, lambda handed: result_of(sorted(handed, key=lambda m: m.received)), sent)
-        if early is not None and waiter is not None and not peek
-        else None
-    )
-
-    try:
-        while True:
-            if peek:
-                messages = gw.store.peek(identity.gid, limit=int(limit), sender=peer_gid)
-            else:
-                handed = gw.take_handed(waiter) if waiter is not None else []
-                messages = (
-                    gw.store.drain(identity.gid, limit=int(limit) - len(handed), mark=mark, sender=peer_gid)
-                    if len(handed) < limit
-                    else []
-                )
-                if handed:
-                    messages = sorted(messages + handed, key=lambda m: m.received)
-            if messages or waiter is None or time.monotonic() >= deadline:
-                return result_of(messages)
-            if answer is not None:  # the first wait only: later ones are rare
-                if gw.wait_answering(waiter, answer, min(deadline - time.monotonic(), LOOK_EVERY)):
-                    return answered(sent[0])
-                answer = None
-            else:
-                waiter.event.wait(min(deadline - time.monotonic(), LOOK_EVERY))
-            waiter.event.clear()
-    finally:
-        if waiter is not None:
-            gw.remove_waiter(waiter)
 
 
 def op_confirm(gw: Gateway, msg_ids: list[str]) -> dict[str, Any]:

@@ -50,6 +50,24 @@ class Sending:
     offered: bool = False
     #: what that answer wrote, once it went out
     sent: list[dict[str, Any]] = field(default_factory=list)
+    #: when the wait for the reply began (``time.monotonic()``)
+    started: float = field(default_factory=time.monotonic)
+    #: a failed confirm wakes the waiter (:meth:`watch`)
+    watched: bool = False
+
+    def watch(self, confirmed: Future) -> None:
+        """Let a failed ``confirmed`` end the wait early (once). Only a failure does: the reply
+        is what is waited for, and the timeout path waits for the confirm itself."""
+        waiter = self.waiter
+        if waiter is None or self.watched:
+            return
+        self.watched = True
+
+        def on_confirm(done: Future) -> None:
+            if done.cancelled() or done.exception() is not None:
+                waiter.wake()
+
+        confirmed.add_done_callback(on_confirm)
 
     @property
     def confirm_timeout(self) -> float:
@@ -84,9 +102,10 @@ def prepare(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wa
     return sending
 
 
-def finish(gw: Gateway, sending: Sending, confirmed: list[Future]) -> dict[str, Any]:
+def finish(gw: Gateway, sending: Sending, confirmed: list[Future], first_wait_done: bool = False) -> dict[str, Any]:
     """Wait for the confirms, or for the reply of a ``wait`` (its confirm with it); return the
-    response. Removes the waiter."""
+    response. ``first_wait_done``: the wait the early answer was offered for is over (it was
+    held on the loop). Removes the waiter."""
     from bridgecli.gateway.publishing import await_confirm  # pika: not for the CLI's imports of this module
 
     request, waiter = sending.request, sending.waiter
@@ -97,16 +116,9 @@ def finish(gw: Gateway, sending: Sending, confirmed: list[Future]) -> dict[str, 
         return sending.result
     try:
         [future] = confirmed
-
-        def on_confirm(done: Future) -> None:
-            # only a failed confirm ends the wait early: a successful one needs no wakeup (the
-            # reply is what is waited for, and the timeout path waits for the confirm itself)
-            if done.cancelled() or done.exception() is not None:
-                waiter.event.set()
-
-        future.add_done_callback(on_confirm)
-        started = time.monotonic()
-        if sending.offered and gw.waiters.await_answer(waiter, min(float(request.wait or 0), LOOK_EVERY)):
+        sending.watch(future)
+        offered = sending.offered and not first_wait_done
+        if offered and gw.waiters.await_answer(waiter, min(float(request.wait or 0), LOOK_EVERY)):
             return answered(sending.sent[0])
         reply = _await_reply(
             gw,
@@ -117,7 +129,7 @@ def finish(gw: Gateway, sending: Sending, confirmed: list[Future]) -> dict[str, 
             future,
             look_first=request.new_id is not None,
             mark=TAKEN if request.confirm else DRAINED,
-            started=started,
+            started=sending.started,
         )
         return _with_reply(sending.result, reply, request.confirm)
     finally:

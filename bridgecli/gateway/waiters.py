@@ -23,7 +23,7 @@ logger = logging.getLogger("bridgecli.gateway")
 
 @dataclass(eq=False)
 class Waiter:
-    """A blocked ``send --wait`` / ``poll --wait`` on a local API worker."""
+    """A blocked ``send --wait`` / ``poll --wait``: on a local API worker, or held on its loop."""
 
     recipient: str
     in_reply_to: str | None
@@ -42,10 +42,20 @@ class Waiter:
     #: a poll for one peer's messages only (its gid), or None for anyone's
     peer: str | None = None
     #: while set, the thread that hands it messages answers its client with them (see
-    #: :meth:`Waiters.wait_answering`)
+    #: :meth:`Waiters.offer`)
     answer: Callable[[list[StoredMessage]], bool] | None = None
     #: :attr:`answer` wrote the answer: its messages are no longer the waiter's to hand out
     answered: bool = False
+    #: called after every wake-up (any thread): a wait held on a loop, with no thread blocked
+    #: in :attr:`event`, learns of it this way
+    on_wake: Callable[[], None] | None = None
+
+    def wake(self) -> None:
+        """Wake whoever waits for this waiter: its thread, or its :attr:`on_wake`."""
+        self.event.set()
+        on_wake = self.on_wake  # read once: the loop thread may clear it meanwhile
+        if on_wake is not None:
+            on_wake()
 
 
 class Waiters:
@@ -121,7 +131,7 @@ class Waiters:
                     waiter.notified = True
                     if waiter.answer is not None and waiter.handed:
                         self._answer(waiter)
-                    waiter.event.set()
+                    waiter.wake()
 
     def offer(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool]) -> bool:
         """Let the thread that hands ``waiter`` messages answer its client itself with ``answer``
@@ -138,14 +148,14 @@ class Waiters:
         """Wait up to ``timeout`` s for ``waiter``'s wake-up and withdraw its :meth:`offer`. True
         when the offered answer went out; False when the waiter's thread answers as usual."""
         waiter.event.wait(timeout)
+        return self.withdraw(waiter)
+
+    def withdraw(self, waiter: Waiter) -> bool:
+        """Withdraw ``waiter``'s :meth:`offer`; True when the offered answer went out."""
         with self.lock:
             waiter.answer = None
             answered, waiter.answered = waiter.answered, False
         return answered
-
-    def wait_answering(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool], timeout: float) -> bool:
-        """:meth:`offer`, then :meth:`await_answer`."""
-        return self.offer(waiter, answer) and self.await_answer(waiter, timeout)
 
     def _answer(self, waiter: Waiter) -> None:
         """Answer ``waiter``'s client with its handed messages (caller holds :attr:`lock`)."""

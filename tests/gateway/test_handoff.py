@@ -362,9 +362,9 @@ class _Recorder:
 
 @pytest.mark.parametrize("accept", [True, False])
 def test_a_waiting_poll_is_answered_by_the_thread_that_hands_its_message_over(gateway, monkeypatch, accept):
-    from bridgecli.gateway import operations
+    from bridgecli.gateway import polling
 
-    monkeypatch.setattr(operations, "LOOK_EVERY", 30.0)  # the first wait lasts until the hand-off
+    monkeypatch.setattr(polling, "LOOK_EVERY", 30.0)  # the first wait lasts until the hand-off
     gw, hold = gateway
     me = str(uuid.uuid4())
     early, out = _Recorder(accept), {}
