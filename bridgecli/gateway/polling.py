@@ -3,7 +3,7 @@ steps the local API runs it in.
 
 :func:`prepare` reads the request and registers its waiter; :meth:`Polling.look` takes what is
 held; :meth:`Polling.finish` waits for what comes. The loop thread that reads a request runs the
-first look itself and holds the first wait without a thread (``parking.py``); :func:`op_poll`
+first look itself and holds the first wait without a thread (:mod:`.heldwaits`); :func:`op_poll`
 runs all of it on a thread that may wait.
 """
 

@@ -34,7 +34,7 @@ def _answers(sock: socket.socket, count: int) -> list[dict]:
     return [json.loads(lines.readline()) for _ in range(count)]
 
 
-def test_a_held_poll_is_answered_early_after_its_first_wait_and_when_too_big(host_factory):
+def test_a_held_poll_is_answered_early_then_late_then_when_too_big(host_factory):
     a = host_factory("a")
     main = a.register("main", role="main")
     a.register("peer")
