@@ -28,6 +28,12 @@ logger = logging.getLogger("bridgecli.gateway")
 
 #: one delivery of the burst: (delivery tag, entity, envelope)
 Delivery = tuple[int, "Entity", Envelope]
+#: committed deliveries wait at most this long (seconds) for their sync and acks, so that one
+#: sync and one ack frame serve the bursts of several round trips
+ACK_DELAY = 0.025
+#: ... or until this many are waiting: well below the prefetch window (100), which must never
+#: run dry for want of acks
+ACK_GROUP = 32
 
 
 class Burst:
@@ -47,6 +53,10 @@ class Burst:
         #: delivery tags handed to worker threads and not yet acked: while one is older than
         #: the burst's last tag, the burst cannot be acked with one ``multiple`` ack
         self.at_worker: set[int] = set()
+        #: committed bursts waiting for the sync and their acks: (channel, acks) each
+        self.unacked: list[tuple[Any, list[tuple[int, bool]]]] = []
+        self._unacked_count = 0
+        self._unacked_since = 0.0
 
     def __len__(self) -> int:
         return len(self.deliveries)
@@ -119,9 +129,10 @@ class Burst:
 
     def flush(self, channel: Any) -> list[Delivery]:
         """Commit the burst (and hand its taken messages to their waiters), wake its waiters,
-        sync the store, then ack each delivery on ``channel`` (None or closed: they come again,
-        the dedup drops them). Returns the deliveries committed. A failed commit nacks the
-        burst at once (requeued) instead of leaving it unacked until the channel closes."""
+        then queue its acks on ``channel`` (None or closed: they come again, the dedup drops
+        them) for the next :meth:`sync_and_ack`, run here once they are due. Returns the
+        deliveries committed. A failed commit nacks the burst at once (requeued) instead of
+        leaving it unacked until the channel closes."""
         batch = list(self.deliveries)
         try:
             self.commit()
@@ -138,40 +149,58 @@ class Burst:
                 error=f"{type(exc).__name__}: {exc}",
             )
             return []
-        if not batch:
-            return []
-        # committed (safe against a crash): wake the waiting `poll --wait` / `send --wait` now,
-        # so the disk sync below runs while they answer; the acks wait for the sync. A power
-        # cut before it only means a redelivery (the broker still has every unacked message)
-        for _, _, envelope in batch:
-            self.waiters.notify(envelope)
-        last = batch[-1][0]
-        if not any(tag < last for tag in self.at_worker):
-            # one ack frame for the whole burst: every unacked delivery up to `last` on this
-            # channel is in the batch (workers' deliveries are tracked and none is older)
-            acks = [(last, True)]
-        else:
-            acks = [(tag, False) for tag, _, _ in batch]
-        self._ack_when_synced(channel, acks)
+        if batch:
+            # committed (safe against a crash): wake the waiting `poll --wait` / `send --wait`
+            # now; the acks wait for the sync. A power cut before it only means a redelivery
+            # (the broker still has every unacked message)
+            for _, _, envelope in batch:
+                self.waiters.notify(envelope)
+            last = batch[-1][0]
+            if not any(tag < last for tag in self.at_worker):
+                # one ack frame for the whole burst: every unacked delivery up to `last` on this
+                # channel is in the batch or queued before it (workers' deliveries are tracked
+                # and none is older)
+                acks = [(last, True)]
+            else:
+                acks = [(tag, False) for tag, _, _ in batch]
+            if not self.unacked:
+                self._unacked_since = time.monotonic()
+            self.unacked.append((channel, acks))
+            self._unacked_count += len(batch)
+        if self.ack_wait(1.0) == 0:
+            self.sync_and_ack()
         return batch
 
-    def _ack_when_synced(self, channel: Any, acks: list[tuple[int, bool]]) -> None:
-        """Ack once the store has synced what was just committed: acks follow durability,
-        power cuts included. One sync per burst (group commit), on the I/O thread: the
-        burst's waiters were handed their messages before it and answer while it runs; a
-        sync thread cost more in delayed acks than the sync blocks (docs/benchmarks.md)."""
+    def ack_wait(self, longest: float) -> float:
+        """Seconds until the queued acks are due (0: now), at most ``longest``. Due after
+        :data:`ACK_DELAY`, with :data:`ACK_GROUP` deliveries queued, or when stopping."""
+        if not self.unacked:
+            return longest
+        if self._unacked_count >= ACK_GROUP or self.stopping.is_set():
+            return 0.0
+        return max(0.0, min(longest, self._unacked_since + ACK_DELAY - time.monotonic()))
+
+    def sync_and_ack(self) -> None:
+        """Sync the store once for every queued burst, then send their acks: acks follow
+        durability, power cuts included (group commit). On the I/O thread: the waiters were
+        answered before it; a sync thread cost more in delayed acks than the sync blocks
+        (docs/benchmarks.md). Why queued: docs/decisions/one-sync-for-several-bursts.md."""
+        queued, self.unacked, self._unacked_count = self.unacked, [], 0
+        if not queued:
+            return
         failed = None
         try:
             self.store.sync()
-        except Exception as exc:  # a failing disk: the broker gets the burst back
+        except Exception as exc:  # a failing disk: the broker gets the bursts back
             failed = exc
-        if channel is None or not channel.is_open:
-            return  # a channel since replaced: its deliveries come again, the dedup drops them
-        for tag, multiple in acks:
-            if failed is None:
-                channel.basic_ack(tag, multiple=multiple)
-            else:
-                channel.basic_nack(tag, multiple=multiple, requeue=True)
+        for channel, acks in queued:
+            if channel is None or not channel.is_open:
+                continue  # a channel since replaced: its deliveries come again, the dedup drops them
+            for tag, multiple in acks:
+                if failed is None:
+                    channel.basic_ack(tag, multiple=multiple)
+                else:
+                    channel.basic_nack(tag, multiple=multiple, requeue=True)
         if failed is not None:
             glog.event(logger, "store sync failed; burst requeued", logging.ERROR, error=str(failed))
 

@@ -215,6 +215,7 @@ class Gateway:
                 self.flush_batch()
             except Exception:
                 self.burst.rollback()
+            self.burst.sync_and_ack()
         workers = self.inboxes.workers()
         self.inboxes.forget_queued()  # not started yet: the broker redelivers them
         for worker in workers:
@@ -247,7 +248,7 @@ class Gateway:
         end = None if limit is None else time.monotonic() + limit
         while not self.should_stop.is_set() and (end is None or time.monotonic() < end):
             assert self.connection is not None
-            self.connection.process_data_events(time_limit=0.2)
+            self.connection.process_data_events(time_limit=self.burst.ack_wait(0.2))
             self.flush_batch()
             self._run_periodic()
 

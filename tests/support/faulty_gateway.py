@@ -48,9 +48,9 @@ def _install(stage: str, nth: int) -> None:
         synced = self.store.syncs
         flush(self)
         if bursts["armed"] and stage == "after-ack":
-            # the acks follow the store's sync: let them go out
-            while self.store.syncs == synced:
-                self.connection.process_data_events(time_limit=0.01)
+            # the acks follow the store's sync (queued for a while): let them go out now
+            self.burst.sync_and_ack()
+            assert self.store.syncs > synced
             self.connection.process_data_events(time_limit=0.05)
             self.connection.process_data_events(time_limit=0)
             die()
