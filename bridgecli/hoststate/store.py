@@ -155,9 +155,10 @@ class Store:
         and of its directory the first time, so the WAL file itself is found after a crash).
 
         The gateway's I/O thread commits a burst with ``synchronous=NORMAL`` (safe against a
-        crash), hands it to waiting clients, then calls this before acking: one sync per
-        burst, not per message. ``fdatasync`` is what SQLite itself uses; it skips the
-        timestamps, which made a full ``fsync`` several times slower here."""
+        crash), hands it to waiting clients, then calls this before acking: one sync for
+        the bursts of the last few milliseconds, not one per message. ``fdatasync`` is what
+        SQLite itself uses; it skips the timestamps, which made a full ``fsync`` several times
+        slower here."""
         try:
             fd = os.open(f"{self.path}-wal", os.O_RDONLY)
         except FileNotFoundError:
