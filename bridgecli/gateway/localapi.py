@@ -204,13 +204,15 @@ class LocalApi:
 
     def _send(self, client: Client, request: dict[str, Any], token: object, early: SocketAnswer) -> None:
         """Compose and publish here; answer from the confirm, or hold the wait for the reply."""
-        started = _guarded("send", lambda: sending.start(self.gateway, dict(request), early))  # type: ignore[arg-type]
-        if isinstance(started, WouldWait):
-            self._on_worker(client, token, early, lambda: self.run("send", request, early))
-            return
-        if isinstance(started, BridgeError):  # refused
-            client.request = None
-            self._respond(client, _error(started))
+        started = self._begin(
+            client,
+            "send",
+            request,
+            token,
+            early,
+            lambda: sending.start(self.gateway, dict(request), early),  # type: ignore[arg-type]
+        )
+        if started is None:
             return
         prepared, confirmed = started
         if prepared.waiter is not None:
@@ -259,17 +261,40 @@ class LocalApi:
             future.add_done_callback(lambda f: self._in_loop(_safely(lambda: confirmed_one(f))))
         starting[0] = False
 
+    def _begin(
+        self,
+        client: Client,
+        op: str,
+        request: dict[str, Any],
+        token: object,
+        early: SocketAnswer,
+        start: Callable[[], Any],
+    ) -> Any:
+        """``start()``, the loop's first step of ``op``; None when there is nothing more to do
+        here: a step would wait (the whole request then runs on a worker), or it was refused
+        (answered)."""
+        started = _guarded(op, start)
+        if isinstance(started, WouldWait):
+            self._on_worker(client, token, early, lambda: self.run(op, request, early))
+            return None
+        if isinstance(started, BridgeError):  # refused
+            client.request = None
+            self._respond(client, _error(started))
+            return None
+        return started
+
     def _poll(self, client: Client, request: dict[str, Any], token: object, early: SocketAnswer) -> None:
         """Look here; hold the first wait here too; wait more on a worker."""
-        prepared = _guarded("poll", lambda: polling.prepare(self.gateway, dict(request), early, may_wait=False))  # type: ignore[arg-type]
-        if isinstance(prepared, WouldWait):
-            self._on_worker(client, token, early, lambda: self.run("poll", request, early))
+        poll: polling.Polling | None = self._begin(
+            client,
+            "poll",
+            request,
+            token,
+            early,
+            lambda: polling.prepare(self.gateway, dict(request), early, may_wait=False),  # type: ignore[arg-type]
+        )
+        if poll is None:
             return
-        if isinstance(prepared, BridgeError):
-            client.request = None
-            self._respond(client, _error(prepared))
-            return
-        poll: polling.Polling = prepared
         looked = _guarded("poll", lambda: poll.look(self.gateway))  # type: ignore[arg-type]
         waiter = poll.waiter
         if looked is None:

@@ -14,11 +14,6 @@ from bridgecli.gateway.answers import EARLY_MAX
 from tests.multihost.helpers import wait_for
 
 
-def _waiting(host, gid: str) -> bool:
-    status = host.bridge_json("status")
-    return any(e["gid"] == gid and e["waiting"] for e in status["entities"])
-
-
 def _request(host, request: dict, half_close: bool = False) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(30)
@@ -42,7 +37,7 @@ def test_a_held_poll_is_answered_early_then_late_then_when_too_big(host_factory)
 
     # answered from the commit, to a client that can no longer write
     early = _request(a, {"op": "poll", "gid": main, "wait": 30, "confirm": True}, half_close=True)
-    wait_for(lambda: _waiting(a, main), what="the poll held in the gateway")
+    wait_for(lambda: a.waiting(main), what="the poll held in the gateway")
     sent = a.bridge_json("send", main, "early", "--from", "peer")
     [answer] = _answers(early, 1)
     assert answer["ok"] and [m["msgId"] for m in answer["messages"]] == [sent["msgId"]]
@@ -53,7 +48,7 @@ def test_a_held_poll_is_answered_early_then_late_then_when_too_big(host_factory)
 
     # not answered in its first wait: a worker waits on, and the connection serves on after it
     late = _request(a, {"op": "poll", "gid": main, "wait": 30})
-    wait_for(lambda: _waiting(a, main), what="the second poll held in the gateway")
+    wait_for(lambda: a.waiting(main), what="the second poll held in the gateway")
     time.sleep(1.5)  # past the first wait (one second): a worker has taken the poll on
     sent = a.bridge_json("send", main, "late", "--from", "peer")
     late.sendall(b'{"op": "status"}\n')
@@ -63,13 +58,13 @@ def test_a_held_poll_is_answered_early_then_late_then_when_too_big(host_factory)
 
     # too big to be given from the commit: the request's worker gives it
     big = _request(a, {"op": "poll", "gid": main, "wait": 30})
-    wait_for(lambda: _waiting(a, main), what="the third poll held in the gateway")
+    wait_for(lambda: a.waiting(main), what="the third poll held in the gateway")
     content = "x" * (EARLY_MAX + 1)
     a.bridge("send", main, content, "--from", "peer", check=True)
     [answer] = _answers(big, 1)
     assert [m["content"] for m in answer["messages"]] == [content]
     big.close()
 
-    wait_for(lambda: not _waiting(a, main), what="no poll left waiting")
+    wait_for(lambda: not a.waiting(main), what="no poll left waiting")
     assert a.bridge_json("poll", "--as", main)["messages"] == [], "each message given once"
     assert "Traceback" not in a.log() and "held wait failed" not in a.log() and "local API" not in a.log()

@@ -19,11 +19,6 @@ from tests.multihost.helpers import wait_for
 from tests.support.env import BRIDGE_BIN
 
 
-def _waiting(host, gid: str) -> bool:
-    status = host.bridge_json("status")
-    return any(e["gid"] == gid and e["waiting"] for e in status["entities"])
-
-
 def _start_poll(host, gid: str) -> subprocess.Popen:
     poll = subprocess.Popen(
         [BRIDGE_BIN, "poll", "--as", gid, "--wait", "60s", "--json"],
@@ -32,7 +27,7 @@ def _start_poll(host, gid: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for(lambda: _waiting(host, gid), what="the poll waiting in the gateway")
+    wait_for(lambda: host.waiting(gid), what="the poll waiting in the gateway")
     return poll
 
 

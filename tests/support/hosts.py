@@ -79,6 +79,10 @@ class Host:
         proc = self.bridge(*args, "--json", check=True, **kwargs)
         return json.loads(proc.stdout)
 
+    def waiting(self, gid: str) -> bool:
+        """Whether a ``poll --wait`` or ``send --wait`` of ``gid`` waits in this host's gateway."""
+        return any(e["gid"] == gid and e["waiting"] for e in self.bridge_json("status")["entities"])
+
     def register(self, label: str, deliver: str = "hold", role: str = "agent") -> str:
         proc = self.bridge("register", "--label", label, "--role", role, "--deliver", deliver, check=True)
         return proc.stdout.strip()
