@@ -1,9 +1,10 @@
-"""A pika ``SelectConnection`` on an I/O loop of its own, driven in steps by the one thread that
-owns it, with asynchronous channels.
+"""A pika ``SelectConnection`` on an I/O loop driven in steps by the one thread that owns it,
+with asynchronous channels.
 
-Why: the publish lane and the roster listener want channels whose callbacks (confirms,
-deliveries) run straight from the I/O loop, at hundreds of frames a second, and a loop they
-step themselves between their own work. ``BlockingConnection`` offers the loop but its
+Why: the gateway's connections (consuming, publish lane, roster listener) want channels whose
+callbacks (confirms, deliveries) run straight from the I/O loop, at hundreds of frames a second,
+and a loop they step themselves between their own work; a :class:`Stepper` lets several
+connections and sockets share one loop and one thread. ``BlockingConnection`` offers the loop but its
 asynchronous channels only through a private attribute; this uses pika's public API
 (``IOLoop.start``/``stop``/``call_later``, ``SelectConnection.create_connection``).
 """
@@ -24,7 +25,47 @@ from bridgecli.amqp.connection import cut_while_opening, parameters, refused
 from bridgecli.errors import BrokerUnavailable
 
 if TYPE_CHECKING:
+    from bridgecli.amqp.sync_channel import SyncChannel
     from bridgecli.config import Config
+
+
+class Stepper:
+    """One thread's pika I/O loop, run in steps: a step ends after its time or once woken. Every
+    connection and socket served on the loop shares it, so a wake-up ends the step whoever
+    runs it. Owning thread only, but for :meth:`wake_threadsafe`."""
+
+    def __init__(self) -> None:
+        self.ioloop = IOLoop()
+        #: a step is running: the caller is inside one of the loop's callbacks, where nothing
+        #: may wait for the broker (the loop cannot be stepped again from there)
+        self.stepping = False
+        #: the current step is ending (:meth:`wake` stops the loop once per step)
+        self._waking = False
+
+    def step(self, seconds: float) -> None:
+        """Run the loop until it is woken or for ``seconds`` (not from inside the loop)."""
+        self._waking = False
+        timer = self.ioloop.call_later(max(seconds, 0.0), self.wake)
+        self.stepping = True
+        try:
+            self.ioloop.start()
+        finally:
+            self.stepping = False
+            self.ioloop.remove_timeout(timer)
+            self._waking = False
+
+    def wake(self) -> None:
+        """End the current step once the loop has handled what it polled (owning thread)."""
+        if not self._waking:
+            self._waking = True
+            self.ioloop.stop()
+
+    def wake_threadsafe(self) -> None:
+        """End the current step (from any thread)."""
+        self.ioloop.add_callback_threadsafe(self.ioloop.stop)
+
+    def close(self) -> None:
+        self.ioloop.close()
 
 
 class SteppedConnection:
@@ -32,15 +73,17 @@ class SteppedConnection:
     owning thread. A lost connection raises its pika error from :meth:`process_data_events`,
     as a ``BlockingConnection`` does, so the same reconnect loops serve both."""
 
-    def __init__(self, config: Config, name: str, connect_timeout: float = 5.0, ioloop: IOLoop | None = None) -> None:
-        #: ``ioloop``: a loop the owning thread keeps across connections (it also serves other
-        #: sockets); this connection then leaves it open when it closes
-        self._owns_loop = ioloop is None
-        self._ioloop = ioloop or IOLoop()
+    def __init__(self, config: Config, name: str, connect_timeout: float = 5.0, stepper: Stepper | None = None) -> None:
+        #: ``stepper``: the loop the owning thread keeps across connections (it also serves other
+        #: sockets and connections); this connection then leaves it open when it closes
+        self._owns_loop = stepper is None
+        self._stepper = stepper or Stepper()
+        self._ioloop = self._stepper.ioloop
         #: calls from other threads, run between steps (outside the loop, so they may wait)
         self._calls: deque[Callable[[], None]] = deque()
         self._lost: BaseException | None = None
         self._closing = False
+        self._running_calls = False
         params = parameters(config, name=name, connect_timeout=connect_timeout)
         done: list[Any] = []
         workflow = pika.SelectConnection.create_connection(params, self.arrived(done), custom_ioloop=self._ioloop)
@@ -75,11 +118,21 @@ class SteppedConnection:
 
     def process_data_events(self, time_limit: float = 0.0) -> None:
         """Run the I/O loop for up to ``time_limit`` seconds (0: what is ready now; less when a
-        call comes in), then the calls queued by other threads; raise the connection's error
-        if it was lost."""
+        call comes in), then the queued calls (from other threads, and deliveries :meth:`defer`
+        hands over), unless one of those is running; raise the connection's error if it was lost."""
         self._step_until(None, time_limit)
-        while self._calls and self._lost is None:
-            self._calls.popleft()()
+        self.run_calls()
+
+    def run_calls(self) -> None:
+        """Run the queued calls (see :meth:`process_data_events`) without stepping the loop;
+        raise the connection's error if it was lost."""
+        if not self._running_calls:  # a call that steps the loop itself runs no other call
+            self._running_calls = True
+            try:
+                while self._calls and self._lost is None:
+                    self._calls.popleft()()
+            finally:
+                self._running_calls = False
         if self._lost is not None:
             raise self._lost
 
@@ -112,9 +165,35 @@ class SteppedConnection:
         if not arrived:
             raise BrokerUnavailable(problem, "check the broker's log")
 
-    def sync_channel(self, timeout: float, what: str) -> SyncChannel:
-        """A channel whose declares wait for the broker's answer, for :func:`topology.declare`."""
-        return SyncChannel(self, self.channel(timeout, what), timeout)
+    def sync_channel(self, timeout: float, what: str, calls_timeout: float | None = None) -> SyncChannel:
+        """A channel whose calls wait for the broker's answer as a ``BlockingChannel``'s do
+        (:mod:`.sync_channel`); each waits up to ``calls_timeout`` s (None: until the
+        connection is lost), the opening up to ``timeout``."""
+        from bridgecli.amqp.sync_channel import SyncChannel
+
+        return SyncChannel(self, self.channel(timeout, what), calls_timeout)
+
+    def defer(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the current step, outside the loop (owning thread, from inside the
+        loop): a consumer handed a delivery this way may wait for the broker."""
+        self._calls.append(fn)
+        self.wake()
+
+    def wake(self) -> None:
+        """End the current step once the loop has handled what it polled (owning thread)."""
+        self._stepper.wake()
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> None:
+        """Step until ``ready()`` (a callback that makes it true calls :meth:`wake`), the
+        connection is lost (its error is raised), or ``timeout`` s (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not ready():
+            left = 1.0 if deadline is None else min(deadline - time.monotonic(), 1.0)
+            if left <= 0:
+                return
+            self._stepper.step(left)
+            if self._lost is not None:
+                raise self._lost
 
     def close(self, timeout: float = 2.0) -> None:
         """Close the connection, and its loop unless it was given one (waits up to ``timeout``
@@ -132,7 +211,7 @@ class SteppedConnection:
 
     def _close_loop(self) -> None:
         if self._owns_loop:
-            self._ioloop.close()
+            self._stepper.close()
 
     def arrived(self, into: list[Any]) -> Callable[..., None]:
         """A callback that records its first argument in ``into`` and ends the current step
@@ -140,68 +219,22 @@ class SteppedConnection:
 
         def record(first: Any = None, *_: Any) -> None:
             into.append(first)
-            self._ioloop.stop()
+            self.wake()
 
         return record
 
     def _on_closed(self, _connection: Any, reason: BaseException) -> None:
         if not self._closing and self._lost is None:
             self._lost = reason if isinstance(reason, Exception) else pika.exceptions.ConnectionClosed(0, str(reason))
-        self._ioloop.stop()
+        self.wake()
 
     def _step_until(self, arrived: list[Any] | None, timeout: float) -> None:
         """Run the loop until ``arrived`` is non-empty, the connection is lost, or ``timeout``."""
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
-            timer = self._ioloop.call_later(max(deadline - time.monotonic(), 0.0), self._ioloop.stop)
-            try:
-                self._ioloop.start()
-            finally:
-                self._ioloop.remove_timeout(timer)
+            self._stepper.step(max(deadline - time.monotonic(), 0.0))
             if arrived is None or arrived or self._lost is not None or time.monotonic() >= deadline:
                 return
-
-
-class SyncChannel:
-    """The declares :func:`bridgecli.amqp.topology.declare` makes, each waiting for its answer
-    on an asynchronous channel; a channel the broker closes raises ``ChannelClosedByBroker``
-    as a ``BlockingChannel`` would."""
-
-    def __init__(self, connection: SteppedConnection, channel: Any, timeout: float) -> None:
-        self._connection = connection
-        self._channel = channel
-        self._timeout = timeout
-        self._closed: list[Any] = []
-        channel.add_on_close_callback(lambda _ch, reason: self._closed.append(reason))
-
-    @property
-    def is_open(self) -> bool:
-        return bool(self._channel.is_open)
-
-    def exchange_declare(self, exchange: str, **kwargs: Any) -> None:
-        self._call(self._channel.exchange_declare, exchange, **kwargs)
-
-    def queue_declare(self, queue: str, **kwargs: Any) -> None:
-        self._call(self._channel.queue_declare, queue, **kwargs)
-
-    def queue_bind(self, queue: str, exchange: str, **kwargs: Any) -> None:
-        self._call(self._channel.queue_bind, queue, exchange, **kwargs)
-
-    def close(self) -> None:
-        if self._channel.is_open:
-            self._channel.close()
-
-    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        done: list[Any] = []
-        answered = self._connection.arrived(done)
-        self._channel.add_on_close_callback(lambda _ch, _reason: answered(None))
-        method(*args, callback=answered, **kwargs)
-        self._connection.wait_for(done, self._timeout, "the broker did not answer a declare")
-        if self._closed:
-            reason = self._closed[0]
-            if isinstance(reason, pika.exceptions.ChannelClosedByBroker):
-                raise reason
-            raise pika.exceptions.ChannelClosed(0, str(reason))
 
 
 def _last_attempt_error(error: BaseException) -> BaseException:

@@ -1,9 +1,10 @@
 """The gateway daemon: the only AMQP client of its host.
 
-The I/O thread (the one calling :meth:`Gateway.run`) owns the consuming connection: consumers,
-acks, dead letters, periodic tasks. The publish lane, the roster listener, one worker per
-blocking entity and the local API (on the lane's loop, and its workers) never touch it; they hand work over through
-:meth:`Gateway.call_soon` / :meth:`Gateway.on_io`. Threads, ack discipline and the host
+The I/O thread (the one calling :meth:`Gateway.run`) steps the gateway's one loop, which serves
+the consuming connection (consumers, acks, dead letters), the publish lane's connection and the
+local socket; periodic tasks run between its steps. The roster listener, one worker per blocking
+entity, the local API's workers and the control threads never touch it; they hand work over
+through :meth:`Gateway.call_soon` / :meth:`Gateway.on_io`. Threads, ack discipline and the host
 protocols collaborators see the gateway through: docs/architecture.md ("Gateway threads").
 """
 
@@ -24,6 +25,7 @@ from bridgecli import __version__
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import Publisher
+from bridgecli.amqp.stepped import SteppedConnection, Stepper
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import deadletter, iocalls, registration
@@ -33,6 +35,7 @@ from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.elsewhere import Elsewhere
 from bridgecli.gateway.inboxes import Consumer, Inboxes
 from bridgecli.gateway.intake import Intake
+from bridgecli.gateway.periodic import Periodic
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
 from bridgecli.gateway.waiters import Waiter, Waiters
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("bridgecli.gateway")
 T = TypeVar("T")
+#: how long the broker may take to open a channel of the consuming connection (seconds)
+OPEN_TIMEOUT = 30.0
 
 
 class Gateway:
@@ -68,7 +73,7 @@ class Gateway:
         self.prefetch: int = config.values["messaging.prefetch"]
         self.queue_type: str = config.values["messaging.inbox_queue_type"]
         self.max_content: int = config.values["messaging.max_content_bytes"]
-        self.connection: pika.BlockingConnection | None = None
+        self.connection: SteppedConnection | None = None
         self.channel: Any = None
         self.publisher: Publisher | None = None
         self.generation = 0
@@ -80,17 +85,22 @@ class Gateway:
         self.should_stop = threading.Event()
         self.connected = threading.Event()
         self.started = time.time()
-        self.periodic: list[tuple[float, Callable[[], None]]] = []  # (interval, fn)
-        self._last_run: dict[int, float] = {}
+        #: roster heartbeats, expiry, retries: run between two steps of the loop
+        self.periodic = Periodic()
         self.on_entity_added: list[Callable[[Entity], None]] = []
         self.on_entity_removed: list[Callable[[Entity, str], None]] = []
         self.on_connect_hooks: list[Callable[[], None]] = []
         self.on_stop_hooks: list[Callable[[], None]] = []
         self.api: LocalApi | None = None
-        #: every confirmed publish of a local sender (a connection and thread of its own)
-        self.lane = PublishLane(config, self.host)
+        #: the one I/O loop of the run thread: the consuming connection, the publish lane's
+        #: connection and the local socket are all served on it
+        self.stepper = Stepper()
+        #: every confirmed publish of a local sender (a connection of its own)
+        self.lane = PublishLane(config, self.host, self.stepper)
         #: the open burst of inline deliveries and its hand-offs to waiters (I/O thread only)
         self.burst = Burst(self.store, self.waiters, self.should_stop)
+        #: deliveries read in this turn of the loop, not handled yet (:meth:`on_message`)
+        self._arrived: list[tuple[Entity, int, Any, Any, bytes]] = []
         #: what the I/O thread does with each delivery from a local inbox
         self.intake = Intake(self, config.values, self.store, self.burst, self.inboxes, self.backends)
         #: the fleet's roster view, once presence is wired in (:meth:`use_roster`)
@@ -125,7 +135,7 @@ class Gateway:
         from bridgecli.gateway.localapi import LocalApi
 
         self._install_signal_handlers()
-        self.lane.start()  # its loop serves the local API, connected to the broker or not
+        self.lane.bind()  # this thread runs the loop, which serves the local API, connected or not
         self.api = LocalApi(self, self.lane)
         self.api.start()
         recovered = self.store.recover_taken()
@@ -159,16 +169,24 @@ class Gateway:
             signal.signal(sig, lambda *_: self.stop())
 
     def _connect_with_backoff(self) -> None:
-        retry_until_stopped(self._connect, self.should_stop, "consumer")
+        retry_until_stopped(self._connect, self.should_stop, "consumer", pause=self._pause)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (or until stopped) while the loop keeps serving the local API and
+        the publish lane."""
+        deadline = time.monotonic() + seconds
+        while not self.should_stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            self.stepper.step(min(left, 0.2))
+            self.lane.tend()
 
     def _connect(self) -> None:
-        connection = amqp_conn.connect(self.config, name=f"bridge-gateway-{self.host}")
-        channel = connection.channel()
+        connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}", stepper=self.stepper)
+        channel = connection.sync_channel(OPEN_TIMEOUT, "consumer")
         topology.declare(
             channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type), topology.DELAY_EXCHANGE
         )
         channel.basic_qos(prefetch_count=self.prefetch)
-        pub_channel = connection.channel()
+        pub_channel = connection.sync_channel(OPEN_TIMEOUT, "dead-letter")
         self.connection, self.channel = connection, channel
         self.elsewhere.reset()
         self.publisher = Publisher(pub_channel, user_id=amqp_conn.username(self.config))
@@ -182,7 +200,7 @@ class Gateway:
         interval = self.config.values["roster.interval"]
         self.roster_complete_at = time.monotonic() + interval * 1.5
         self.connected.set()
-        self.lane.open()  # after the first connect: the topology is declared
+        self.lane.open()  # after the first connect: the topology is declared; it connects when tended
         glog.event(logger, "connected to broker", entities=len(self.consumers))
 
     def _on_connection_lost(self) -> None:
@@ -198,7 +216,7 @@ class Gateway:
         except Exception:  # closing a connection that already failed: it is dropped either way
             pass
         self.connection = self.channel = self.publisher = None
-        self.should_stop.wait(0.2)
+        self._pause(0.2)
 
     def _shutdown(self) -> None:
         glog.event(logger, "gateway stopping")
@@ -230,6 +248,7 @@ class Gateway:
             except Exception:  # closing a connection that already failed: it is dropped either way
                 pass
         self.store.close()
+        self.stepper.close()
         glog.event(logger, "gateway stopped")
 
     def _pump(self, seconds: float) -> None:
@@ -249,30 +268,13 @@ class Gateway:
         while not self.should_stop.is_set() and (end is None or time.monotonic() < end):
             assert self.connection is not None
             self.connection.process_data_events(time_limit=self.burst.ack_wait(0.2))
+            self.lane.tend()
             self.flush_batch()
-            self._run_periodic()
+            self.periodic.run_due()
 
     def add_periodic(self, interval: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the I/O thread every ``interval`` seconds (roster heartbeats …)."""
-        self.periodic.append((interval, fn))
-
-    def _run_periodic(self) -> None:
-        now = time.monotonic()
-        for index, (interval, fn) in enumerate(self.periodic):
-            if now - self._last_run.get(index, 0.0) >= interval:
-                self._last_run[index] = now
-                try:
-                    fn()
-                except amqp_conn.CONNECTION_ERRORS:
-                    raise
-                except Exception as exc:
-                    glog.event(
-                        logger,
-                        "periodic task failed",
-                        logging.WARNING,
-                        task=getattr(fn, "__name__", "?"),
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
+        self.periodic.add(interval, fn)
 
     def backend_for(self, entity: Entity) -> DeliveryBackend:
         """The delivery backend of ``entity`` (a BridgeError when its plugin is missing)."""
@@ -321,8 +323,26 @@ class Gateway:
         return moved
 
     def on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
-        """Handle one delivery to ``entity``'s inbox (I/O thread; see :class:`.intake.Intake`)."""
-        self.intake.on_message(entity, generation, method, props, body)
+        """Take one delivery to ``entity``'s inbox, inside the loop. Every delivery the loop read
+        with it is handled (:class:`.intake.Intake`) and committed as one burst in one later
+        callback of the same turn of the loop, so that no other callback (a ``poll`` on this
+        thread's store connection) ever meets the burst's transaction open."""
+        self._arrived.append((entity, generation, method, props, body))
+        if len(self._arrived) == 1:
+            self.stepper.ioloop.call_later(0, self._take_arrived)
+
+    def _take_arrived(self) -> None:
+        arrived, self._arrived = self._arrived, []
+        try:
+            for entity, generation, method, props, body in arrived:
+                if generation == self.generation:  # else its channel is gone: the broker redelivers
+                    self.intake.on_message(entity, generation, method, props, body)
+            self.flush_batch()
+        except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPError,):
+            self.burst.rollback()  # the connection's loss ends the step; the broker redelivers
+        except Exception as exc:  # in a loop callback: roll back, the broker redelivers
+            self.burst.rollback()
+            glog.event(logger, "burst failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
 
     def flush_batch(self) -> None:
         """Commit, hand over, sync and ack the open burst (:meth:`.burst.Burst.flush`); log it."""
@@ -386,7 +406,12 @@ class Gateway:
     def dead_letter(
         self, tag: int, props: Any, body: bytes, queue_name: str, reason: str, detail: str, attempts: int | None = None
     ) -> None:
-        """Move one delivery to the DLQ with ``reason`` and ack it (I/O thread)."""
+        """Move one delivery to the DLQ with ``reason`` and ack it (I/O thread; called inside
+        the loop, it waits for the next step, as the publish waits for its confirm)."""
+        if self.stepper.stepping:
+            assert self.connection is not None
+            self.connection.defer(lambda: self.dead_letter(tag, props, body, queue_name, reason, detail, attempts))
+            return
         assert self.publisher is not None and self.channel is not None
         deadletter.dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
 
@@ -451,7 +476,10 @@ class Gateway:
     # --- running work on the I/O thread -------------------------------------------------
 
     def on_io(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-        """Run ``fn`` on the I/O thread and return its result (from a non-I/O thread)."""
+        """Run ``fn`` on the I/O thread and return its result (from any thread; on the I/O
+        thread itself it runs at once, which must not be inside a loop callback)."""
+        if self.lane.on_loop_thread():
+            return fn()
         return iocalls.run_on_io(lambda: self.connection, self.connected, fn, timeout)
 
     def queue_depths(self) -> dict[str, int]:

@@ -58,7 +58,7 @@ class Elsewhere:
         (:meth:`retry_due`), with backoff up to 30 s, until the queue is free; the first time
         is logged as a warning, the take-over as info."""
         if self._probe is None or not self._probe.is_open:
-            self._probe = connection.channel()
+            self._probe = connection.sync_channel(30.0, "probe")
         consumers = self._probe.queue_declare(queue, passive=True).method.consumer_count
         entry = self._entries.get(queue)
         if not consumers:

@@ -100,6 +100,7 @@ class Inboxes:
             queue,
             lambda ch, method, props, body: host.on_message(entity, generation, method, props, body),
             exclusive=host.exclusive,
+            in_loop=True,  # intake never waits: a dead letter waits for the next step
         )
 
     def _reattach(self, entity: Entity) -> None:
@@ -118,7 +119,7 @@ class Inboxes:
                 consumer.worker.stop()
         moved = 0
         if host.connection is not None:
-            side = host.connection.channel()  # a 404 here must not close the consumer channel
+            side = host.connection.sync_channel(30.0, "drain")  # a 404 here must not close the consumer channel
             try:
                 moved = drain_to_dlq(
                     side,

@@ -1,5 +1,5 @@
 """Handing work to the gateway's I/O thread, the only thread that may touch its pika
-connection (``BlockingConnection`` is not thread-safe): fire-and-forget, or wait for a result."""
+connection (a pika connection is not thread-safe): fire-and-forget, or wait for a result."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-import pika
 import pika.exceptions
 
 from bridgecli.amqp import connection as amqp_conn
+from bridgecli.amqp.stepped import SteppedConnection
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.gateway import log as glog
 
 logger = logging.getLogger("bridgecli.gateway")
 
 
-def call_soon(connection: pika.BlockingConnection | None, fn: Callable[[], None]) -> None:
+def call_soon(connection: SteppedConnection | None, fn: Callable[[], None]) -> None:
     """Queue ``fn`` for the thread driving ``connection``. A failure inside it is logged, never
     fatal (a lost connection still propagates, so the reconnect loop takes over); with no
     connection nothing runs (the broker redelivers whatever ``fn`` would have acked)."""
@@ -41,7 +41,7 @@ def call_soon(connection: pika.BlockingConnection | None, fn: Callable[[], None]
 
 
 def run_on_io(
-    current: Callable[[], pika.BlockingConnection | None],
+    current: Callable[[], SteppedConnection | None],
     connected: threading.Event,
     fn: Callable[[], Any],
     timeout: float = 30.0,
@@ -74,10 +74,10 @@ def run_on_io(
         raise BrokerUnavailable(f"lost the broker connection ({type(exc).__name__})", "retry in a moment") from None
 
 
-def message_counts(connection: pika.BlockingConnection, queues: list[str]) -> dict[str, int]:
+def message_counts(connection: SteppedConnection, queues: list[str]) -> dict[str, int]:
     """Ready counts of ``queues`` through a channel of their own (I/O thread)."""
     depths: dict[str, int] = {}
-    probe = connection.channel()
+    probe = connection.sync_channel(30.0, "probe")
     try:
         for name in queues:
             depths[name] = probe.queue_declare(name, passive=True).method.message_count

@@ -49,7 +49,8 @@ class ApiHost(WaiterHost, Protocol):
 
 
 class LoopOwner(Protocol):
-    """The thread whose loop serves the socket (the publish lane)."""
+    """What owns the loop that serves the socket (the publish lane, stepped by the gateway's
+    run thread)."""
 
     loop: EventLoop
 
@@ -114,9 +115,12 @@ class LocalApi:
                     self._drop(client)
             closed.set()
 
-        self.loop.add_callback_threadsafe(close)
-        if not closed.wait(5.0):
-            listener.close()
+        if self.owner.on_loop_thread():
+            close()
+        else:
+            self.loop.add_callback_threadsafe(close)
+            if not closed.wait(5.0):
+                listener.close()
         try:
             self.path.unlink()
         except FileNotFoundError:
@@ -363,7 +367,11 @@ class LocalApi:
         self.workers.submit(run)
 
     def _later(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the loop thread soon (from any thread)."""
+        """Run ``fn`` on the loop thread soon (from any thread; from the loop thread itself,
+        once the callback that asks has returned, with no wake-up of the loop)."""
+        if self.owner.on_loop_thread():
+            self.loop.call_later(0, _safely(fn))
+            return
         try:
             self.loop.add_callback_threadsafe(_safely(fn))
         except Exception:  # the loop is gone: the gateway is stopping, its clients with it

@@ -1,4 +1,4 @@
-"""The gateway's publish lane: a second AMQP connection, owned by a thread of its own, that
+"""The gateway's publish lane: a second AMQP connection, on the gateway's one loop, that
 carries every confirmed publish of a local sender (``bridge send`` and friends, MCP tools).
 
 Confirms are pipelined on an asynchronous confirm-mode channel: each caller's future resolves
@@ -21,15 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import pika
 import pika.exceptions
-from pika.adapters.select_connection import IOLoop
 
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import amqp_message, describe, nacked, unroutable
-from bridgecli.amqp.stepped import SteppedConnection
+from bridgecli.amqp.stepped import SteppedConnection, Stepper
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.gateway import log as glog
-from bridgecli.gateway.reconnect import keep_connected
+from bridgecli.gateway.reconnect import RETRYABLE, backoff, log_retry
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
@@ -43,6 +42,8 @@ _BROKEN = amqp_conn.CONNECTION_ERRORS + (
     pika.exceptions.ChannelClosed,
     pika.exceptions.ChannelWrongStateError,
 )
+#: errors that end the lane's connection
+_LOST = _BROKEN + (pika.exceptions.AMQPError,)
 #: how long opening the lane's channel and turning on confirms may take
 OPEN_TIMEOUT = 10.0
 #: after a nack, how long new publishes wait for the old channel's outstanding confirms
@@ -62,22 +63,28 @@ class _InFlight:
 
 
 class PublishLane:
-    """Confirmed publishing on a connection and thread of its own. :meth:`publish` is called
-    from any thread and returns once the broker confirmed every message (or raises the typed
-    error of the first one that failed); :meth:`publish_in_loop` from the loop's own thread.
+    """Confirmed publishing on a connection of its own. :meth:`publish` is called from any
+    thread but the loop's and returns once the broker confirmed every message (or raises the
+    typed error of the first one that failed); :meth:`publish_in_loop` from the loop's thread.
 
-    The thread runs :attr:`loop` from :meth:`start` to :meth:`stop`, connected or not, so that
-    other sockets can be served on it (the local API); it connects once :meth:`open` is called."""
+    The thread that steps :attr:`loop` (:meth:`bind`) calls :meth:`tend` between its steps;
+    the lane connects at the first one after :meth:`open`."""
 
-    def __init__(self, config: Config, host: str) -> None:
+    def __init__(self, config: Config, host: str, stepper: Stepper) -> None:
         self.config = config
         self.host = host
         self.ready = threading.Event()
-        #: the I/O loop of the lane's thread, kept across connections
-        self.loop = IOLoop()
+        #: the loop the lane's connection runs on, kept across connections; the thread that
+        #: steps it (:meth:`bind`) also serves other sockets on it (the local API)
+        self.stepper = stepper
+        self.loop = stepper.ioloop
+        self._owner: threading.Thread | None = None
         self._stop = threading.Event()
-        self._open = threading.Event()
+        self._open = False
         self._broken = False
+        #: failed connect attempts in a row, and when the next one is due (monotonic)
+        self._attempts = 0
+        self._retry_at = 0.0
         self._connection: SteppedConnection | None = None
         #: the broker's product and version, read when the lane connects (``bridge status``)
         self.server_info: dict[str, Any] = {}
@@ -85,85 +92,83 @@ class PublishLane:
         self._plain: Any = None  #: a channel without confirms, for soft state (roster frames)
         self._user_id: str | None = None
         self._delay_tiers: set[int] = set()
-        # lane thread only: published, waiting for their confirm (insertion order = tag order)
+        # loop thread only: published, waiting for their confirm (insertion order = tag order)
         self._in_flight: dict[int, _InFlight] = {}
         self._by_msg_id: dict[str, int] = {}
         self._next_tag = 1
-        # submitted from other threads, not yet published by the lane thread
+        # submitted from other threads, not yet published by the loop thread
         self._queued: set[Future] = set()
         self._queued_lock = threading.Lock()
-        # lane thread only: after a nack, publish on a fresh channel (see _renew_channel_after_nack)
+        # loop thread only: after a nack, publish on a fresh channel (see _renew_channel_after_nack)
         self._renew_since: float | None = None
         self._deferred: list[tuple[list[tuple[Envelope, Future]], int | None]] = []
-        self._thread = threading.Thread(target=self._run, name="bridge-publish", daemon=True)
 
-    # --- lifecycle ----------------------------------------------------------------------
+    # --- lifecycle (the loop thread) ----------------------------------------------------
 
-    def start(self) -> None:
-        """Start the thread and its loop (not connecting yet: see :meth:`open`)."""
-        self._thread.start()
+    def bind(self) -> None:
+        """Make the calling thread the loop's: the one that steps it and calls :meth:`tend`."""
+        self._owner = threading.current_thread()
 
     def open(self) -> None:
-        """Connect, and reconnect whenever the connection is lost (once the topology exists)."""
-        self._open.set()
-        self.loop.add_callback_threadsafe(self.loop.stop)
+        """Connect at the next :meth:`tend`, and reconnect whenever the connection is lost
+        (called once the topology exists)."""
+        self._open = True
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Close the connection and end the thread (publishes still in flight fail)."""
+    def stop(self) -> None:
+        """Send what was queued last (a roster "gone"), then close the connection: publishes
+        still in flight fail."""
         self._stop.set()
-        if self._thread.is_alive():
-            self.loop.add_callback_threadsafe(self.loop.stop)
-            self._thread.join(timeout)
+        if self._connection is not None and not self._broken:
+            try:
+                self._connection.process_data_events(time_limit=0)
+            except _LOST:
+                pass  # lost while stopping: nothing more to send
+        self._close()
 
     def on_loop_thread(self) -> bool:
         """Whether the caller is the thread that runs :attr:`loop`."""
-        return threading.current_thread() is self._thread
+        return threading.current_thread() is self._owner
 
-    def _run(self) -> None:
+    def tend(self) -> None:
+        """Between two steps of the loop: run the lane's queued calls, renew the channel after
+        a nack, notice a lost connection, and (re)connect when due, with the reconnect policy
+        of :mod:`.reconnect`. A connect attempt steps the loop while it waits for the broker."""
+        if not self._open or self._stop.is_set():
+            return
+        if self._connection is None:
+            if time.monotonic() >= self._retry_at:
+                self._try_connect()
+            return
         try:
-            while not self._open.is_set() and not self._stop.is_set():
-                self._step(0.2)
-            keep_connected(
-                self._stop,
-                "publish lane",
-                connect=self._connect,
-                serve=self._serve,
-                close=self._close,
-                lost=_BROKEN + (pika.exceptions.AMQPError,),
-                pause=self._pause,
-            )
-        finally:
-            self.loop.close()
-
-    def _step(self, seconds: float) -> None:
-        """Run the loop for up to ``seconds`` (less when a call ends the step)."""
-        timer = self.loop.call_later(seconds, self.loop.stop)
-        try:
-            self.loop.start()
-        finally:
-            self.loop.remove_timeout(timer)
-
-    def _pause(self, seconds: float) -> None:
-        """Wait ``seconds`` (or until stopped) while the loop keeps running."""
-        deadline = time.monotonic() + seconds
-        while not self._stop.is_set() and (left := deadline - time.monotonic()) > 0:
-            self._step(min(left, 0.2))
-
-    def _serve(self) -> None:
-        while not self._stop.is_set() and not self._broken:
-            assert self._connection is not None
-            self._connection.process_data_events(time_limit=0.2)
-            if self._renew_since is not None:
+            self._connection.run_calls()
+            if self._renew_since is not None and not self._broken:
                 try:
                     self._renew_channel_after_nack()
                 except BrokerUnavailable as exc:  # no new channel: start over on a new connection
                     glog.event(logger, "publish channel renewal failed", logging.WARNING, error=str(exc))
                     self._broken = True
-        if self._stop.is_set() and not self._broken and self._connection is not None:
-            self._connection.process_data_events(time_limit=0)  # what was queued last (roster "gone")
+            if not self._broken:
+                return
+            error = "its channel closed"
+        except _LOST as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        glog.event(logger, "publish connection lost", logging.WARNING, error=error)
+        self._close()
+        self._retry_at = time.monotonic() + 0.2
+
+    def _try_connect(self) -> None:
+        try:
+            self._connect()
+        except RETRYABLE as exc:
+            self._attempts += 1
+            wait = backoff(self._attempts)
+            self._retry_at = time.monotonic() + wait
+            log_retry("publish lane", self._attempts, wait, exc)
+        else:
+            self._attempts = 0
 
     def _connect(self) -> None:
-        connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}-publish", ioloop=self.loop)
+        connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}-publish", stepper=self.stepper)
         try:
             self._channel = self._open_confirm_channel(connection)
         except BaseException:
@@ -228,7 +233,7 @@ class PublishLane:
             await_confirm(future, deadline)
 
     def submit(self, envelopes: list[Envelope], delay_ms: int | None = None, timeout: float = 30.0) -> list[Future]:
-        """Hand ``envelopes`` to the lane thread and return one future per message, resolved
+        """Hand ``envelopes`` to the loop thread and return one future per message, resolved
         by its confirm (or failed with its typed error) — for a caller that has something
         better to wait for, such as the reply that proves delivery (``send --wait``)."""
         if not envelopes:
@@ -279,7 +284,7 @@ class PublishLane:
             return False
         return True
 
-    # --- the lane thread ----------------------------------------------------------------
+    # --- the loop thread ----------------------------------------------------------------
 
     def _publish_soft(self, frames: list[tuple[str, str, bytes, pika.BasicProperties]]) -> None:
         plain = self._plain
@@ -374,7 +379,7 @@ class PublishLane:
                 )
 
     def _renew_channel_after_nack(self) -> None:
-        """Publish on a fresh confirm channel after the broker nacked a message (lane thread).
+        """Publish on a fresh confirm channel after the broker nacked a message (loop thread).
 
         New publishes wait until the old channel's confirms are all in, so no other sender's
         message fails for it; those not in within :data:`RENEW_DRAIN_TIMEOUT` fail as "may or

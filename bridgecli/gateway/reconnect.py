@@ -16,39 +16,55 @@ from bridgecli.gateway import log as glog
 logger = logging.getLogger("bridgecli.gateway")
 
 
+#: what a failed connect attempt may raise and still be worth retrying
+RETRYABLE = amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)
+#: capped (10 s), jittered exponential backoff between connect attempts
+_WAIT = tenacity.wait_random_exponential(multiplier=0.5, max=10)
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after failed connect attempt number ``attempt`` (1, 2, …)."""
+    state = tenacity.RetryCallState(tenacity.Retrying(wait=_WAIT), None, (), {})
+    state.attempt_number = attempt
+    return float(_WAIT(state))
+
+
+def log_retry(what: str, attempt: int, wait: float, error: BaseException | None) -> None:
+    """The warning of one failed connect attempt of connection ``what``."""
+    glog.event(
+        logger,
+        "broker unreachable, retrying",
+        logging.WARNING,
+        connection=what,
+        attempt=attempt,
+        wait=f"{wait:.1f}s",
+        error=str(error),
+    )
+
+
 def retry_until_stopped(
     connect: Callable[[], None],
     stop: threading.Event,
     what: str = "gateway",
     pause: Callable[[float], None] | None = None,
 ) -> None:
-    """Call ``connect`` until it succeeds: capped (10 s), jittered exponential backoff, each
-    retry logged. Raises ``tenacity.RetryError`` once ``stop`` is set. ``pause(seconds)``
-    waits between attempts (default: on ``stop``); a thread that runs a loop keeps it running."""
+    """Call ``connect`` until it succeeds, with :func:`backoff` between attempts, each retry
+    logged. Raises ``tenacity.RetryError`` once ``stop`` is set. ``pause(seconds)`` waits
+    between attempts (default: on ``stop``); a thread that runs a loop keeps it running."""
 
-    def log_retry(state: tenacity.RetryCallState) -> None:
+    def before_sleep(state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
-        glog.event(
-            logger,
-            "broker unreachable, retrying",
-            logging.WARNING,
-            connection=what,
-            attempt=state.attempt_number,
-            wait=f"{state.next_action.sleep:.1f}s" if state.next_action else "",
-            error=str(exc),
-        )
+        log_retry(what, state.attempt_number, state.next_action.sleep if state.next_action else 0.0, exc)
 
     def sleep(seconds: float) -> None:
         (pause or stop.wait)(seconds)
 
     retrying = tenacity.Retrying(
-        wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
-        retry=tenacity.retry_if_exception_type(
-            amqp_conn.CONNECTION_ERRORS + (BrokerUnavailable, pika.exceptions.AMQPError)
-        ),
+        wait=_WAIT,
+        retry=tenacity.retry_if_exception_type(RETRYABLE),
         stop=tenacity.stop_when_event_set(stop),
         sleep=sleep,
-        before_sleep=log_retry,
+        before_sleep=before_sleep,
     )
     retrying(connect)
 

@@ -51,9 +51,16 @@ def _install(stage: str, nth: int) -> None:
             # the acks follow the store's sync (queued for a while): let them go out now
             self.burst.sync_and_ack()
             assert self.store.syncs > synced
-            self.connection.process_data_events(time_limit=0.05)
-            self.connection.process_data_events(time_limit=0)
-            die()
+
+            def write_acks_and_die() -> None:
+                self.connection.process_data_events(time_limit=0.05)
+                self.connection.process_data_events(time_limit=0)
+                die()
+
+            if self.stepper.stepping:  # a burst flushed inside the loop: its step ends first
+                self.connection.defer(write_acks_and_die)
+            else:
+                write_acks_and_die()
 
     Gateway.flush_batch, Transaction.commit = flush_batch, commit_tx
 
