@@ -340,9 +340,13 @@ class Gateway:
             self.flush_batch()
         except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPError,):
             self.burst.rollback()  # the connection's loss ends the step; the broker redelivers
-        except Exception as exc:  # in a loop callback: roll back, the broker redelivers
+        except Exception as exc:  # a bug, inside a loop callback: requeue the burst, keep serving
+            tags = [tag for tag, _, _ in self.burst.deliveries]
             self.burst.rollback()
-            glog.event(logger, "burst failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+            if self.channel is not None and self.channel.is_open:
+                for tag in tags:
+                    self.channel.basic_nack(tag, requeue=True)
+            glog.event(logger, "burst failed; requeued", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
 
     def flush_batch(self) -> None:
         """Commit, hand over, sync and ack the open burst (:meth:`.burst.Burst.flush`); log it."""

@@ -85,13 +85,19 @@ def test_a_confirmed_poll_and_send_wait_leave_nothing_behind(host_factory):
     assert a.bridge_json("poll", "--as", main, "--wait", "1s")["messages"] == []
 
 
-@pytest.mark.parametrize("fault", ["handoff-after-commit:1", "handoff-commit-fails:1"])
+_REQUEUED = {
+    "handoff-commit-fails:1": "store commit failed; burst requeued",
+    "burst-raises:1": "burst failed; requeued",
+}
+
+
+@pytest.mark.parametrize("fault", ["handoff-after-commit:1", "handoff-commit-fails:1", "burst-raises:1"])
 def test_a_gateway_fault_at_the_hand_off_loses_nothing(host_factory, fault):
     a = host_factory("a")
     main = a.register("main", role="main")
     a.register("peer")
-    if fault.startswith("handoff-commit-fails"):
-        a.expect_log_errors("store commit failed; burst requeued")
+    if fault in _REQUEUED:
+        a.expect_log_errors(_REQUEUED[fault])
     gateway = _start_faulty(a, fault)
     poll = _start_poll(a, main)
     msg_id = str(uuid.uuid4())
@@ -106,6 +112,6 @@ def test_a_gateway_fault_at_the_hand_off_loses_nothing(host_factory, fault):
     else:  # the gateway lives: the burst is requeued, redelivered, and handed over then
         assert gateway.poll() is None and poll.returncode == 0
         got = json.loads(out)["messages"]
-        assert "store commit failed; burst requeued" in a.log()
+        assert _REQUEUED[fault] in a.log()
     assert [(m["msgId"], m["content"]) for m in got] == [(msg_id, "hand me over")]
     assert a.bridge_json("poll", "--as", main, "--wait", "1s")["messages"] == [], "once"

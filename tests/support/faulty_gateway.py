@@ -5,7 +5,8 @@ batch transaction, not committed), ``after-commit`` (committed, no ack sent) or 
 (the burst's acks written to the socket) — counting bursts — or, counting bursts that hand
 a message to a waiting client, ``handoff-after-commit`` (committed, the client not answered
 yet) or ``handoff-commit-fails`` (the commit raises a disk I/O error instead; the gateway
-lives). The gateway is bridge's own code, unchanged: this
+lives), or ``burst-raises`` (the burst's flush raises an unexpected error before it commits;
+the gateway lives). The gateway is bridge's own code, unchanged: this
 only wraps two of its methods to kill the process at the stage's boundary, which is how a
 crash at that instant looks to the broker and the store.
 """
@@ -46,6 +47,9 @@ def _install(stage: str, nth: int) -> None:
         else:
             bursts["armed"] = False
         synced = self.store.syncs
+        if bursts["armed"] and stage == "burst-raises":
+            bursts["armed"] = False
+            raise RuntimeError("a bug in the burst (injected)")
         flush(self)
         if bursts["armed"] and stage == "after-ack":
             # the acks follow the store's sync (queued for a while): let them go out now
@@ -67,9 +71,14 @@ def _install(stage: str, nth: int) -> None:
 
 def main() -> None:
     stage, _, nth = os.environ["BRIDGE_TEST_FAULT"].partition(":")
-    assert stage in ("before-commit", "after-commit", "after-ack", "handoff-after-commit", "handoff-commit-fails"), (
-        stage
-    )
+    assert stage in (
+        "before-commit",
+        "after-commit",
+        "after-ack",
+        "handoff-after-commit",
+        "handoff-commit-fails",
+        "burst-raises",
+    ), stage
     _install(stage, int(nth or 1))
     from bridgecli.entry import main as bridge_main
 
