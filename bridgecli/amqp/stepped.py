@@ -11,6 +11,7 @@ asynchronous channels only through a private attribute; this uses pika's public 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,10 +33,12 @@ if TYPE_CHECKING:
 class Stepper:
     """One thread's pika I/O loop, run in steps: a step ends after its time or once woken. Every
     connection and socket served on the loop shares it, so a wake-up ends the step whoever
-    runs it. Owning thread only, but for :meth:`wake_threadsafe`."""
+    runs it. Owning thread only, but for :meth:`wake_threadsafe` and :meth:`on_loop_thread`."""
 
     def __init__(self) -> None:
         self.ioloop = IOLoop()
+        #: the thread that steps the loop (:meth:`bind`)
+        self._owner: threading.Thread | None = None
         #: a step is running: the caller is inside one of the loop's callbacks, where nothing
         #: may wait for the broker (the loop cannot be stepped again from there)
         self.stepping = False
@@ -64,6 +67,14 @@ class Stepper:
         """End the current step (from any thread)."""
         self.ioloop.add_callback_threadsafe(self.ioloop.stop)
 
+    def bind(self) -> None:
+        """Make the calling thread the one that steps the loop."""
+        self._owner = threading.current_thread()
+
+    def on_loop_thread(self) -> bool:
+        """Whether the caller is the thread bound to the loop (:meth:`bind`)."""
+        return threading.current_thread() is self._owner
+
     def close(self) -> None:
         self.ioloop.close()
 
@@ -88,12 +99,12 @@ class SteppedConnection:
         done: list[Any] = []
         workflow = pika.SelectConnection.create_connection(params, self.arrived(done), custom_ioloop=self._ioloop)
         try:
-            self._step_until(done, connect_timeout * 2 + 1)
+            self._step_until(lambda: bool(done), connect_timeout * 2 + 1)
         except ValueError as exc:
             done.append(cut_while_opening(exc))
         if not done:
             workflow.abort()
-            self._step_until([], 0)
+            self._stepper.step(0)
             self._close_loop()
             raise refused(TimeoutError("connection timed out"), params, config, connect_timeout)
         result = done[0]
@@ -120,7 +131,7 @@ class SteppedConnection:
         """Run the I/O loop for up to ``time_limit`` seconds (0: what is ready now; less when a
         call comes in), then the queued calls (from other threads, and deliveries :meth:`defer`
         hands over), unless one of those is running; raise the connection's error if it was lost."""
-        self._step_until(None, time_limit)
+        self._stepper.step(time_limit)
         self.run_calls()
 
     def run_calls(self) -> None:
@@ -140,7 +151,7 @@ class SteppedConnection:
         """Run ``fn`` on the owning thread, between two steps of the loop (from any thread):
         outside the loop, so ``fn`` may wait for the broker (declare a queue, open a channel)."""
         self._calls.append(fn)
-        self._ioloop.add_callback_threadsafe(self._ioloop.stop)
+        self._stepper.wake_threadsafe()
 
     def call_in_loop_threadsafe(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` inside the I/O loop, on the owning thread, as soon as it is free (from any
@@ -159,9 +170,7 @@ class SteppedConnection:
     def wait_for(self, arrived: list[Any], timeout: float, problem: str) -> None:
         """Step until a callback has appended to ``arrived``; BrokerUnavailable(``problem``)
         after ``timeout`` seconds, the connection's error if it was lost meanwhile."""
-        self._step_until(arrived, timeout)
-        if self._lost is not None:
-            raise self._lost
+        self.wait_until(lambda: bool(arrived), timeout)
         if not arrived:
             raise BrokerUnavailable(problem, "check the broker's log")
 
@@ -186,14 +195,9 @@ class SteppedConnection:
     def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> None:
         """Step until ``ready()`` (a callback that makes it true calls :meth:`wake`), the
         connection is lost (its error is raised), or ``timeout`` s (None: no limit)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not ready():
-            left = 1.0 if deadline is None else min(deadline - time.monotonic(), 1.0)
-            if left <= 0:
-                return
-            self._stepper.step(left)
-            if self._lost is not None:
-                raise self._lost
+        self._step_until(ready, timeout)
+        if self._lost is not None:
+            raise self._lost
 
     def close(self, timeout: float = 2.0) -> None:
         """Close the connection, and its loop unless it was given one (waits up to ``timeout``
@@ -206,7 +210,7 @@ class SteppedConnection:
                 self.connection.close()
             except pika.exceptions.ConnectionWrongStateError:
                 closed.append(True)
-            self._step_until(closed, timeout)
+            self._step_until(lambda: bool(closed), timeout)
         self._close_loop()
 
     def _close_loop(self) -> None:
@@ -228,13 +232,15 @@ class SteppedConnection:
             self._lost = reason if isinstance(reason, Exception) else pika.exceptions.ConnectionClosed(0, str(reason))
         self.wake()
 
-    def _step_until(self, arrived: list[Any] | None, timeout: float) -> None:
-        """Run the loop until ``arrived`` is non-empty, the connection is lost, or ``timeout``."""
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while True:
-            self._stepper.step(max(deadline - time.monotonic(), 0.0))
-            if arrived is None or arrived or self._lost is not None or time.monotonic() >= deadline:
+    def _step_until(self, ready: Callable[[], bool], timeout: float | None) -> None:
+        """Step the loop until ``ready()``, the connection is lost, or ``timeout`` s (None: no
+        limit), at most a second at a time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not ready() and self._lost is None:
+            left = 1.0 if deadline is None else min(deadline - time.monotonic(), 1.0)
+            if left <= 0:
                 return
+            self._stepper.step(left)
 
 
 def _last_attempt_error(error: BaseException) -> BaseException:

@@ -135,7 +135,7 @@ class Gateway:
         from bridgecli.gateway.localapi import LocalApi
 
         self._install_signal_handlers()
-        self.lane.bind()  # this thread runs the loop, which serves the local API, connected or not
+        self.stepper.bind()  # this thread runs the loop, which serves the local API, connected or not
         self.api = LocalApi(self, self.lane)
         self.api.start()
         recovered = self.store.recover_taken()
@@ -482,7 +482,7 @@ class Gateway:
     def on_io(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run ``fn`` on the I/O thread and return its result (from any thread; on the I/O
         thread itself it runs at once, which must not be inside a loop callback)."""
-        if self.lane.on_loop_thread():
+        if self.stepper.on_loop_thread():
             return fn()
         return iocalls.run_on_io(lambda: self.connection, self.connected, fn, timeout)
 

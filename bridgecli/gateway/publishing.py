@@ -67,18 +67,17 @@ class PublishLane:
     thread but the loop's and returns once the broker confirmed every message (or raises the
     typed error of the first one that failed); :meth:`publish_in_loop` from the loop's thread.
 
-    The thread that steps :attr:`loop` (:meth:`bind`) calls :meth:`tend` between its steps;
-    the lane connects at the first one after :meth:`open`."""
+    The thread that steps :attr:`loop` (bound to its :class:`Stepper`) calls :meth:`tend`
+    between its steps; the lane connects at the first one after :meth:`open`."""
 
     def __init__(self, config: Config, host: str, stepper: Stepper) -> None:
         self.config = config
         self.host = host
         self.ready = threading.Event()
         #: the loop the lane's connection runs on, kept across connections; the thread that
-        #: steps it (:meth:`bind`) also serves other sockets on it (the local API)
+        #: steps it also serves other sockets on it (the local API)
         self.stepper = stepper
         self.loop = stepper.ioloop
-        self._owner: threading.Thread | None = None
         self._stop = threading.Event()
         self._open = False
         self._broken = False
@@ -105,10 +104,6 @@ class PublishLane:
 
     # --- lifecycle (the loop thread) ----------------------------------------------------
 
-    def bind(self) -> None:
-        """Make the calling thread the loop's: the one that steps it and calls :meth:`tend`."""
-        self._owner = threading.current_thread()
-
     def open(self) -> None:
         """Connect at the next :meth:`tend`, and reconnect whenever the connection is lost
         (called once the topology exists)."""
@@ -127,7 +122,7 @@ class PublishLane:
 
     def on_loop_thread(self) -> bool:
         """Whether the caller is the thread that runs :attr:`loop`."""
-        return threading.current_thread() is self._owner
+        return self.stepper.on_loop_thread()
 
     def tend(self) -> None:
         """Between two steps of the loop: run the lane's queued calls, renew the channel after
