@@ -101,13 +101,44 @@ class Client:
         self.inbuf = bytearray()
         #: loop thread: the token of the request in progress (its answer not written yet)
         self.request: object | None = None
-        #: loop thread: the client hung up
+        #: loop thread: the connection is over; it is dropped once its request ends
         self.closed = False
         #: a write failed: the connection is dropped once its request ends
         self.broken = False
+        #: loop thread: the client sent all it will send (a half-close); what came before is
+        #: still answered
+        self.input_ended = False
         self._out = b""
+        self._handler: Callable[[int, int], None] | None = None
+        #: the events the loop watches the socket for (0: not watched)
+        self._watched = 0
         self._lock = threading.Lock()
         self._pending: set[str] = set()
+
+    def watch(self, handler: Callable[[int, int], None]) -> None:
+        """Have the loop call ``handler(fd, events)`` when the socket has input, or room for
+        the rest of a response (loop thread)."""
+        self._handler = handler
+        self._watch()
+
+    def end_input(self) -> None:
+        """The client sent all it will send (loop thread): stop watching for input, which
+        would be the end of input again at every turn of the loop."""
+        self.input_ended = True
+        self._watch()
+
+    def _watch(self) -> None:
+        events = (0 if self.input_ended else READ) | (WRITE if self._out else 0)
+        if events == self._watched or self._handler is None:
+            return
+        fd = self.sock.fileno()
+        if not events:
+            self.loop.remove_handler(fd)
+        elif not self._watched:
+            self.loop.add_handler(fd, self._handler, events)
+        else:
+            self.loop.update_handler(fd, events)
+        self._watched = events
 
     @property
     def busy(self) -> bool:
@@ -152,7 +183,7 @@ class Client:
             return False
         self._out = data[sent:]
         if self._out:
-            self.loop.update_handler(self.sock.fileno(), READ | WRITE)
+            self._watch()
         return True
 
     def write_more(self) -> None:
@@ -160,7 +191,7 @@ class Client:
         if self._out and not self.write(self._out):
             self._out, self.broken, self.closed = b"", True, True
         if not self._out:
-            self.loop.update_handler(self.sock.fileno(), READ)
+            self._watch()
 
     def write_all(self, data: bytes) -> None:
         """Write all of ``data`` from a worker (OSError when the client is gone)."""
@@ -168,10 +199,12 @@ class Client:
 
     def close(self) -> None:
         """Stop watching the socket and close it (loop thread)."""
-        try:
-            self.loop.remove_handler(self.sock.fileno())
-        except (KeyError, ValueError, OSError):  # already removed with its closed socket
-            pass
+        if self._watched:
+            self._watched = 0
+            try:
+                self.loop.remove_handler(self.sock.fileno())
+            except (KeyError, ValueError, OSError):  # already removed with its closed socket
+                pass
         self.sock.close()
 
 

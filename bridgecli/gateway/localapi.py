@@ -140,7 +140,7 @@ class LocalApi:
             sock.setblocking(False)
             client = Client(sock, self.loop)
             self._clients.add(client)
-            self.loop.add_handler(sock.fileno(), self._handler(client), READ)
+            client.watch(self._handler(client))
 
     def _handler(self, client: Client) -> Callable[[int, int], None]:
         def handle(_fd: int, events: int) -> None:
@@ -169,10 +169,10 @@ class LocalApi:
             return
         except OSError:
             data = b""
-        if not data:
-            self._hang_up(client)
-            return
-        client.inbuf += data
+        if data:
+            client.inbuf += data
+        else:  # a half-close, perhaps: what came before it is still answered
+            client.end_input()
         self._next(client)
 
     def _next(self, client: Client) -> None:
@@ -183,6 +183,9 @@ class LocalApi:
                 if len(client.inbuf) > MAX_REQUEST_BYTES:
                     client.inbuf.clear()
                     self._respond(client, _error(Rejected("request too large", _TOO_LARGE_FIX)))
+                    continue
+                if client.input_ended:  # all it asked is answered, and nothing more will come
+                    self._hang_up(client)
                 return
             line = bytes(client.inbuf[: end + 1])
             del client.inbuf[: end + 1]

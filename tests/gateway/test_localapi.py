@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import stat
 
@@ -82,11 +83,13 @@ def test_every_error_type_crosses_the_socket_with_its_exit_code():
 
 
 def test_thousands_of_pipelined_requests_are_answered_in_order(host_factory):
+    """All of them, though the client half-closes before it reads any answer: far more
+    answers than the socket holds wait for it to read."""
     a = host_factory("a")
     a.start_gateway()
-    lines = [b'{"op":"confirm","msg_ids":[]}\n', b"not json\n"] * 2500 + [b'{"op":"status"}\n']
+    lines = [b'{"op":"confirm","msg_ids":[]}\n', b"not json\n"] * 10_000 + [b'{"op":"status"}\n']
     answers = _raw(a.socket, b"".join(lines))
-    assert len(answers) == 5001
+    assert len(answers) == 20_001
     assert [x["ok"] for x in answers[:4]] == [True, False, True, False] and answers[-1]["ok"] is True
     assert a.gateway.poll() is None
 
@@ -111,3 +114,42 @@ def test_a_client_that_reads_nothing_holds_up_no_one(host_factory):
     assert shown.returncode == 0 and "main" in shown.stdout
     stuck.close()
     assert a.bridge("status").returncode == 0 and a.gateway.poll() is None
+
+
+def test_a_client_whose_input_ended_is_watched_only_while_its_answer_waits_for_room():
+    """After a half-close the socket is readable (end of input) at every turn of the loop:
+    watching it for input still would spin the loop until the client's request ends."""
+    from bridgecli.amqp.stepped import Stepper
+    from bridgecli.gateway.connections import Client
+
+    stepper = Stepper()
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    theirs.settimeout(10)
+    client, calls = Client(ours, stepper.ioloop), []
+
+    def handler(_fd, events):
+        calls.append(events)
+        if events & select.POLLOUT:
+            client.write_more()
+        elif not ours.recv(100):
+            client.end_input()
+
+    client.watch(handler)
+    theirs.shutdown(socket.SHUT_WR)
+    for _ in range(20):
+        stepper.step(0.001)
+    assert len(calls) == 1 and client.input_ended  # the end of input, once
+    assert client.write(b"x" * 1_000_000) and client.writing  # more than the socket takes at once
+    received = bytearray()
+    while len(received) < 1_000_000:
+        received += theirs.recv(1 << 20)
+        stepper.step(0.001)
+    assert not client.writing and all(events == select.POLLOUT for events in calls[1:])
+    written = len(calls)
+    for _ in range(20):
+        stepper.step(0.001)
+    assert len(calls) == written  # all written: not watched at all
+    client.close()
+    theirs.close()
+    stepper.close()
