@@ -11,7 +11,6 @@ docs/decisions/local-api-on-the-loop.md.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -27,15 +26,22 @@ from bridgecli.gateway import log as glog
 from bridgecli.gateway import operations, polling, sending
 from bridgecli.gateway.answers import ANSWERED, PENDING
 from bridgecli.gateway.callers import WouldWait
-from bridgecli.gateway.client import error_to_wire
 from bridgecli.gateway.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
 from bridgecli.gateway.heldwaits import HeldWaits, WaiterHost
 from bridgecli.gateway.publishing import confirm_timed_out
+from bridgecli.gateway.requestlines import (
+    MAX_REQUEST_BYTES,
+    TOO_LARGE_FIX,
+    error_response,
+    guarded,
+    parse_line,
+    raiser,
+    response_of,
+)
 from bridgecli.gateway.waiters import Waiter
 from bridgecli.gateway.workers import Workers
 
 logger = logging.getLogger("bridgecli.gateway")
-MAX_REQUEST_BYTES = 8 * 1024 * 1024
 #: operations run on the loop thread itself: they never wait
 INLINE = frozenset({"confirm"})
 
@@ -182,7 +188,7 @@ class LocalApi:
             if end < 0:
                 if len(client.inbuf) > MAX_REQUEST_BYTES:
                     client.inbuf.clear()
-                    self._respond(client, _error(Rejected("request too large", _TOO_LARGE_FIX)))
+                    self._respond(client, error_response(Rejected("request too large", TOO_LARGE_FIX)))
                     continue
                 if client.input_ended:  # all it asked is answered, and nothing more will come
                     self._hang_up(client)
@@ -226,8 +232,8 @@ class LocalApi:
             first_wait_done = prepared.offered
 
             def finish() -> dict[str, Any]:
-                return _response(
-                    _guarded("send", lambda: sending.finish(self.gateway, prepared, confirmed, first_wait_done))  # type: ignore[arg-type]
+                return response_of(
+                    guarded("send", lambda: sending.finish(self.gateway, prepared, confirmed, first_wait_done))  # type: ignore[arg-type]
                 )
 
             if prepared.offered:
@@ -252,14 +258,14 @@ class LocalApi:
         def confirmed_one(future: Any) -> None:
             error = future.exception()
             if error is not None:
-                answer(_response(_guarded("send", _raiser(error))))
+                answer(response_of(guarded("send", raiser(error))))
             else:
                 left[0] -= 1
                 if left[0] == 0:
                     answer({"ok": True, **prepared.result})
 
         def late() -> None:
-            answer(_error(confirm_timed_out()))
+            answer(error_response(confirm_timed_out()))
 
         timer = self.loop.call_later(prepared.confirm_timeout, late)
         if not confirmed:
@@ -280,13 +286,13 @@ class LocalApi:
         """``start()``, the loop's first step of ``op``; None when there is nothing more to do
         here: a step would wait (the whole request then runs on a worker), or it was refused
         (answered)."""
-        started = _guarded(op, start)
+        started = guarded(op, start)
         if isinstance(started, WouldWait):
             self._on_worker(client, token, early, lambda: self.run(op, request, early))
             return None
         if isinstance(started, BridgeError):  # refused
             client.request = None
-            self._respond(client, _error(started))
+            self._respond(client, error_response(started))
             return None
         return started
 
@@ -302,13 +308,13 @@ class LocalApi:
         )
         if poll is None:
             return
-        looked = _guarded("poll", lambda: poll.look(self.gateway))  # type: ignore[arg-type]
+        looked = guarded("poll", lambda: poll.look(self.gateway))  # type: ignore[arg-type]
         waiter = poll.waiter
         if looked is None:
             assert waiter is not None  # look answers a poll without one
 
             def finish() -> dict[str, Any]:
-                return _response(_guarded("poll", lambda: poll.finish(self.gateway, first_wait_done=True)))  # type: ignore[arg-type]
+                return response_of(guarded("poll", lambda: poll.finish(self.gateway, first_wait_done=True)))  # type: ignore[arg-type]
 
             if poll.offer(self.gateway):  # type: ignore[arg-type]
                 wait = min(poll.deadline - time.monotonic(), sending.LOOK_EVERY)
@@ -319,7 +325,7 @@ class LocalApi:
         if waiter is not None:
             self.gateway.remove_waiter(waiter)
         client.request = None
-        self._respond(client, _response(looked))
+        self._respond(client, response_of(looked))
 
     def _hold(
         self,
@@ -423,55 +429,10 @@ class LocalApi:
         if op in operations.ANSWERING:
             request = {**request, "early": early}  # never the client's: a field of that name is replaced
         started = time.monotonic()
-        response = _response(_guarded(op, lambda: handler(self.gateway, **request)))
+        response = response_of(guarded(op, lambda: handler(self.gateway, **request)))
         if logger.isEnabledFor(logging.DEBUG):  # the op's own events are logged at INFO already
             glog.event(logger, "api", logging.DEBUG, op=op, ms=round((time.monotonic() - started) * 1000, 1))
         return response
-
-
-_TOO_LARGE_FIX = f"keep requests under {MAX_REQUEST_BYTES} bytes"
-
-
-def parse_line(line: bytes) -> tuple[str, dict[str, Any]] | dict[str, Any]:
-    """(op, request fields) of a request line, or the error response it gets."""
-    if len(line) > MAX_REQUEST_BYTES:
-        return _error(Rejected("request too large", _TOO_LARGE_FIX))
-    try:
-        request = json.loads(line)
-        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
-            raise ValueError("not an object with an 'op'")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _error(Rejected(f"bad request: {exc}", "send one JSON object per line with an 'op' field"))
-    op = request.pop("op")
-    if op not in operations.OPS:
-        return _error(
-            Rejected(
-                f"unknown operation {op!r}", "the CLI and the gateway may be different versions; restart the gateway"
-            )
-        )
-    return op, request
-
-
-def _guarded(op: str, call: Callable[[], Any]) -> Any:
-    """``call()``, or the error it raised as a :class:`BridgeError` (a WouldWait as itself)."""
-    try:
-        return call()
-    except (BridgeError, WouldWait) as exc:
-        return exc
-    except TypeError as exc:
-        return Rejected(
-            f"bad parameters for {op}: {exc}",
-            "check the request fields; after an upgrade of bridge, restart the gateway",
-        )
-    except Exception as exc:
-        glog.event(logger, "local API operation failed", logging.ERROR, op=op, error=f"{type(exc).__name__}: {exc}")
-        return BridgeError(f"gateway failed on {op}: {type(exc).__name__}: {exc}", "see the gateway's log")
-
-
-def _response(outcome: Any) -> dict[str, Any]:
-    if isinstance(outcome, BridgeError):
-        return _error(outcome)
-    return {"ok": True, **outcome}
 
 
 def _safely(fn: Callable[[], None]) -> Callable[[], None]:
@@ -486,15 +447,4 @@ def _safely(fn: Callable[[], None]) -> Callable[[], None]:
     return call
 
 
-def _raiser(error: BaseException) -> Callable[[], None]:
-    def call() -> None:
-        raise error
-
-    return call
-
-
-def _error(exc: BridgeError) -> dict[str, Any]:
-    return {"ok": False, "error": error_to_wire(exc)}
-
-
-__all__ = ["PENDING", "LocalApi", "parse_line"]
+__all__ = ["PENDING", "LocalApi"]
