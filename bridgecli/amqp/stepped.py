@@ -23,6 +23,7 @@ from pika.adapters.select_connection import IOLoop
 from pika.adapters.utils import connection_workflow
 
 from bridgecli.amqp.connection import cut_while_opening, parameters, refused
+from bridgecli.amqp.deadlines import Deadlines
 from bridgecli.errors import BrokerUnavailable
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class Stepper:
 
     def __init__(self) -> None:
         self.ioloop = IOLoop()
+        #: timeouts that are mostly cancelled before they are due (:mod:`.deadlines`)
+        self.deadlines = Deadlines(self.ioloop)
         #: the thread that steps the loop (:meth:`bind`)
         self._owner: threading.Thread | None = None
         #: a step is running: the caller is inside one of the loop's callbacks, where nothing
@@ -48,13 +51,13 @@ class Stepper:
     def step(self, seconds: float) -> None:
         """Run the loop until it is woken or for ``seconds`` (not from inside the loop)."""
         self._waking = False
-        timer = self.ioloop.call_later(max(seconds, 0.0), self.wake)
+        timer = self.deadlines.call_later(seconds, self.wake)
         self.stepping = True
         try:
             self.ioloop.start()
         finally:
             self.stepping = False
-            self.ioloop.remove_timeout(timer)
+            self.deadlines.cancel(timer)
             self._waking = False
 
     def wake(self) -> None:

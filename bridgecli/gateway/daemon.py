@@ -136,7 +136,7 @@ class Gateway:
 
         self._install_signal_handlers()
         self.stepper.bind()  # this thread runs the loop, which serves the local API, connected or not
-        self.api = LocalApi(self, self.lane)
+        self.api = LocalApi(self, self.stepper)
         self.api.start()
         recovered = self.store.recover_taken()
         if recovered:  # handed to clients that never confirmed before the last gateway died

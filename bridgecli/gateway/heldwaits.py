@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from bridgecli.amqp.deadlines import Deadlines
 from bridgecli.gateway import log as glog
-from bridgecli.gateway.connections import EventLoop
 from bridgecli.gateway.waiters import Waiter
 
 logger = logging.getLogger("bridgecli.gateway")
@@ -43,9 +43,9 @@ class HeldWaits:
     """The held first waits of one local API, by request token. Every method runs on the loop
     thread; ``later(fn)`` runs ``fn`` there from any thread."""
 
-    def __init__(self, host: WaiterHost, loop: EventLoop, later: Callable[[Callable[[], None]], None]) -> None:
+    def __init__(self, host: WaiterHost, deadlines: Deadlines, later: Callable[[Callable[[], None]], None]) -> None:
         self._host = host
-        self._loop = loop
+        self._deadlines = deadlines
         self._later = later
         self._held: dict[object, _Held] = {}
 
@@ -82,7 +82,7 @@ class HeldWaits:
                 self._later(settle)
 
         waiter.on_wake = woken
-        held.timer = self._loop.call_later(max(timeout, 0.0), settle)
+        held.timer = self._deadlines.call_later(max(timeout, 0.0), settle)
         if waiter.event.is_set():  # woken before ``on_wake`` was set
             self._later(settle)
 
@@ -97,5 +97,5 @@ class HeldWaits:
         held = self._held.pop(token, None)
         if held is not None:
             held.waiter.on_wake = None
-            self._loop.remove_timeout(held.timer)
+            self._deadlines.cancel(held.timer)
         return held

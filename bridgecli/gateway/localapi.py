@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bridgecli import paths
+from bridgecli.amqp.deadlines import Deadlines
 from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import operations, polling, sending
@@ -55,10 +56,10 @@ class ApiHost(WaiterHost, Protocol):
 
 
 class LoopOwner(Protocol):
-    """What owns the loop that serves the socket (the publish lane, stepped by the gateway's
-    run thread)."""
+    """What owns the loop that serves the socket (the gateway's :class:`~bridgecli.amqp.stepped.Stepper`)."""
 
-    loop: EventLoop
+    ioloop: EventLoop
+    deadlines: Deadlines
 
     def on_loop_thread(self) -> bool:
         """Whether the caller runs the loop."""
@@ -71,12 +72,13 @@ class LocalApi:
     def __init__(self, gateway: ApiHost, owner: LoopOwner, path: Path | None = None) -> None:
         self.gateway = gateway
         self.owner = owner
-        self.loop = owner.loop
+        self.loop = owner.ioloop
+        self.deadlines = owner.deadlines
         self.path = path or paths.gateway_socket()
         self.workers = Workers()
         self._listener: socket.socket | None = None
         self._clients: set[Client] = set()
-        self.held = HeldWaits(gateway, self.loop, self._later)
+        self.held = HeldWaits(gateway, self.deadlines, self._later)
 
     def start(self) -> None:
         paths.ensure_private_dir(self.path.parent)
@@ -251,7 +253,7 @@ class LocalApi:
         def answer(response: dict[str, Any]) -> None:
             if client.request is token:
                 client.request = None
-                self.loop.remove_timeout(timer)
+                self.deadlines.cancel(timer)
                 if self._respond(client, response) and not starting[0]:
                     self._next(client)
 
@@ -267,7 +269,7 @@ class LocalApi:
         def late() -> None:
             answer(error_response(confirm_timed_out()))
 
-        timer = self.loop.call_later(prepared.confirm_timeout, late)
+        timer = self.deadlines.call_later(prepared.confirm_timeout, late)
         if not confirmed:
             answer({"ok": True, **prepared.result})
         for future in confirmed:
