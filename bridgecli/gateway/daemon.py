@@ -329,7 +329,7 @@ class Gateway:
         thread's store connection) ever meets the burst's transaction open."""
         self._arrived.append((entity, generation, method, props, body))
         if len(self._arrived) == 1:
-            self.stepper.ioloop.call_later(0, self._take_arrived)
+            self.stepper.soon(self._take_arrived)
 
     def _take_arrived(self) -> None:
         arrived, self._arrived = self._arrived, []

@@ -64,6 +64,9 @@ class LoopOwner(Protocol):
     def on_loop_thread(self) -> bool:
         """Whether the caller runs the loop."""
 
+    def soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the loop once the calling callback has returned (loop thread)."""
+
 
 class LocalApi:
     """Binds the socket, serves its clients on ``owner``'s loop, and dispatches requests to
@@ -381,7 +384,7 @@ class LocalApi:
         """Run ``fn`` on the loop thread soon (from any thread; from the loop thread itself,
         once the callback that asks has returned, with no wake-up of the loop)."""
         if self.owner.on_loop_thread():
-            self.loop.call_later(0, _safely(fn))
+            self.owner.soon(_safely(fn))
             return
         try:
             self.loop.add_callback_threadsafe(_safely(fn))

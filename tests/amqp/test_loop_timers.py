@@ -1,8 +1,11 @@
-"""The loop's own timers: deadlines behind one pika timer. On a real pika I/O loop, stepped."""
+"""The loop's own timers: deadlines behind one pika timer, and callbacks run soon after the
+one that asks. On a real pika I/O loop, stepped."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from bridgecli.amqp.deadlines import Deadlines
 from bridgecli.amqp.stepped import Stepper
@@ -80,4 +83,39 @@ def test_a_deadline_armed_by_a_callback_does_not_delay_an_earlier_one():
     assert ran == ["first", "second"]
     assert loop.armed[-1] > 50  # armed for "much later" only once "second" ran
     assert max(loop.armed[:-1]) < 1  # "second" was armed for its own time, not the later one's
+    stepper.close()
+
+
+def test_soon_runs_after_the_asking_callback_and_in_the_same_turn():
+    stepper = Stepper()
+    order: list[str] = []
+
+    def in_loop() -> None:
+        stepper.soon(lambda: order.append("one"))
+        stepper.soon(two)
+        order.append("asked")
+
+    def two() -> None:
+        order.append("two")
+        stepper.ioloop.call_later(0, lambda: order.append("next turn"))
+        stepper.soon(lambda: order.append("three"))  # asked from a soon callback: this turn
+
+    stepper.ioloop.call_later(0, in_loop)
+    _step_until(stepper, lambda: "next turn" in order)
+    assert order == ["asked", "one", "two", "three", "next turn"]
+    stepper.close()
+
+
+def test_a_failing_soon_callback_leaves_the_step_and_the_rest_run_next():
+    stepper = Stepper()
+    ran: list[str] = []
+
+    def fails() -> None:
+        raise RuntimeError("a bug")
+
+    stepper.ioloop.call_later(0, lambda: (stepper.soon(fails), stepper.soon(lambda: ran.append("rest"))))
+    with pytest.raises(RuntimeError, match="a bug"):
+        _step_until(stepper, lambda: ran)
+    _step_until(stepper, lambda: ran)
+    assert ran == ["rest"]
     stepper.close()
