@@ -7,7 +7,6 @@ version of this module; keep them in step.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -15,6 +14,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from bridgecli import wirejson
 
 VERSION = 1
 KINDS = ("SEND", "REPLY", "ASK", "ANSWER")
@@ -39,6 +40,8 @@ _WIRE_NAMES = {
 }
 _REQUIRED = ("v", "msgId", "kind", "from", "to", "ts", "content")
 _REQUIRED_KEYS = frozenset(_REQUIRED)
+#: one encoder for every body, as ``json.dumps(body, ensure_ascii=False, separators=(",", ":"))``
+_ENCODE_BODY = wirejson.text_encoder((",", ":"))
 
 
 class InvalidEnvelope(ValueError):
@@ -99,7 +102,7 @@ class Envelope:
         return body
 
     def to_bytes(self) -> bytes:
-        return json.dumps(self.to_wire(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return _ENCODE_BODY(self.to_wire()).encode("utf-8")
 
     def amqp_properties(self) -> dict[str, Any]:
         """Keyword arguments for ``pika.BasicProperties`` matching this body."""
@@ -144,8 +147,8 @@ def parse(
     except UnicodeDecodeError as exc:
         raise InvalidEnvelope("invalid_utf8", f"byte {exc.start} is not UTF-8") from None
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        data = wirejson.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise InvalidEnvelope("bad_json", str(exc)[:200]) from None
     return from_wire(data, max_content_bytes=max_content_bytes, user_id=user_id, raw=text if keep_raw else None)
 

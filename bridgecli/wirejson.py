@@ -10,6 +10,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing imports re
+    from collections.abc import Callable
     from typing import Any
 
 try:
@@ -59,6 +60,23 @@ if _json is not None:
             raise TypeError("only a dict or a list")
         return "".join(_compact(value, 0))
 
+    def text_encoder(separators: tuple[str, str], default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
+        """A function that writes a dict or list as ``json.dumps(value, ensure_ascii=False,
+        separators=separators, default=default)`` does, without the check for circular
+        references (for values with none). Why: ``json.dumps`` builds its encoder at every call."""
+        encode = _json.make_encoder(
+            None,
+            default or _no_default,
+            _json.encode_basestring,
+            None,
+            separators[1],
+            separators[0],
+            False,
+            False,
+            True,
+        )
+        return lambda value: "".join(encode(value, 0))
+
 else:  # pragma: no cover - CPython always has _json
     import json as _std
 
@@ -67,3 +85,6 @@ else:  # pragma: no cover - CPython always has _json
 
     def dumps_compact(value: Any) -> str:
         return _std.dumps(value, separators=(",", ":"))
+
+    def text_encoder(separators: tuple[str, str], default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
+        return _std.JSONEncoder(ensure_ascii=False, separators=separators, default=default).encode

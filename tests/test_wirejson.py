@@ -26,6 +26,15 @@ def test_same_text_and_values_as_json(value):
         assert wirejson.loads(text.encode() + b"\n") == value
 
 
+@given(_containers)
+def test_text_encoders_write_what_json_dumps_writes(value):
+    for separators in ((",", ":"), (", ", ": ")):
+        encode = wirejson.text_encoder(separators)
+        assert encode(value) == json.dumps(value, ensure_ascii=False, separators=separators)
+    as_text = wirejson.text_encoder((", ", ": "), default=str)
+    assert as_text([value, b"raw"]) == json.dumps([value, b"raw"], ensure_ascii=False, default=str)
+
+
 @pytest.mark.parametrize("bad", ["", "  ", "{", "[1,]", "{} x", "nul", '{"a" 1}', b"\xff"])
 def test_bad_text_is_a_value_error(bad):
     with pytest.raises(ValueError):

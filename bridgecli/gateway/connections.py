@@ -9,24 +9,24 @@ blocking (the rest when the socket is writable again), a worker or the early ans
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from bridgecli import wirejson
 from bridgecli.gateway.answers import PENDING
 
 #: how long a worker waits for a client that reads nothing before it gives up on it
 WRITE_TIMEOUT = 30.0
-#: one encoder for every response (``json.dumps`` with options builds a new one per call)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+#: one encoder for every response, as ``json.dumps(response, ensure_ascii=False, default=str)``
+_ENCODE = wirejson.text_encoder((", ", ": "), default=str)
 
 
 def line_of(response: dict[str, Any]) -> bytes:
     """One response as it goes on the wire."""
-    return _ENCODER.encode(response).encode() + b"\n"
+    return _ENCODE(response).encode() + b"\n"
 
 
 class EventLoop(Protocol):
@@ -108,7 +108,8 @@ class Client:
         #: loop thread: the client sent all it will send (a half-close); what came before is
         #: still answered
         self.input_ended = False
-        self._out = b""
+        #: loop thread: the rest of the last response, waiting for room in the socket
+        self.unwritten = b""
         self._handler: Callable[[int, int], None] | None = None
         #: the events the loop watches the socket for (0: not watched)
         self._watched = 0
@@ -128,7 +129,7 @@ class Client:
         self._watch()
 
     def _watch(self) -> None:
-        events = (0 if self.input_ended else READ) | (WRITE if self._out else 0)
+        events = (0 if self.input_ended else READ) | (WRITE if self.unwritten else 0)
         if events == self._watched or self._handler is None:
             return
         fd = self.sock.fileno()
@@ -144,11 +145,6 @@ class Client:
     def busy(self) -> bool:
         """A request is in progress (loop thread)."""
         return self.request is not None
-
-    @property
-    def writing(self) -> bool:
-        """Part of the last response waits for the socket (loop thread)."""
-        return bool(self._out)
 
     def note(self, response: dict[str, Any]) -> None:
         """Keep track of what ``response`` hands out to be confirmed, or confirms."""
@@ -181,16 +177,16 @@ class Client:
             sent = self.send_now(data)
         except OSError:
             return False
-        self._out = data[sent:]
-        if self._out:
+        self.unwritten = data[sent:]
+        if self.unwritten:
             self._watch()
         return True
 
     def write_more(self) -> None:
         """The socket is writable again: write more of the rest (loop thread)."""
-        if self._out and not self.write(self._out):
-            self._out, self.broken, self.closed = b"", True, True
-        if not self._out:
+        if self.unwritten and not self.write(self.unwritten):
+            self.unwritten, self.broken, self.closed = b"", True, True
+        if not self.unwritten:
             self._watch()
 
     def write_all(self, data: bytes) -> None:

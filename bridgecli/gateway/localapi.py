@@ -188,7 +188,7 @@ class LocalApi:
 
     def _next(self, client: Client) -> None:
         """Serve the client's buffered requests, one at a time."""
-        while not client.busy and not client.closed and not client.writing:
+        while client.request is None and not client.closed and not client.unwritten:
             end = client.inbuf.find(b"\n")
             if end < 0:
                 if len(client.inbuf) > MAX_REQUEST_BYTES:

@@ -27,7 +27,7 @@ def _stamp(created: float) -> str:
 def _human_line(created: float, level: str, message: str, fields: dict[str, Any]) -> str:
     line = f"{_stamp(created)} {level:5} {message}"
     if fields:
-        line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
+        line += " " + " ".join([f"{k}={v}" for k, v in fields.items()])
     return line
 
 

@@ -4,11 +4,11 @@ through the same ones."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
+from bridgecli import wirejson
 from bridgecli.errors import BridgeError, Rejected
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import operations
@@ -27,10 +27,10 @@ def parse_line(line: bytes) -> tuple[str, dict[str, Any]] | dict[str, Any]:
     if len(line) > MAX_REQUEST_BYTES:
         return error_response(Rejected("request too large", TOO_LARGE_FIX))
     try:
-        request = json.loads(line)
+        request = wirejson.loads(line)
         if not isinstance(request, dict) or not isinstance(request.get("op"), str):
             raise ValueError("not an object with an 'op'")
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         return error_response(Rejected(f"bad request: {exc}", "send one JSON object per line with an 'op' field"))
     op = request.pop("op")
     if op not in operations.OPS:

@@ -27,8 +27,12 @@ def test_bad_requests_get_errors_and_the_gateway_stays_up(host_factory):
     a.register("main", role="main")
     a.start_gateway()
     assert stat.S_IMODE(os.stat(a.socket).st_mode) == 0o600
-    answers = _raw(a.socket, b'not json\n[1]\n{"op": 5}\n{"op":"nope"}\n{"op":"send","bogus":1}\n{"op":"status"}\n')
-    assert [x["ok"] for x in answers] == [False, False, False, False, False, True]
+    nested = b"[" * 100_000 + b"]" * 100_000  # deeper than the JSON scanner goes
+    answers = _raw(
+        a.socket,
+        b'not json\n[1]\n{"op": 5}\n{"op":"nope"}\n{"op":"send","bogus":1}\n' + nested + b'\n{"op":"status"}\n',
+    )
+    assert [x["ok"] for x in answers] == [False, False, False, False, False, False, True]
     assert answers[3]["error"]["message"].startswith("unknown operation")
     assert answers[4]["error"]["code"] == "REJECTED"
     # a huge line is refused, not buffered forever
@@ -140,12 +144,12 @@ def test_a_client_whose_input_ended_is_watched_only_while_its_answer_waits_for_r
     for _ in range(20):
         stepper.step(0.001)
     assert len(calls) == 1 and client.input_ended  # the end of input, once
-    assert client.write(b"x" * 1_000_000) and client.writing  # more than the socket takes at once
+    assert client.write(b"x" * 1_000_000) and client.unwritten  # more than the socket takes at once
     received = bytearray()
     while len(received) < 1_000_000:
         received += theirs.recv(1 << 20)
         stepper.step(0.001)
-    assert not client.writing and all(events == select.POLLOUT for events in calls[1:])
+    assert not client.unwritten and all(events == select.POLLOUT for events in calls[1:])
     written = len(calls)
     for _ in range(20):
         stepper.step(0.001)
