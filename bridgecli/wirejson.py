@@ -39,7 +39,13 @@ def _no_default(value: Any) -> Any:
 
 if _json is not None:
     _scan = _json.make_scanner(_Options())  # type: ignore[arg-type]  # typeshed wants a JSONDecoder: any object with its attributes does
-    _compact = _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+
+    def _encoder(encode_string: Callable[[str], str], separators: tuple[str, str], default: Any) -> Any:
+        """``_json``'s C encoder with ``json.dumps``'s other defaults and no circular check."""
+        item, key = separators
+        return _json.make_encoder(None, default, encode_string, None, key, item, False, False, True)
+
+    _compact = _encoder(_json.encode_basestring_ascii, (",", ":"), _no_default)
 
     def loads(text: str | bytes) -> Any:
         """``json.loads(text)``; ValueError when ``text`` is not one JSON value."""
@@ -64,17 +70,7 @@ if _json is not None:
         """A function that writes a dict or list as ``json.dumps(value, ensure_ascii=False,
         separators=separators, default=default)`` does, without the check for circular
         references (for values with none). Why: ``json.dumps`` builds its encoder at every call."""
-        encode = _json.make_encoder(
-            None,
-            default or _no_default,
-            _json.encode_basestring,
-            None,
-            separators[1],
-            separators[0],
-            False,
-            False,
-            True,
-        )
+        encode = _encoder(_json.encode_basestring, separators, default or _no_default)
         return lambda value: "".join(encode(value, 0))
 
 else:  # pragma: no cover - CPython always has _json

@@ -82,7 +82,7 @@ class HeldWaits:
                 self._later(settle)
 
         waiter.on_wake = woken
-        held.timer = self._deadlines.call_later(max(timeout, 0.0), settle)
+        held.timer = self._deadlines.call_later(timeout, settle)
         if waiter.event.is_set():  # woken before ``on_wake`` was set
             self._later(settle)
 

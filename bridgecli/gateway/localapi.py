@@ -2,7 +2,7 @@
 
 A Unix socket (mode 0600, in the 0700 user runtime dir) speaking newline-delimited JSON —
 the protocol is described in :mod:`bridgecli.gateway.client`. The socket is served on the
-publish lane's loop thread, which reads every request. A ``send`` is composed and published
+gateway's one loop, by its I/O thread, which reads every request. A ``send`` is composed and published
 there, with no thread hand-off; ``confirm`` is one store write, done there too. A ``poll``
 looks there, and the first wait of either is held there (:mod:`.heldwaits`). Other operations
 that may wait, and later waits, run on worker threads (:mod:`.workers`). Why:

@@ -67,8 +67,8 @@ class PublishLane:
     thread but the loop's and returns once the broker confirmed every message (or raises the
     typed error of the first one that failed); :meth:`publish_in_loop` from the loop's thread.
 
-    The thread that steps :attr:`loop` (bound to its :class:`Stepper`) calls :meth:`tend`
-    between its steps; the lane connects at the first one after :meth:`open`."""
+    The thread that steps the lane's :class:`Stepper` calls :meth:`tend` between its steps;
+    the lane connects at the first one after :meth:`open`."""
 
     def __init__(self, config: Config, host: str, stepper: Stepper) -> None:
         self.config = config
@@ -77,7 +77,6 @@ class PublishLane:
         #: the loop the lane's connection runs on, kept across connections; the thread that
         #: steps it also serves other sockets on it (the local API)
         self.stepper = stepper
-        self.loop = stepper.ioloop
         self._stop = threading.Event()
         self._open = False
         self._broken = False
@@ -119,10 +118,6 @@ class PublishLane:
             except _LOST:
                 pass  # lost while stopping: nothing more to send
         self._close()
-
-    def on_loop_thread(self) -> bool:
-        """Whether the caller is the thread that runs :attr:`loop`."""
-        return self.stepper.on_loop_thread()
 
     def tend(self) -> None:
         """Between two steps of the loop: run the lane's queued calls, renew the channel after
