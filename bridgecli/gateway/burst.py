@@ -139,8 +139,7 @@ class Burst:
         except Exception as exc:  # a full or failing disk: nothing of the burst is acked or handed
             if not batch:
                 raise
-            for tag, _, _ in batch:
-                channel.basic_nack(tag, requeue=True)
+            _nack(channel, batch)
             glog.event(
                 logger,
                 "store commit failed; burst requeued",
@@ -211,6 +210,14 @@ class Burst:
         if tx is not None:
             tx.rollback()
 
+    def requeue(self, channel: Any) -> int:
+        """:meth:`rollback`, and have the broker redeliver the burst now rather than when the
+        channel closes; returns how many deliveries it had."""
+        batch = self.deliveries
+        self.rollback()
+        _nack(channel, batch)
+        return len(batch)
+
     @staticmethod
     def _end_failed_commit(tx: Transaction | None) -> None:
         """Make sure a failed commit leaves no transaction open (``Transaction.commit`` rolls
@@ -237,3 +244,10 @@ class Burst:
                     orphans.append(stored.envelope.msg_id)
         if orphans:
             self.store.release(orphans)
+
+
+def _nack(channel: Any, batch: list[Delivery]) -> None:
+    """Requeue ``batch`` on ``channel``; none on a closed one, whose loss redelivers them anyway."""
+    if channel is not None and channel.is_open:
+        for tag, _, _ in batch:
+            channel.basic_nack(tag, requeue=True)

@@ -341,12 +341,10 @@ class Gateway:
         except amqp_conn.CONNECTION_ERRORS + (pika.exceptions.AMQPError,):
             self.burst.rollback()  # the connection's loss ends the step; the broker redelivers
         except Exception as exc:  # a bug, inside a loop callback: requeue the burst, keep serving
-            tags = [tag for tag, _, _ in self.burst.deliveries]
-            self.burst.rollback()
-            if self.channel is not None and self.channel.is_open:
-                for tag in tags:
-                    self.channel.basic_nack(tag, requeue=True)
-            glog.event(logger, "burst failed; requeued", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+            count = self.burst.requeue(self.channel)
+            glog.event(
+                logger, "burst failed; requeued", logging.ERROR, count=count, error=f"{type(exc).__name__}: {exc}"
+            )
 
     def flush_batch(self) -> None:
         """Commit, hand over, sync and ack the open burst (:meth:`.burst.Burst.flush`); log it."""
