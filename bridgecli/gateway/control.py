@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import pika
 
-from bridgecli import paths
+from bridgecli import gids, paths
 from bridgecli.amqp import topology
 from bridgecli.control_client import DEFAULT_READY_TIMEOUT
 from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PluginError
@@ -184,7 +183,7 @@ class Control:
             raise
         except Exception as exc:
             raise PluginError(f"launcher {launcher_name} failed to load: {exc}", "check `bridge plugins`") from exc
-        gid = str(uuid.uuid4())
+        gid = gids.mint(gw.host)
         label = str(request.get("label") or profile.get("label") or f"{name}-{gid[:6]}")
         role = str(profile.get("role", "agent"))
         # the label came over the wire and names a directory below: check it (and that it is

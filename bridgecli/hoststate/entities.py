@@ -13,9 +13,9 @@ import re
 import sqlite3
 import threading
 import time
-import uuid
 from pathlib import Path
 
+from bridgecli import gids
 from bridgecli.errors import Ambiguous, BridgeError, ConfigError, Conflict, NotFound
 from bridgecli.interfaces import Entity
 
@@ -152,7 +152,7 @@ class Registry:
         is refused: labels are how people address entities, so one host keeps them unique."""
         validate_label(label)
         validate_role(role)
-        gid = gid or str(uuid.uuid4())
+        gid = gid or gids.mint(host)
         with self._connect() as db:
             # the write lock before the check: two processes registering one label at once
             # (two first sends of a default identity) must not both see it free

@@ -1,0 +1,45 @@
+"""Gids that name their host: the first eight hex digits of a gid are its host's tag.
+
+A gid is minted on the host that hosts the entity, and its first 32 bits are
+:func:`host_tag` of that host id. Ownership can then be checked from the gid alone: the
+broker grants a joined host the inbox names, ``bridge.msg`` bindings and roster keys that
+start with its tag (one static pattern, whatever the number of entities), and every reader
+refuses a roster frame or a message whose gid carries another host's tag. The rest of the
+gid stays random (90 bits), so gids stay unguessable and unique.
+
+Gids minted before this rule have random first digits (*legacy* gids); where a hub recorded
+their owner, that record is what grants them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+
+TAG_HEX = 8
+_TAG_RE = re.compile(r"^[0-9a-f]{8}\Z")
+#: the part of a gid after its tag, as a regex (for broker permission patterns)
+REST = r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def host_tag(host: str) -> str:
+    """The eight hex digits that begin every gid minted on ``host``."""
+    return hashlib.sha256(b"bridge-host:" + host.encode()).hexdigest()[:TAG_HEX]
+
+
+def mint(host: str) -> str:
+    """A new gid for an entity hosted on ``host``."""
+    return host_tag(host) + str(uuid.uuid4())[TAG_HEX:]
+
+
+def minted_on(gid: str, host: str) -> bool:
+    """Does ``gid`` carry ``host``'s tag?"""
+    return gid[:TAG_HEX] == host_tag(host)
+
+
+def pattern(host: str) -> str:
+    """A regex (no anchors) that matches exactly the gids minted on ``host``."""
+    tag = host_tag(host)
+    assert _TAG_RE.match(tag)
+    return tag + REST
