@@ -37,9 +37,8 @@ def _connect(config: Config):
     from bridgecli.amqp.connection import connect
 
     connection = connect(config, name="bridge-dlq", heartbeat=0)
-    channel = connection.channel()
-    topology.declare(
-        channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(config.values["messaging.inbox_queue_type"])
+    channel = topology.ensure_shared(
+        connection.channel, config.values["messaging.inbox_queue_type"], joined=bool(config.values.get("hub.id"))
     )
     return connection, channel
 

@@ -32,8 +32,11 @@ from bridgecli.requests import (
 )
 
 
-def _dlq(config: Config):
-    return topology.dead_letter_queue(config.values["messaging.inbox_queue_type"])
+def _shared_channel(config: Config, connection: Any) -> Any:
+    """A channel of ``connection`` on which bridge's shared objects are known to exist."""
+    return topology.ensure_shared(
+        connection.channel, config.values["messaging.inbox_queue_type"], joined=bool(config.values.get("hub.id"))
+    )
 
 
 def _open(config: Config, name: str):
@@ -46,11 +49,9 @@ def declare_inbox(config: Config, entity: Entity) -> None:
     """Declare the entity's inbox now, so messages sent before its gateway starts are kept."""
     connection = _open(config, "bridge-register")
     try:
-        channel = connection.channel()
+        channel = _shared_channel(config, connection)
         topology.declare(
             channel,
-            *topology.SHARED_EXCHANGES,
-            _dlq(config),
             topology.inbox_queue(
                 entity.gid, config.values["messaging.inbox_queue_type"], config.values["messaging.max_attempts"]
             ),
@@ -94,8 +95,7 @@ def remove_inbox(config: Config, entity: Entity) -> int:
 
     connection = _open(config, "bridge-unregister")
     try:
-        channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config))
+        channel = _shared_channel(config, connection)
         publisher = Publisher(connection.channel())
         moved = drain_to_dlq(
             channel,
@@ -118,10 +118,9 @@ def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = No
 
     connection = _open(config, "bridge-send")
     try:
-        channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES, _dlq(config))
+        channel = _shared_channel(config, connection)
         if delay_ms:
-            _declare_delay(connection, channel, delay_ms)
+            _declare_delay(channel, config.host_id, delay_ms)
         publisher = Publisher(channel, user_id=amqp_conn.username(config))
         for envelope in envelopes:
             publisher.publish(envelope, delay_ms=delay_ms)
@@ -130,10 +129,10 @@ def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = No
             connection.close()
 
 
-def _declare_delay(connection: Any, channel: Any, delay_ms: int) -> None:
-    """``bridge.delay`` and the TTL tier of ``delay_ms``, exactly as a gateway declares them
-    (one delay mechanism everywhere; another ``bridge.delay`` is a Conflict)."""
-    topology.declare(channel, topology.DELAY_EXCHANGE, topology.delay_queue(delay_ms))
+def _declare_delay(channel: Any, host: str, delay_ms: int) -> None:
+    """This host's delay exchange and the TTL tier of ``delay_ms``, exactly as a gateway
+    declares them (one delay mechanism everywhere)."""
+    topology.declare(channel, topology.delay_exchange(host), topology.delay_queue(host, delay_ms))
 
 
 def resolve_recipient(config: Config, registry: Registry, target: str, *, force: bool = False) -> str:

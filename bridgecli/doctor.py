@@ -84,7 +84,7 @@ def _broker_checks(cfg: Any) -> list[Check]:
         version = _text(props.get("version", "?"))
         checks = [Check("broker", OK, f"{_redact(uri)}: {product} {version}")]
         checks.append(_check_quorum(conn, cfg))
-        checks.append(_check_delayed(conn))
+        checks.append(_check_delayed(conn, cfg.host_id))
         checks.append(_check_consumer_timeout(uri))
         return checks
     finally:
@@ -150,17 +150,19 @@ def _check_quorum(conn: Any, cfg: Any) -> Check:
         )
 
 
-def _check_delayed(conn: Any) -> Check:
-    """``bridge.delay`` is (or can be) the headers exchange of the TTL tiers; anything else
-    there (e.g. the delayed-message plugin's exchange) would make every delayed send fail."""
+def _check_delayed(conn: Any, host: str) -> Check:
+    """``bridge.delay.<host>`` is (or can be) the headers exchange of this host's TTL tiers;
+    anything else there (e.g. the delayed-message plugin's exchange) would make every
+    delayed send fail."""
     from bridgecli.amqp import topology
     from bridgecli.errors import Conflict
 
     try:
         ch = conn.channel()
-        topology.declare(ch, topology.DELAY_EXCHANGE)
+        exchange = topology.delay_exchange(host)
+        topology.declare(ch, exchange)
         ch.close()
-        return Check("delay exchange", OK, "bridge.delay routes delayed sends to TTL queues")
+        return Check("delay exchange", OK, f"{exchange.name} routes delayed sends to TTL queues")
     except Conflict as exc:
         return Check("delay exchange", FAIL, exc.message, exc.hint, int(exc.exit_code))
     except Exception as exc:

@@ -54,12 +54,12 @@ def amqp_message(
     envelope: Envelope, user_id: str | None, delay_ms: int | None = None, headers: dict[str, Any] | None = None
 ) -> tuple[str, str, bytes, pika.BasicProperties]:
     """(exchange, routing key, body, properties) that carry ``envelope`` to its recipient's
-    inbox — through ``bridge.delay`` when ``delay_ms`` is given."""
+    inbox — through the sending host's ``bridge.delay.<host>`` when ``delay_ms`` is given."""
     props = dict(envelope.amqp_properties())
     all_headers = dict(headers or {})
     exchange = topology.MSG
     if delay_ms:
-        exchange = topology.DELAY
+        exchange = topology.delay_exchange(envelope.sender_host or "").name
         all_headers[topology.DELAY_HEADER] = int(delay_ms)
     return (
         exchange,

@@ -1,13 +1,18 @@
 """The broker topology as plain data, plus one idempotent ``declare()``.
 
-Names (docs/protocol.md, "Broker topology"): exchanges ``bridge.msg`` (topic), ``bridge.roster`` (topic),
-``bridge.control`` (direct), ``bridge.dlx`` (fanout) and ``bridge.delay``; queues
-``agent.<gid>.inbox``, ``control.<host>``, ``roster.<host>`` and ``bridge.dlq``.
+Names (docs/protocol.md, "Broker topology"): the *shared* exchanges ``bridge.msg`` (topic),
+``bridge.roster`` (topic), ``bridge.ctl`` (topic) and ``bridge.dlx`` (fanout) and the queue
+``bridge.dlq``, declared by the broker's owner (the hub) and only checked by joined hosts;
+per host: ``agent.<gid>.inbox``, ``control.<host>``, ``roster.<host>``, the reply queues
+``bridge.reply.<host>.<uuid>`` and the delay exchange ``bridge.delay.<host>`` with its tiers.
+Every per-host name carries the host id or a gid minted with the host's tag, so the broker's
+permissions can give each host its own names and nothing else.
 
-``bridge.delay`` is built from parts every RabbitMQ has, and is the same on every broker: a
-*headers* exchange that routes on the ``x-delay`` header into one TTL queue per delay value
-(``bridge.delay.<ms>``), which dead-letters into ``bridge.msg`` with the message's original
-routing key. One mechanism, so the one the tests exercise is the one users run.
+Delays are built from parts every RabbitMQ has, and are the same on every broker: a
+*headers* exchange per host that routes on the ``x-delay`` header into one TTL queue per
+delay value (``bridge.delay.<host>.<ms>``), which dead-letters into ``bridge.msg`` with the
+message's original routing key. One mechanism, so the one the tests exercise is the one
+users run.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ from typing import Any
 
 MSG = "bridge.msg"
 ROSTER = "bridge.roster"
-CONTROL = "bridge.control"
+CONTROL = "bridge.ctl"
+#: the direct exchange control requests used before ``bridge.ctl``: any host that could bind
+#: it could bind another host's key; nothing uses it now, and the hub deletes it
+LEGACY_CONTROL = "bridge.control"
 DLX = "bridge.dlx"
 DELAY = "bridge.delay"
 DLQ = "bridge.dlq"
@@ -58,7 +66,7 @@ class Queue:
 SHARED_EXCHANGES = (
     Exchange(MSG, "topic"),
     Exchange(ROSTER, "topic"),
-    Exchange(CONTROL, "direct"),
+    Exchange(CONTROL, "topic"),
     Exchange(DLX, "fanout"),
 )
 
@@ -74,7 +82,10 @@ def dead_letter_queue(queue_type: str = "classic") -> Queue:
     return DEAD_LETTER_QUEUE
 
 
-DELAY_EXCHANGE = Exchange(DELAY, "headers")
+def delay_exchange(host: str) -> Exchange:
+    """``bridge.delay.<host>``: the headers exchange in front of ``host``'s delay tiers. One per
+    host: binding a queue to a shared one would copy every host's delayed messages."""
+    return Exchange(f"{DELAY}.{host}", "headers")
 
 
 def inbox_name(gid: str) -> str:
@@ -106,23 +117,34 @@ def control_queue(host: str, queue_type: str = "classic") -> Queue:
     return Queue(f"control.{host}", arguments=args, bindings=(Binding(CONTROL, host),))
 
 
-#: the exclusive queue a ``bridge spawn``/``stop`` requester gets its answer on; bound to
-#: ``bridge.control`` under its own name (host ids have no dots, so no host key can match it)
+#: the exclusive queue a ``bridge spawn``/``stop`` requester on host H gets its answer on,
+#: ``bridge.reply.<H>.<uuid>``, bound to ``bridge.ctl`` under ``reply.<H>.<uuid>`` (host ids
+#: have no dots, so no host key can match it; topic permissions let H bind only its own)
 REPLY_PREFIX = "bridge.reply."
+REPLY_KEY_PREFIX = "reply."
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
-def reply_queue_name() -> str:
+def reply_queue(host: str) -> Queue:
+    """A new exclusive reply queue of a requester on ``host``, bound under its reply key."""
     import uuid
 
-    return f"{REPLY_PREFIX}{uuid.uuid4()}"
+    suffix = f"{host}.{uuid.uuid4()}"
+    return Queue(
+        f"{REPLY_PREFIX}{suffix}",
+        durable=False,
+        exclusive=True,
+        auto_delete=True,
+        bindings=(Binding(CONTROL, f"{REPLY_KEY_PREFIX}{suffix}"),),
+    )
 
 
-def is_reply_queue(name: str) -> bool:
-    """Is ``name`` a requester's reply queue (``bridge.reply.<uuid>``)?"""
+def reply_key_host(key: str) -> str | None:
+    """The host whose reply queue ``key`` (``reply.<host>.<uuid>``) names, else None."""
     import re
 
-    uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-    return re.fullmatch(r"bridge\.reply\." + uuid, name) is not None
+    match = re.fullmatch(r"reply\.([a-z0-9][a-z0-9_-]{0,62})\." + _UUID, key)
+    return match.group(1) if match else None
 
 
 def roster_queue(host: str) -> Queue:
@@ -132,18 +154,18 @@ def roster_queue(host: str) -> Queue:
     )
 
 
-def delay_queue(delay_ms: int) -> Queue:
-    """One TTL tier of ``bridge.delay``: holds messages ``delay_ms`` and then
+def delay_queue(host: str, delay_ms: int) -> Queue:
+    """One TTL tier of ``host``'s delay exchange: holds messages ``delay_ms`` and then
     dead-letters them into ``bridge.msg`` under their original routing key. The tier deletes
     itself when unused for a minute past its delay."""
     return Queue(
-        f"{DELAY}.{delay_ms}",
+        f"{DELAY}.{host}.{delay_ms}",
         arguments={
             "x-message-ttl": delay_ms,
             "x-dead-letter-exchange": MSG,
             "x-expires": delay_ms + 60_000,
         },
-        bindings=(Binding(DELAY, "", {"x-match": "all", DELAY_HEADER: delay_ms}),),
+        bindings=(Binding(f"{DELAY}.{host}", "", {"x-match": "all", DELAY_HEADER: delay_ms}),),
     )
 
 
@@ -187,6 +209,50 @@ def declare(channel: Any, *objects: Exchange | Queue) -> None:
                     _conflict_hint(obj),
                 ) from None
             raise
+
+
+def declare_shared(channel: Any, queue_type: str = "classic", *, passive: bool = False) -> None:
+    """Make sure the shared objects exist: declare them (the broker's owner, who may), or,
+    with ``passive``, only check them (a joined host, which may not: whoever could declare
+    them could also delete them under every other host). A missing one is a clear error."""
+    import pika.exceptions
+
+    from bridgecli.errors import BrokerUnavailable
+
+    if not passive:
+        declare(channel, *SHARED_EXCHANGES, dead_letter_queue(queue_type))
+        return
+    for exchange in SHARED_EXCHANGES:
+        try:
+            channel.exchange_declare(exchange.name, passive=True)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code == 404:
+                raise BrokerUnavailable(
+                    f"the broker has no exchange {exchange.name}: the hub declares it",
+                    "on the hub, run `bridge hub start` with this version of bridge",
+                ) from None
+            raise
+
+
+def ensure_shared(open_channel: Any, queue_type: str = "classic", *, joined: bool = False) -> Any:
+    """A channel from ``open_channel()`` on which the shared objects are known to exist. A
+    host ``joined`` to a hub only checks them; any other declares them, and falls back to
+    checking when its broker user may not (a broker set up by hand with per-host users)."""
+    import pika.exceptions
+
+    channel = open_channel()
+    if joined:
+        declare_shared(channel, queue_type, passive=True)
+        return channel
+    try:
+        declare_shared(channel, queue_type)
+        return channel
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        if exc.reply_code != 403:
+            raise
+    channel = open_channel()
+    declare_shared(channel, queue_type, passive=True)
+    return channel
 
 
 def _conflict_hint(obj: Exchange | Queue) -> str:

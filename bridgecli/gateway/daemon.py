@@ -181,10 +181,12 @@ class Gateway:
 
     def _connect(self) -> None:
         connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}", stepper=self.stepper)
-        channel = connection.sync_channel(OPEN_TIMEOUT, "consumer")
-        topology.declare(
-            channel, *topology.SHARED_EXCHANGES, topology.dead_letter_queue(self.queue_type), topology.DELAY_EXCHANGE
+        channel = topology.ensure_shared(
+            lambda: connection.sync_channel(OPEN_TIMEOUT, "consumer"),
+            self.queue_type,
+            joined=bool(self.config.values.get("hub.id")),
         )
+        topology.declare(channel, topology.delay_exchange(self.host))
         channel.basic_qos(prefetch_count=self.prefetch)
         pub_channel = connection.sync_channel(OPEN_TIMEOUT, "dead-letter")
         self.connection, self.channel = connection, channel

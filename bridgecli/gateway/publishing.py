@@ -324,7 +324,7 @@ class PublishLane:
         assert self._connection is not None
         side = self._connection.sync_channel(OPEN_TIMEOUT, "declare")  # a failed declare closes only it
         try:
-            topology.declare(side, topology.delay_queue(delay_ms))
+            topology.declare(side, topology.delay_exchange(self.host), topology.delay_queue(self.host, delay_ms))
         finally:
             if side.is_open:
                 side.close()
