@@ -54,7 +54,9 @@ def spawn(
 def request(config: Config, host: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Publish ``payload`` to ``control.<host>`` and return the gateway's answer (raises the
     typed error the gateway sent back). An interim ``{"accepted": true, "waitReady": S}``
-    from the gateway moves the deadline to S seconds (its readiness gate) plus slack."""
+    from the gateway moves the deadline to S seconds (its readiness gate) plus slack. Under
+    the sender check only an answer published by ``host``'s own broker user counts: anyone
+    may publish under a reply key."""
     import pika
 
     from bridgecli.amqp import connection as amqp_conn
@@ -62,19 +64,23 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
     from bridgecli.amqp.publisher import Publisher
     from bridgecli.errors import Rejected
     from bridgecli.gateway.client import error_from_wire
+    from bridgecli.gateway.identity import IdentityPolicy
 
+    policy = IdentityPolicy.from_config(config.values)
     connection = connect(config, name="bridge-control", heartbeat=0)
     try:
-        channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES)
-        reply_queue = topology.reply_queue_name()
-        channel.queue_declare(reply_queue, exclusive=True, auto_delete=True)
-        # the answer comes through bridge.control under this queue's name (no default exchange)
-        channel.queue_bind(reply_queue, topology.CONTROL, routing_key=reply_queue)
+        channel = topology.ensure_shared(
+            connection.channel, config.values["messaging.inbox_queue_type"], joined=bool(config.values.get("hub.id"))
+        )
+        # the answer comes through bridge.ctl under this queue's key (no default exchange),
+        # which the broker lets only this host bind
+        reply = topology.reply_queue(config.host_id)
+        topology.declare(channel, reply)
+        reply_key = reply.bindings[0].routing_key
         correlation = str(uuid.uuid4())
         publisher = Publisher(connection.channel(), user_id=amqp_conn.username(config))
         props = pika.BasicProperties(
-            reply_to=reply_queue,
+            reply_to=reply_key,
             correlation_id=correlation,
             content_type="application/json",
             expiration=str(int(max(timeout, 1) * 1000)),
@@ -94,9 +100,14 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
                 "check the host id with `bridge roster` (hosts are listed there)",
             ) from None
         deadline = time.monotonic() + timeout
-        for method, rprops, body in channel.consume(reply_queue, auto_ack=True, inactivity_timeout=0.5):
-            if method is not None and rprops.correlation_id == correlation:
-                answer = json.loads(body)
+        for method, rprops, body in channel.consume(reply.name, auto_ack=True, inactivity_timeout=0.5):
+            if method is not None and rprops.correlation_id == correlation and policy.speaks_for(rprops.user_id, host):
+                try:
+                    answer = json.loads(body)
+                except (ValueError, RecursionError):
+                    answer = None
+                if not isinstance(answer, dict):
+                    continue
                 if answer.get("accepted"):
                     deadline = time.monotonic() + float(answer.get("waitReady") or 0) + ANSWER_SLACK
                     timeout = deadline - time.monotonic()
@@ -118,22 +129,29 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
 
 def listen_roster(config: Config, seconds: float):
     """Build a roster view without a local gateway: listen on ``bridge.roster`` for
-    ``seconds`` (one heartbeat interval is enough to hear every live gateway)."""
+    ``seconds`` (one heartbeat interval is enough to hear every live gateway). Frames are
+    judged as a gateway judges them, with this host's identity policy."""
     from bridgecli.amqp.connection import connect
-    from bridgecli.roster import RosterView, arrival_key
+    from bridgecli.gateway.identity import IdentityPolicy
+    from bridgecli.roster import RosterView
 
-    view = RosterView(config.values["roster.expiry_missed"])
+    view = RosterView(
+        config.values["roster.expiry_missed"],
+        policy=IdentityPolicy.from_config(config.values),
+        local_host=config.host_id,
+    )
     connection = connect(config, name="bridge-roster", heartbeat=0)
     try:
-        channel = connection.channel()
-        topology.declare(channel, *topology.SHARED_EXCHANGES)
+        channel = topology.ensure_shared(
+            connection.channel, config.values["messaging.inbox_queue_type"], joined=bool(config.values.get("hub.id"))
+        )
         name = f"bridge.listen.{uuid.uuid4()}"  # client-named: some brokers refuse server-named queues
         channel.queue_declare(name, exclusive=True, auto_delete=True)
         channel.queue_bind(name, topology.ROSTER, routing_key="roster.#")
         deadline = time.monotonic() + seconds
-        for method, _props, body in channel.consume(name, auto_ack=True, inactivity_timeout=0.2):
+        for method, props, body in channel.consume(name, auto_ack=True, inactivity_timeout=0.2):
             if method is not None:
-                view.apply(body, key=arrival_key(method))
+                view.apply_delivery(method, props, body)
             if time.monotonic() >= deadline:
                 break
     finally:

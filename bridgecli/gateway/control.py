@@ -21,14 +21,17 @@ import pika
 from bridgecli import gids, paths
 from bridgecli.amqp import topology
 from bridgecli.control_client import DEFAULT_READY_TIMEOUT
-from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PluginError
+from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PermissionProblem, PluginError
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import registration
 from bridgecli.gateway.client import error_to_wire
+from bridgecli.gateway.identity import IdentityPolicy
 from bridgecli.hoststate.entities import validate_label, validate_role
 from bridgecli.interfaces import Entity, LaunchHandle, LaunchSpec
 
 logger = logging.getLogger("bridgecli.gateway")
+#: the launch-data key that records which host spawned an entity (and so may stop it)
+OWNER_KEY = "spawnedBy"
 
 
 class ControlHost(Protocol):
@@ -64,6 +67,7 @@ class Control:
 
     def __init__(self, gw: ControlHost) -> None:
         self.gw = gw
+        self.policy = IdentityPolicy.from_config(gw.config.values)
 
     def install(self) -> None:
         self.gw.on_connect_hooks.append(self.on_connect)
@@ -83,26 +87,58 @@ class Control:
             request = json.loads(body)
             if not isinstance(request, dict) or request.get("type") not in ("spawn", "stop"):
                 raise ValueError("not a spawn/stop request")
-        except (ValueError, UnicodeDecodeError) as exc:
-            glog.event(logger, "bad control message dropped", logging.WARNING, error=str(exc))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            glog.event(logger, "bad control message dropped", logging.WARNING, error=str(exc)[:200])
             return
         reply_to = props.reply_to
         correlation = props.correlation_id
-        requester = request.get("requester") or {}
+        given = request.get("requester")
+        requester: dict[str, Any] = given if isinstance(given, dict) else {}
+        claimed_host = requester.get("host") if isinstance(requester.get("host"), str) else None
+        refusal = self.refusal(props.user_id, claimed_host, reply_to)
+        if refusal is not None:
+            glog.event(
+                logger,
+                "control request refused",
+                logging.WARNING,
+                error=refusal,
+                user=props.user_id,
+                from_host=str(claimed_host)[:80],
+            )
+            return
+        assert claimed_host is not None
         glog.event(
             logger,
             f"control {request['type']} requested",
             profile=request.get("profile"),
             gid=request.get("gid"),
             by=requester.get("label") or requester.get("gid"),
-            from_host=requester.get("host"),
+            from_host=claimed_host,
             user=props.user_id,
         )
         threading.Thread(
-            target=self._handle, args=(request, reply_to, correlation), name=f"control-{request['type']}", daemon=True
+            target=self._handle,
+            args=(request, claimed_host, reply_to, correlation),
+            name=f"control-{request['type']}",
+            daemon=True,
         ).start()
 
-    def _handle(self, request: dict[str, Any], reply_to: str | None, correlation: str | None) -> None:
+    def refusal(self, user_id: str | None, host: str | None, reply_to: str | None) -> str | None:
+        """Why a request published by broker user ``user_id`` for requester host ``host`` with
+        answer key ``reply_to`` is refused, or None. A request speaks only for the host that
+        published it, and is answered only under that host's own reply key, so a forged one
+        can neither act for another host nor make this gateway write into its reply queue."""
+        if not host:
+            return "the request names no requester host"
+        if not self.policy.speaks_for(user_id, host):
+            return f"published by broker user {user_id!r}, which may not speak for host {host!r}"
+        if topology.reply_key_host(reply_to or "") != host:
+            return "reply_to is not a reply key of the requester's host"
+        return None
+
+    def _handle(
+        self, request: dict[str, Any], requester_host: str, reply_to: str | None, correlation: str | None
+    ) -> None:
         try:
             if request["type"] == "spawn":
                 result = self.spawn(
@@ -110,9 +146,10 @@ class Control:
                     accepted=lambda seconds: self._answer(
                         reply_to, correlation, {"accepted": True, "waitReady": seconds}
                     ),
+                    requester_host=requester_host,
                 )
             else:
-                result = self.stop(request)
+                result = self.stop(request, requester_host=requester_host)
             response = {"ok": True, **result}
         except BridgeError as exc:
             response = {"ok": False, "error": error_to_wire(exc)}
@@ -135,23 +172,16 @@ class Control:
         self._answer(reply_to, correlation, response)
 
     def _answer(self, reply_to: str | None, correlation: str | None, response: dict[str, Any]) -> None:
-        """Answer through ``bridge.control`` with the requester's reply queue as key (it binds
-        it there), not through the default exchange: a host's broker user may then publish
-        to the bridge exchanges only (docs/deploy.md#2-permissions). A ``reply_to`` that is not a reply
-        queue's name — another host's key, say — gets no answer."""
+        """Answer through ``bridge.ctl`` under the requester's reply key (only it may bind
+        it), not through the default exchange, and with this gateway's ``user_id``: the
+        requester counts only an answer that the target host's own user published.
+        ``reply_to`` was checked when the request arrived."""
         if not reply_to:
             return
-        if not topology.is_reply_queue(reply_to):
-            glog.event(
-                logger,
-                "control answer dropped",
-                logging.WARNING,
-                reply_to=reply_to[:80],
-                error="reply_to is not a bridge.reply.<uuid> queue",
-            )
-            return
         body = json.dumps(response).encode()
-        props = pika.BasicProperties(correlation_id=correlation, content_type="application/json")
+        props = pika.BasicProperties(
+            correlation_id=correlation, content_type="application/json", user_id=self.gw.publisher.user_id
+        )
         self.gw.call_soon(
             lambda: self.gw.publisher.publish_raw(
                 topology.CONTROL, reply_to, body, props, mandatory=False, what="control reply"
@@ -161,11 +191,16 @@ class Control:
     # --- spawn / stop -----------------------------------------------------------------
 
     def spawn(
-        self, request: dict[str, Any], accepted: Callable[[float], None] = lambda seconds: None
+        self,
+        request: dict[str, Any],
+        accepted: Callable[[float], None] = lambda seconds: None,
+        *,
+        requester_host: str | None = None,
     ) -> dict[str, Any]:
         """Run a profile; ``accepted(seconds)`` is called with the readiness gate that applies
         (the request's ``waitReady``, else the profile's ``ready_timeout``, else 30 s) once the
-        request passed every check and just before the launcher starts."""
+        request passed every check and just before the launcher starts. The entity records
+        ``requester_host`` (authenticated) as its owner: that host may stop it."""
         gw = self.gw
         name = str(request.get("profile") or "")
         profiles = gw.config.profiles()
@@ -233,7 +268,7 @@ class Control:
                 deliver=handle.deliver,
                 gid=gid,
                 launcher=launcher_name,
-                launch_data=dict(handle.data),
+                launch_data={**handle.data, OWNER_KEY: requester_host or gw.host},
                 grants=gw.grants,
             )
         except BaseException:
@@ -252,12 +287,22 @@ class Control:
             "launcher": launcher_name,
         }
 
-    def stop(self, request: dict[str, Any]) -> dict[str, Any]:
+    def stop(self, request: dict[str, Any], *, requester_host: str | None = None) -> dict[str, Any]:
+        """Stop and unregister an entity, for its owner only: the host that spawned it
+        (recorded at spawn) or its own host. ``requester_host`` is the authenticated host of
+        the request; None is this host (a local caller)."""
         gw = self.gw
         gid = str(request.get("gid") or "")
         entity = gw.registry.get(gid)
         if entity is None:
             raise NotFound(f"host {gw.host} has no entity {gid}", "check `bridge roster`")
+        owner = entity.launch_data.get(OWNER_KEY) if isinstance(entity.launch_data, dict) else None
+        if requester_host not in (None, gw.host, owner):
+            raise PermissionProblem(
+                f"host {requester_host} may not stop {entity.label} on {gw.host}: only its own host"
+                + (f" or {owner}, which spawned it" if owner and owner != gw.host else ""),
+                f"ask on {owner or gw.host}",
+            )
         stopped = False
         if entity.launcher:
             launcher = gw.plugins.provider("launchers", entity.launcher)(gw.config)

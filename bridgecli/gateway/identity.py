@@ -5,7 +5,8 @@ who really published (docs/design.md#invariant-10). This module is the pure deci
 gateway dead-letters a mismatch as ``sender_mismatch``. Convention
 (docs/deploy.md#3-sender-identity): ``fromHost = X`` must arrive with ``user_id =
 security.host_user`` applied to X (default: the host id); ``security.trusted_users`` may claim
-any host; with the roster at hand, the sender gid's announced host must agree too.
+any host; the sender gid must belong to that host: minted with its tag (:mod:`bridgecli.gids`)
+or, for a gid minted before tags, announced by it on the roster.
 ``security.sender_check = off`` (the default) skips it all, since single-machine setups log in
 as ``guest``.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bridgecli import gids
 from bridgecli.envelope import Envelope
 
 MODES = ("off", "host")
@@ -41,14 +43,27 @@ class IdentityPolicy:
         """The RabbitMQ user that host ``host`` must publish as."""
         return self.host_user.replace("{host}", host)
 
+    def speaks_for(self, user_id: str | None, host: str) -> bool:
+        """May a frame published by broker user ``user_id`` speak for ``host`` (an answer, a
+        control request, a roster frame)? Always, with the check off."""
+        if self.mode == "off":
+            return True
+        return bool(user_id) and (user_id == self.expected_user(host) or user_id in self.trusted_users)
+
 
 def check_sender(
-    policy: IdentityPolicy, *, user_id: str | None, from_host: str | None, roster_host: str | None = None
+    policy: IdentityPolicy,
+    *,
+    user_id: str | None,
+    from_host: str | None,
+    roster_host: str | None = None,
+    sender_gid: str | None = None,
 ) -> str | None:
     """None when the claimed origin is acceptable, else a one-line reason for the DLQ.
 
     ``roster_host`` is where the roster says the sender gid lives (None: unknown, e.g. the
-    sender is not announced or no roster is running; then only ``fromHost`` is checked).
+    sender is not announced or no roster is running). ``sender_gid``, when given, must be
+    owned by ``fromHost``: minted with its tag, or (a legacy gid) announced by it.
     """
     if policy.mode == "off":
         return None
@@ -63,11 +78,15 @@ def check_sender(
     expected = policy.expected_user(from_host)
     if user_id != expected:
         return f"fromHost {from_host!r} must be published by user {expected!r}, but was published by {user_id!r}"
+    if sender_gid is not None and gids.minted_on(sender_gid, from_host):
+        return None
     if roster_host is not None and roster_host != from_host:
         return (
             f"sender gid is announced on host {roster_host!r}, but the message claims "
             f"fromHost {from_host!r} (user {user_id!r})"
         )
+    if sender_gid is not None and roster_host is None:
+        return f"sender gid {sender_gid} was not minted on {from_host!r} and is not announced by it"
     return None
 
 
@@ -84,4 +103,11 @@ def verify(values: dict[str, Any], envelope: Envelope, roster: Any = None) -> st
         except Exception:  # the roster is advisory here; never fail a delivery on it
             entry = None
         roster_host = getattr(entry, "host", None) if entry is not None else None
-    return check_sender(policy, user_id=envelope.user_id, from_host=envelope.sender_host, roster_host=roster_host)
+    return check_sender(
+        policy,
+        user_id=envelope.user_id,
+        from_host=envelope.sender_host,
+        roster_host=roster_host,
+        # without a roster an unannounced legacy gid cannot be told from a forged one
+        sender_gid=envelope.sender if roster is not None else None,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from bridgecli import gids
 from bridgecli.envelope import Envelope
 from bridgecli.gateway.identity import IdentityPolicy, check_sender, verify
 
@@ -54,3 +55,30 @@ def test_verify_reads_config_values_and_roster():
     assert "announced on host 'hosta'" in verify(values, env, roster)
     assert verify({**values, "security.sender_check": "off"}, env, roster) is None
     assert IdentityPolicy.from_config(values).trusted_users == frozenset({"ops"})
+
+
+def test_a_sender_gid_belongs_to_its_host_by_tag_or_by_announcement():
+    values = {"security.sender_check": "host"}
+    nobody = SimpleNamespace(get=lambda gid: None)
+    at_b = SimpleNamespace(get=lambda gid: SimpleNamespace(host="hostb"))
+
+    def env(sender: str) -> Envelope:
+        return Envelope(
+            kind="SEND", sender=sender, recipient=gids.mint("hosta"), content="hi", sender_host="hostb", user_id="hostb"
+        )
+
+    # minted on hostb: its own, whatever the roster says (the roster can lag or be absent)
+    assert verify(values, env(gids.mint("hostb")), nobody) is None
+    # minted on hosta, claimed by hostb: refused even when nothing announces it
+    assert "was not minted on 'hostb'" in verify(values, env(gids.mint("hosta")), nobody)
+    # a legacy gid (no tag of hostb's) counts only where hostb announces it
+    legacy = "4b0c3a5e-1111-4222-8333-444455556666"
+    assert verify(values, env(legacy), at_b) is None
+    assert "not announced" in verify(values, env(legacy), nobody)
+
+
+def test_speaks_for_needs_the_hosts_own_user_under_the_check():
+    policy = IdentityPolicy.from_config({"security.sender_check": "host", "security.trusted_users": "ops"})
+    assert policy.speaks_for("hostb", "hostb") and policy.speaks_for("ops", "hostb")
+    assert not policy.speaks_for("hosta", "hostb") and not policy.speaks_for(None, "hostb")
+    assert IdentityPolicy.from_config({}).speaks_for(None, "hostb"), "the check off trusts the claim"
