@@ -1,9 +1,15 @@
-"""Least privilege per host, as data: the regexes of the deploy guide, for one host's gids.
+"""Least privilege per host, as data: the permissions a joined host's broker user gets.
 
-Inbox names (``agent.<gid>.inbox``) carry no host, so a host's own inboxes can only be named
-by listing its gids; everything else is static per host. The hub's registrar applies these
-through the management API whenever a host's gids change; the deploy guide shows the same
-regexes as ``rabbitmqctl`` lines for people who run their own broker.
+Every name a host owns carries its host id (``control.<host>``, ``roster.<host>``,
+``bridge.reply.<host>.*``, ``bridge.delay.<host>*``) or a gid minted with its tag
+(:mod:`bridgecli.gids`: inboxes, ``bridge.msg`` bindings, roster keys), so one static pattern
+per host grants them, whatever the number of entities. Only *legacy* gids (minted before
+gids carried a tag) are listed one by one. A host gets no configure on any shared object
+(exchanges, ``bridge.dlq``): the broker's owner declares those, and whoever may declare an
+object may also delete it. Bindings on shared exchanges are limited by topic permissions
+(``bridge.msg``, ``bridge.roster`` and ``bridge.ctl`` are topic exchanges); a host may not
+bind ``bridge.dlx`` or any delay exchange but its own. The hub's registrar applies these
+through the management API; the deploy guide shows them as ``rabbitmqctl`` lines.
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-#: exchanges every gateway declares (configure), publishes to (write) and binds from (read)
-EXCHANGES = r"bridge\.(msg|roster|control|dlx|delay)"
-#: where hosts send grant claims; declared by the hub's registrar only (write, no configure)
+from bridgecli import gids as gid_rules
+
+#: where hosts send registrar requests; declared by the hub's registrar only (write, no configure)
 REGISTRAR_EXCHANGE = "bridge.registrar"
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+#: a host id, as it may appear in a control routing key
+HOST = r"[a-z0-9][a-z0-9_-]{0,62}"
 
 
 @dataclass(frozen=True)
@@ -28,44 +36,56 @@ class HostPermissions:
     topic_msg_read: str
     topic_roster_write: str
     topic_roster_read: str
+    topic_control_write: str
+    topic_control_read: str
+
+    def topics(self) -> list[tuple[str, str, str]]:
+        """(exchange, write, read) for each topic exchange."""
+        return [
+            ("bridge.msg", self.topic_msg_write, self.topic_msg_read),
+            ("bridge.roster", self.topic_roster_write, self.topic_roster_read),
+            ("bridge.ctl", self.topic_control_write, self.topic_control_read),
+        ]
 
     def rabbitmqctl(self, user: str, vhost: str = "/") -> list[list[str]]:
         """The ``rabbitmqctl`` argument lists that apply these permissions to ``user``."""
-        return [
-            ["set_permissions", "-p", vhost, user, self.configure, self.write, self.read],
-            ["set_topic_permissions", "-p", vhost, user, "bridge.msg", self.topic_msg_write, self.topic_msg_read],
-            [
-                "set_topic_permissions",
-                "-p",
-                vhost,
-                user,
-                "bridge.roster",
-                self.topic_roster_write,
-                self.topic_roster_read,
-            ],
-        ]
+        lines = [["set_permissions", "-p", vhost, user, self.configure, self.write, self.read]]
+        for exchange, write, read in self.topics():
+            lines.append(["set_topic_permissions", "-p", vhost, user, exchange, write, read])
+        return lines
 
 
-def for_host(host: str, gids: Iterable[str], *, registrar: bool = False) -> HostPermissions:
-    """Least privilege for the gateway (and CLI) of ``host`` owning entities ``gids``;
-    ``registrar`` adds the right to publish grant claims to the hub's registrar."""
+def owned_gids(host: str, legacy: Iterable[str] = ()) -> str:
+    """A regex (no anchors) of the gids ``host`` owns: its tag's, and its ``legacy`` ones."""
+    listed = sorted({g for g in legacy if not gid_rules.minted_on(g, host)})
+    return "|".join([gid_rules.pattern(host), *(re.escape(g) for g in listed)])
+
+
+def for_host(host: str, legacy_gids: Iterable[str] = (), *, registrar: bool = False) -> HostPermissions:
+    """Least privilege for the gateway (and CLI) of ``host``, which owns the gids minted with
+    its tag and ``legacy_gids``; ``registrar`` adds the right to publish to the hub's
+    registrar."""
     h = re.escape(host)
-    owned = "|".join(re.escape(g) for g in sorted(gids)) or "(?!)"
-    own_queues = rf"control\.{h}|roster\.{h}|agent\.({owned})\.inbox"
-    # bridge.dlq: declared and bound by every gateway at connect, read only by ops.
-    # bridge.delay.<ms>: the TTL tiers of the fallback delay exchange.
-    # bridge.reply.<uuid>: exclusive reply queues of spawn/stop requests, bound to
-    # bridge.control under their own name (answers never use the default exchange).
-    shared_queues = rf"bridge\.dlq|bridge\.delay\.\d+|bridge\.reply\.{UUID}"
+    owned = owned_gids(host, legacy_gids)
+    # bridge.reply.<host>.<uuid>: exclusive reply queues of spawn/stop requests, bound to
+    # bridge.ctl under reply.<host>.<uuid>; bridge.delay.<host>[.<ms>]: this host's delay
+    # exchange and its TTL tiers, which dead-letter into bridge.msg
+    own = rf"control\.{h}|roster\.{h}|agent\.({owned})\.inbox|bridge\.reply\.{h}\.{UUID}|bridge\.delay\.{h}(\.\d+)?"
+    shared = r"bridge\.(msg|roster|ctl)"
     claims = "|" + re.escape(REGISTRAR_EXCHANGE) if registrar else ""
     return HostPermissions(
-        configure=rf"^({EXCHANGES}|{shared_queues}|{own_queues})$",
-        write=rf"^({EXCHANGES}{claims}|{shared_queues}|{own_queues})$",
-        read=rf"^({EXCHANGES}|bridge\.reply\.{UUID}|{own_queues})$",
+        configure=rf"^({own})$",
+        # bridge.dlx: the gateway dead-letters what it cannot deliver (it cannot bind it)
+        write=rf"^({shared}|bridge\.dlx{claims}|{own})$",
+        read=rf"^({shared}|{own})$",
         topic_msg_write=r".*",  # anyone may be sent to; the recipient's gateway checks the sender
         topic_msg_read=rf"^({owned})$",  # bind (= receive) only its own gids
-        topic_roster_write=rf"^roster\.{h}\.",  # announce presence only for itself
+        topic_roster_write=rf"^roster\.{h}\.(_gateway|{owned})$",  # presence only for itself
         topic_roster_read=r"^roster\.#$",
+        # requests to any host and answers to any requester (each checks user_id); bind only
+        # its own request key and its own reply keys
+        topic_control_write=rf"^({HOST}|reply\.{HOST}\.{UUID})$",
+        topic_control_read=rf"^({h}|reply\.{h}\.{UUID})$",
     )
 
 
