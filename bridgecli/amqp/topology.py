@@ -228,8 +228,9 @@ def declare_shared(channel: Any, queue_type: str = "classic", *, passive: bool =
         except pika.exceptions.ChannelClosedByBroker as exc:
             if exc.reply_code == 404:
                 raise BrokerUnavailable(
-                    f"the broker has no exchange {exchange.name}: the hub declares it",
-                    "on the hub, run `bridge hub start` with this version of bridge",
+                    f"the broker has no exchange {exchange.name}, and this host's broker user may not declare it",
+                    "on a hub, run `bridge hub start` with this version of bridge; on a broker you run, "
+                    "start one gateway as a user with full permissions first (docs/deploy.md)",
                 ) from None
             raise
 

@@ -50,9 +50,11 @@ def secure_hosts(netns_lab: NetnsLab):
     a, b = creds["A"][0], creds["B"][0]
     main = register(lab, a, "lp-main", role="main")  # offline: the inbox is declared by the gateway
     worker = register(lab, b, "lp-worker")
-    for user, gids in ((a, [main]), (b, [worker])):
-        for args in for_host(user, gids).rabbitmqctl(user):
+    for user in (a, b):  # static: no gid lists, nothing to re-apply after a registration
+        for args in for_host(user).rabbitmqctl(user):
             lab.broker.ctl(*args)
+    # the broker's owner declares the shared objects; the host users may not
+    lab.in_ns("hostB", lambda: _guest_channel(lab, lambda ch: topology.declare_shared(ch)))
     lab.start_gateway(a)
     lab.start_gateway(b)
     yield {"a": a, "b": b, "main": main, "worker": worker, "creds": creds}
@@ -281,13 +283,28 @@ def _guest_channel(lab: NetnsLab, fn) -> Any:
 
 
 def test_permission_patterns_shape():
-    perms = for_host("hosta", ["0b5e3a5e-1111-4222-8333-444455556666"])
     import re
 
-    assert re.match(perms.read, "agent.0b5e3a5e-1111-4222-8333-444455556666.inbox")
-    assert not re.match(perms.read, "agent.0b5e3a5e-1111-4222-8333-444455556667.inbox")
+    from bridgecli import gids
+
+    legacy = "0b5e3a5e-1111-4222-8333-444455556666"
+    perms = for_host("hosta", [legacy])
+    mine, theirs = gids.mint("hosta"), gids.mint("hostb")
+    for gid in (legacy, mine):
+        assert re.match(perms.read, f"agent.{gid}.inbox") and re.match(perms.configure, f"agent.{gid}.inbox")
+        assert re.match(perms.topic_msg_read, gid) and re.match(perms.topic_roster_write, f"roster.hosta.{gid}")
+    for gid in ("0b5e3a5e-1111-4222-8333-444455556667", theirs):
+        assert not re.match(perms.read, f"agent.{gid}.inbox") and not re.match(perms.topic_msg_read, gid)
+        assert not re.match(perms.topic_roster_write, f"roster.hosta.{gid}")
     assert re.match(perms.read, "control.hosta") and not re.match(perms.read, "control.hostb")
     assert not re.match(perms.read, "bridge.dlq")  # the DLQ is for operators
-    assert re.match(perms.topic_roster_write, "roster.hosta.x")
-    assert not re.match(perms.topic_roster_write, "roster.hostb.x")
+    assert not re.match(perms.topic_roster_write, f"roster.hostb.{theirs}")
+    # no configure on anything shared; no binding of bridge.dlx or another host's delays
+    for shared in ("bridge.msg", "bridge.roster", "bridge.ctl", "bridge.dlx", "bridge.dlq", "bridge.delay.hostb.10"):
+        assert not re.match(perms.configure, shared), shared
+    assert not re.match(perms.read, "bridge.dlx") and not re.match(perms.read, "bridge.delay.hostb")
+    assert re.match(perms.configure, "bridge.delay.hosta.1500") and re.match(perms.read, "bridge.delay.hosta")
+    assert not re.match(perms.topic_control_read, "hostb") and re.match(perms.topic_control_read, "hosta")
+    # 10,000 entities cost the grant nothing: it does not grow with them
+    assert len(for_host("hosta").read) == len(for_host("hosta", [gids.mint("hosta") for _ in range(10_000)]).read)
     assert json.dumps(perms.rabbitmqctl("hosta"))
