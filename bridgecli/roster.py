@@ -7,24 +7,53 @@ that a host with no entities is still known to be alive — which is what lets `
 spawn`` fail fast for a host with no live gateway. Entries expire after
 ``roster.expiry_missed`` missed intervals; ``gone`` announcements remove them at once.
 
+Frames come from other hosts, so the view trusts a frame only as far as the broker vouches
+for it (:meth:`RosterView.apply`): the routing key (topic permissions), the publisher's
+``user_id`` (checked by the broker against its login) and the host tag of the gid
+(:mod:`bridgecli.gids`). Everything else in a frame is sanitised on the way in.
+
 This module is pure (no pika): the gateway and ``bridge roster`` feed it decoded frames.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bridgecli import gids
 from bridgecli.amqp.topology import ROSTER as EXCHANGE
+from bridgecli.sanitize import sanitize_line
+
+if TYPE_CHECKING:
+    from bridgecli.gateway.identity import IdentityPolicy
 
 GATEWAY_KEY = "_gateway"
 FRAME_VERSION = 1
 #: most profile names kept from one gateway's heartbeat (frames come from other hosts)
 MAX_PROFILES = 200
+#: the longest interval a frame may announce, in seconds: a larger one is cut to this, so no
+#: host can pin an entry in everyone's view by announcing that it beats once a decade
+MAX_INTERVAL = 300.0
+DEFAULT_INTERVAL = 5.0
+#: the longest text field (label, role, status, …) kept from a frame
+MAX_TEXT = 200
+#: the longest host id or gid a frame may carry
+MAX_NAME = 128
+
+#: why frames were refused, as :meth:`RosterView.refused_frames` counts them
+KEY_MISMATCH = "key_mismatch"  # body names another host or gid than its key, or not via bridge.roster
+DEAD_LETTERED = "dead_lettered"  # dead-lettered into bridge.roster: the key was never checked
+USER_MISMATCH = "user_mismatch"  # published by a broker user that may not speak for the key's host
+FOREIGN_GID = "foreign_gid"  # the gid belongs to another host
+UNSAFE_NAME = "unsafe_name"  # a host id or gid with control characters, or too long
+REASONS = (KEY_MISMATCH, DEAD_LETTERED, USER_MISMATCH, FOREIGN_GID, UNSAFE_NAME)
+#: headers the broker adds to a dead-lettered message (0-9-1 and AMQP 1.0 style)
+_DEATH_HEADERS = ("x-death", "x-first-death-exchange", "x-last-death-exchange")
 
 
 @dataclass
@@ -69,6 +98,14 @@ def arrival_key(method: Any) -> str:
     matches no frame) unless it came through ``bridge.roster``: a frame pushed straight into a
     ``roster.<host>`` queue by name never passed the broker's topic permission check."""
     return str(method.routing_key) if getattr(method, "exchange", None) == EXCHANGE else ""
+
+
+def dead_lettered(props: Any) -> bool:
+    """Did the broker dead-letter this delivery into ``bridge.roster``? Then its routing key
+    is whatever the dead-lettering queue's owner chose: the broker checks no topic permission
+    on dead-lettering. Genuine frames are never dead-lettered."""
+    headers = getattr(props, "headers", None)
+    return isinstance(headers, dict) and any(name in headers for name in _DEATH_HEADERS)
 
 
 def heartbeat_frame(
@@ -117,108 +154,223 @@ def gone_frame(*, host: str, gid: str, reason: str) -> bytes:
     ).encode()
 
 
+def _text(value: Any, default: str) -> str:
+    """A frame's text field made safe to print anywhere (one line, no control characters)."""
+    return sanitize_line(default if value is None else str(value), max_chars=MAX_TEXT)
+
+
+def _number(value: Any, default: float) -> float:
+    """A finite float from a frame, else ``default`` (JSON lets NaN and Infinity through)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if math.isfinite(number) else default
+
+
+def capped_interval(value: Any) -> float:
+    """The interval a frame announces, cut to :data:`MAX_INTERVAL` (default when absent,
+    non-positive or not a number)."""
+    interval = _number(value, DEFAULT_INTERVAL)
+    return min(interval, MAX_INTERVAL) if interval > 0 else DEFAULT_INTERVAL
+
+
+def _safe_name(name: str) -> bool:
+    return 0 < len(name) <= MAX_NAME and sanitize_line(name) == name and " " not in name
+
+
 def spawned_entry(handle: dict[str, Any], *, interval: float, now: float | None = None) -> RosterEntry:
-    """A roster entry from a spawn answer (gid, host, label, role, deliver)."""
+    """A roster entry from a spawn answer (gid, host, label, role, deliver); its text comes
+    from another host, so it is sanitised like a frame's."""
     now = time.time() if now is None else now
     return RosterEntry(
         gid=str(handle["gid"]),
-        label=str(handle.get("label", "?")),
-        role=str(handle.get("role", "agent")),
+        label=_text(handle.get("label"), "?"),
+        role=_text(handle.get("role"), "agent"),
         host=str(handle["host"]),
         status="unknown",
-        backend=str(handle.get("deliver") or "?").split(":", 1)[0],
+        backend=_text(str(handle.get("deliver") or "?").split(":", 1)[0], "?"),
         since=now,
         version="?",
         last_seen=now,
-        interval=interval,
+        interval=capped_interval(interval),
     )
 
 
 class RosterView:
     """The union view; thread-safe. ``expiry_missed`` intervals without a heartbeat expire
-    an entry (each entry carries its own gateway's interval)."""
+    an entry (each entry carries its own gateway's interval, at most :data:`MAX_INTERVAL`).
 
-    def __init__(self, expiry_missed: int = 3) -> None:
+    ``policy`` is the identity policy (``security.sender_check``): with the check on, a frame
+    counts only when its publisher's broker user may speak for the host in its routing key,
+    and a gid not minted on that host is taken only as a legacy gid that host announced
+    first. ``local_host`` is this host's id, known as a host from the start."""
+
+    def __init__(
+        self, expiry_missed: int = 3, policy: IdentityPolicy | None = None, local_host: str | None = None
+    ) -> None:
         self.expiry_missed = expiry_missed
+        self.policy = policy
         self._entries: dict[str, RosterEntry] = {}
         self._gateways: dict[str, GatewayEntry] = {}
         self._lock = threading.Lock()
         self.changes = 0
-        #: frames ignored because their body did not match their routing key
-        self.refused = 0
+        self._refused = dict.fromkeys(REASONS, 0)
+        #: tag -> host for every host heard from: a gid with a known host's tag is that host's
+        self._tags: dict[str, str] = {}
+        #: legacy (untagged) gid -> the host first heard announcing it (check on only)
+        self._legacy: dict[str, str] = {}
+        if local_host:
+            self._tags[gids.host_tag(local_host)] = local_host
 
-    def apply(self, body: bytes, now: float | None = None, key: str | None = None) -> bool:
-        """Apply one frame from ``bridge.roster``; malformed frames are ignored (soft state).
+    @property
+    def checking(self) -> bool:
+        return self.policy is not None and self.policy.mode != "off"
 
-        ``key`` is the routing key the frame arrived with (``""`` when it did not come
-        through ``bridge.roster`` at all): a frame whose body claims another host or gid than
-        its key is ignored. The broker's topic permissions decide which keys a host's user may
-        publish (``roster.<its host>.*``, docs/deploy.md), so this check is what stops one
-        host from announcing — or retiring — another host's entities. False when ignored."""
+    @property
+    def refused(self) -> int:
+        """How many frames were refused, for every reason."""
+        return sum(self._refused.values())
+
+    def refused_frames(self) -> dict[str, int]:
+        """Refused frames by reason (:data:`REASONS`), for ``bridge status`` and ``bridge
+        roster --json``: a count that grows says some host sends frames it may not."""
+        with self._lock:
+            return dict(self._refused)
+
+    def _refuse(self, reason: str) -> bool:
+        with self._lock:
+            self._refused[reason] += 1
+        return False
+
+    def apply_delivery(self, method: Any, props: Any, body: bytes, now: float | None = None) -> bool:
+        """:meth:`apply` for a frame as pika delivered it (its exchange, routing key, headers
+        and ``user_id`` decide whether it counts)."""
+        if dead_lettered(props):
+            return self._refuse(DEAD_LETTERED)
+        return self.apply(body, now, key=arrival_key(method), user_id=getattr(props, "user_id", None))
+
+    def _speaks_for(self, user_id: str | None, host: str) -> bool:
+        policy = self.policy
+        if policy is None or policy.mode == "off":
+            return True
+        return bool(user_id) and (user_id == policy.expected_user(host) or user_id in policy.trusted_users)
+
+    def _owner(self, gid: str) -> str | None:
+        """The host ``gid`` belongs to as far as this view knows (lock held)."""
+        tagged = self._tags.get(gid[: gids.TAG_HEX])
+        return tagged if tagged is not None else self._legacy.get(gid)
+
+    def apply(self, body: bytes, now: float | None = None, key: str | None = None, user_id: str | None = None) -> bool:
+        """Apply one frame from ``bridge.roster``; False when it is ignored. Never raises.
+
+        Malformed frames are ignored (soft state). Refused ones are ignored and counted
+        (:meth:`refused_frames`):
+
+        * ``key`` is the routing key the frame arrived with (``""`` when it did not come
+          through ``bridge.roster`` at all): a body that claims another host or gid than its
+          key is refused. Topic permissions decide which keys a host may publish
+          (``roster.<its host>.*``, docs/deploy.md).
+        * with the sender check on, ``user_id`` (the broker-verified publisher) must be the
+          key host's user or a trusted one.
+        * an entity frame for host H may not carry a gid that belongs to another host: one
+          minted with a known host's tag, or (check on) a legacy gid first announced by
+          another host. A ``gone`` retires only H's own entries.
+        * a host id or gid with control characters is refused; every other text field is
+          sanitised and the interval capped, so no output can be steered by a frame.
+        """
         now = time.time() if now is None else now
         try:
             frame = json.loads(body)
             kind, host, gid = frame["type"], str(frame["host"]), str(frame["gid"])
-        except (ValueError, KeyError, TypeError):
+            get = frame.get
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return False
         if key is not None and key != routing_key(host, gid):
-            self.refused += 1
+            return self._refuse(KEY_MISMATCH)
+        if not self._speaks_for(user_id, host):
+            return self._refuse(USER_MISMATCH)
+        if not (_safe_name(host) and _safe_name(gid)):
+            return self._refuse(UNSAFE_NAME)
+        if kind not in ("gone", "heartbeat"):
             return False
+        tag = gids.host_tag(host)
         with self._lock:
-            if kind == "gone":
-                if gid == GATEWAY_KEY:
-                    self._gateways.pop(host, None)
-                    for gone in [g for g, e in self._entries.items() if e.host == host]:
-                        del self._entries[gone]
-                else:
-                    self._entries.pop(gid, None)
-                self.changes += 1
-                return True
-            if kind != "heartbeat":
+            self._tags.setdefault(tag, host)
+            if gid != GATEWAY_KEY and not gids.minted_on(gid, host) and self._owner(gid) not in (None, host):
+                self._refused[FOREIGN_GID] += 1
                 return False
-            interval = float(frame.get("interval") or 5.0)
+            if kind == "gone":
+                return self._gone(host, gid)
             if gid == GATEWAY_KEY:
-                named, started = frame.get("profiles"), frame.get("started")
-                self._gateways[host] = GatewayEntry(
-                    host,
-                    str(frame.get("version", "?")),
-                    now,
-                    interval,
-                    int(frame.get("entities", 0)),
-                    tuple(str(p) for p in named[:MAX_PROFILES]) if isinstance(named, list) else (),
-                    float(started) if isinstance(started, (int, float)) else None,
-                )
+                self._gateway_heard(host, get, now)
                 return True
-            label, role = str(frame.get("label", "?")), str(frame.get("role", "?"))
-            status, backend = str(frame.get("status", "unknown")), str(frame.get("backend", "?"))
-            since, version = float(frame.get("since") or now), str(frame.get("version", "?"))
-            previous = self._entries.get(gid)
-            if previous is not None and (
-                previous.label,
-                previous.role,
-                previous.host,
-                previous.status,
-                previous.backend,
-                previous.since,
-                previous.version,
-            ) == (label, role, host, status, backend, since, version):
-                previous.last_seen, previous.interval = now, interval  # the common case: a refresh
-                return True
-            self._entries[gid] = RosterEntry(
-                gid=gid,
-                label=label,
-                role=role,
-                host=host,
-                status=status,
-                backend=backend,
-                since=since,
-                version=version,
-                last_seen=now,
-                interval=interval,
-            )
-            if previous is None or previous.status != status:
-                self.changes += 1
+            if self.checking and not gids.minted_on(gid, host):
+                self._legacy.setdefault(gid, host)
+            self._entity_heard(host, gid, get, now)
             return True
+
+    def _gone(self, host: str, gid: str) -> bool:
+        if gid == GATEWAY_KEY:
+            self._gateways.pop(host, None)
+            for gone in [g for g, e in self._entries.items() if e.host == host]:
+                del self._entries[gone]
+        else:
+            entry = self._entries.get(gid)
+            if entry is not None and entry.host != host:
+                self._refused[FOREIGN_GID] += 1  # a host retires only its own entries
+                return False
+            self._entries.pop(gid, None)
+        self.changes += 1
+        return True
+
+    def _gateway_heard(self, host: str, get: Any, now: float) -> None:
+        named, started = get("profiles"), get("started")
+        try:
+            entities = int(get("entities", 0))
+        except (TypeError, ValueError, OverflowError):
+            entities = 0
+        self._gateways[host] = GatewayEntry(
+            host,
+            _text(get("version"), "?"),
+            now,
+            capped_interval(get("interval")),
+            entities,
+            tuple(_text(p, "?") for p in named[:MAX_PROFILES]) if isinstance(named, list) else (),
+            float(started) if isinstance(started, (int, float)) and math.isfinite(started) else None,
+        )
+
+    def _entity_heard(self, host: str, gid: str, get: Any, now: float) -> None:
+        label, role = _text(get("label"), "?"), _text(get("role"), "?")
+        status, backend = _text(get("status"), "unknown"), _text(get("backend"), "?")
+        since, version = _number(get("since") or now, now), _text(get("version"), "?")
+        interval = capped_interval(get("interval"))
+        previous = self._entries.get(gid)
+        if previous is not None and (
+            previous.label,
+            previous.role,
+            previous.host,
+            previous.status,
+            previous.backend,
+            previous.since,
+            previous.version,
+        ) == (label, role, host, status, backend, since, version):
+            previous.last_seen, previous.interval = now, interval  # the common case: a refresh
+            return
+        self._entries[gid] = RosterEntry(
+            gid=gid,
+            label=label,
+            role=role,
+            host=host,
+            status=status,
+            backend=backend,
+            since=since,
+            version=version,
+            last_seen=now,
+            interval=interval,
+        )
+        if previous is None or previous.status != status or previous.host != host:
+            self.changes += 1
 
     def expire(self, now: float | None = None) -> list[RosterEntry]:
         """Drop entries (and gateways) not heard from for ``expiry_missed`` intervals."""

@@ -14,7 +14,7 @@ from bridgecli.amqp import tap as tapping
 from bridgecli.amqp import topology
 from bridgecli.config import Config
 from bridgecli.dashboard.traffic import Traffic
-from bridgecli.roster import RosterView, arrival_key
+from bridgecli.roster import RosterView
 
 logger = logging.getLogger("bridgecli.dashboard")
 #: seconds the feed lets messages gather in the socket between two reads (well within the
@@ -112,8 +112,8 @@ class BrokerFeed:
         sender = row.get("fromHost") or self.host_of(row.get("from"))
         self.traffic.add(row, sender, self.host_of(row.get("to") or method.routing_key))
 
-    def _on_roster(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
-        self.roster.apply(body, key=arrival_key(method))
+    def _on_roster(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
+        self.roster.apply_delivery(method, props, body)
 
     def _on_dead_letter(self, _channel: Any, method: Any, _props: Any, _body: bytes) -> None:
         host = self.host_of(method.routing_key)

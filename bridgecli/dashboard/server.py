@@ -44,10 +44,17 @@ class Dashboard:
         from bridgecli.dashboard.collector import Collector, DeadLetterView
         from bridgecli.dashboard.feed import BrokerFeed
         from bridgecli.dashboard.traffic import Traffic
+        from bridgecli.gateway.identity import IdentityPolicy
         from bridgecli.roster import RosterView
 
         traffic = Traffic()
-        feed = BrokerFeed(self.config, traffic, RosterView(self.config.values["roster.expiry_missed"])).start()
+        # the fleet as heartbeats tell it, judged like a gateway judges them (docs/roster.md)
+        roster = RosterView(
+            self.config.values["roster.expiry_missed"],
+            policy=IdentityPolicy.from_config(self.config.values),
+            local_host=self.config.host_id,
+        )
+        feed = BrokerFeed(self.config, traffic, roster).start()
         dead_letters = DeadLetterView(self.config)
         browser = browser_view.BrowserView(self.config)
         collector = Collector(self.config, feed, dead_letters, browser.snapshot)

@@ -23,8 +23,11 @@ import pika
 
 from bridgecli import __version__, cache
 from bridgecli import roster as roster_mod
+from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.gateway import log as glog
+from bridgecli.gateway import roster_listener
+from bridgecli.gateway.identity import IdentityPolicy
 from bridgecli.gateway.roster_listener import RosterListener
 from bridgecli.interfaces import DeliveryBackend, Entity, LaunchHandle
 
@@ -63,7 +66,13 @@ class Presence:
     def __init__(self, gw: PresenceHost) -> None:
         self.gw = gw
         self.interval: float = gw.config.values["roster.interval"]
-        self.view = roster_mod.RosterView(gw.config.values["roster.expiry_missed"])
+        self.view = roster_mod.RosterView(
+            gw.config.values["roster.expiry_missed"],
+            policy=IdentityPolicy.from_config(gw.config.values),
+            local_host=getattr(gw, "host", None),
+        )
+        #: the broker user our frames name as ``user_id`` (the broker checks it), once known
+        self._user_id: str | None = None
         self.statuses: dict[str, str] = {}
         self.sent = 0
         self._next_due = 0.0
@@ -95,8 +104,10 @@ class Presence:
                 + ("" if self.listener and self.listener.connected.is_set() else "; roster listener not connected")
             ),
         )
+        # a growing count says some host sends frames it may not (docs/roster.md)
+        gw.add_status("roster_refused", self.view.refused_frames)
         self._status_thread.start()
-        self.listener = RosterListener(gw.config, gw.host, self._on_frame, on_connected=self._listening)
+        self.listener = _FrameListener(gw.config, gw.host, self._on_delivery, on_connected=self._listening)
 
     def on_connect(self) -> None:
         # the listener binds to bridge.roster, which the gateway's first connect declares:
@@ -148,16 +159,22 @@ class Presence:
         intervals from now before calling a target unknown (Gateway.once_roster_complete)."""
         self.gw.roster_heard(within=self.interval * 1.5)
 
-    def _on_frame(self, method, body: bytes) -> None:
+    def _on_delivery(self, method: Any, props: Any, body: bytes) -> None:
         self.received += 1
-        self.view.apply(body, key=roster_mod.arrival_key(method))
+        self.view.apply_delivery(method, props, body)
 
     def _publish_all(self, frames: list[tuple[str, bytes]]) -> None:
         """Hand (gid, body) frames to the gateway's publish lane (never the consuming
         connection; see PublishLane.send_soft). Roster frames are soft state: no confirm wait,
-        not persistent, expiring after three intervals."""
+        not persistent, expiring after three intervals, and naming our broker user: under the
+        sender check a frame without it speaks for no host."""
+        if self._user_id is None:
+            self._user_id = amqp_conn.username(self.gw.config)
         props = pika.BasicProperties(
-            content_type="application/json", delivery_mode=1, expiration=str(int(self.interval * 1000 * 3))
+            content_type="application/json",
+            delivery_mode=1,
+            expiration=str(int(self.interval * 1000 * 3)),
+            user_id=self._user_id,
         )
         if self.gw.lane.send_soft(
             [(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body, props) for gid, body in frames]
@@ -246,6 +263,27 @@ class Presence:
         if launcher is None:
             launcher = self._launchers[name] = self.gw.plugins.provider("launchers", name)(self.gw.config)
         return launcher
+
+
+class _FrameListener(RosterListener):
+    """A roster listener that hands on each frame's properties too: its ``user_id`` and
+    dead-letter headers decide whether the frame counts (RosterView.apply_delivery)."""
+
+    def __init__(self, config: Any, host: str, on_delivery: Callable[[Any, Any, bytes], None], **kwargs: Any) -> None:
+        super().__init__(config, host, lambda method, body: on_delivery(method, None, body), **kwargs)
+        self.on_delivery = on_delivery
+
+    def _consume(self, connection: Any) -> None:
+        channel = connection.channel(roster_listener.OPEN_TIMEOUT, "roster")
+        channel.add_on_close_callback(self._on_channel_closed)
+        started: list[Any] = []
+        channel.basic_consume(
+            topology.roster_queue(self.host).name,
+            lambda _ch, method, props, body: self.on_delivery(method, props, body),
+            auto_ack=True,
+            callback=self._on_consuming(connection.arrived(started)),
+        )
+        connection.wait_for(started, roster_listener.OPEN_TIMEOUT, "the broker did not start the roster consumer")
 
 
 def install(gw: Any) -> None:
