@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 
@@ -177,13 +178,29 @@ def invites(revoke_id: str | None, show_all: bool, as_json: bool) -> None:
     )
 
 
+def _printable_host(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` of ``list_hosts`` with the names a joined host chose (its entities' labels and
+    gids, as its registrar claims recorded them) made safe for a terminal, in every output."""
+    from bridgecli.sanitize import sanitize_line
+
+    def text(value: Any) -> Any:
+        return sanitize_line(value, max_chars=200) if isinstance(value, str) else value
+
+    return {
+        **row,
+        "host": text(row.get("host")),
+        "user": text(row.get("user")),
+        "entities": [{**e, "gid": text(e.get("gid")), "label": text(e.get("label"))} for e in row.get("entities", [])],
+    }
+
+
 @hub.command()
 @output.json_option
 def hosts(as_json: bool) -> None:
     """List this hub's hosts: when each joined, whether its gateway is connected, its entities."""
     from bridgecli.hub import operations
 
-    rows = operations.list_hosts()
+    rows = [_printable_host(r) for r in operations.list_hosts()]
     if as_json:
         output.data({"hosts": rows})
         return

@@ -18,15 +18,29 @@ def _fetch(app, host: str | None) -> dict:
 
 
 def _render(result: dict) -> None:
+    """Print the roster as a table. Every field came from some host's heartbeat: the view
+    sanitises them on ingest, and this does again in case the answer came from an older gateway."""
+    from bridgecli.sanitize import sanitize_line
+
+    def text(value: object) -> str:
+        return sanitize_line(str(value), max_chars=200)
+
     now = time.time()
     output.table(
         ["LABEL", "GID", "HOST", "ROLE", "STATUS", "LAST SEEN"],
         [
-            (e["label"], e["gid"][:8], e["host"], e["role"], e["status"], f"{now - e['last_seen']:.0f}s ago")
+            (
+                text(e["label"]),
+                text(e["gid"][:8]),
+                text(e["host"]),
+                text(e["role"]),
+                text(e["status"]),
+                f"{now - e['last_seen']:.0f}s ago",
+            )
             for e in result["entries"]
         ],
     )
-    hosts = ", ".join(g["host"] for g in result["gateways"]) or "none"
+    hosts = ", ".join(text(g["host"]) for g in result["gateways"]) or "none"
     output.note(f"{len(result['entries'])} entities; live gateways: {hosts}")
 
 
