@@ -145,7 +145,9 @@ def listen_roster(config: Config, seconds: float):
         channel = topology.ensure_shared(
             connection.channel, config.values["messaging.inbox_queue_type"], joined=bool(config.values.get("hub.id"))
         )
-        name = f"bridge.listen.{uuid.uuid4()}"  # client-named: some brokers refuse server-named queues
+        # client-named (some brokers refuse server-named queues), under this host's own prefix,
+        # which a joined host's user may declare
+        name = f"bridge.listen.{config.host_id}.{uuid.uuid4()}"
         channel.queue_declare(name, exclusive=True, auto_delete=True)
         channel.queue_bind(name, topology.ROSTER, routing_key="roster.#")
         deadline = time.monotonic() + seconds

@@ -69,8 +69,12 @@ def for_host(host: str, legacy_gids: Iterable[str] = (), *, registrar: bool = Fa
     owned = owned_gids(host, legacy_gids)
     # bridge.reply.<host>.<uuid>: exclusive reply queues of spawn/stop requests, bound to
     # bridge.ctl under reply.<host>.<uuid>; bridge.delay.<host>[.<ms>]: this host's delay
-    # exchange and its TTL tiers, which dead-letter into bridge.msg
-    own = rf"control\.{h}|roster\.{h}|agent\.({owned})\.inbox|bridge\.reply\.{h}\.{UUID}|bridge\.delay\.{h}(\.\d+)?"
+    # exchange and its TTL tiers, which dead-letter into bridge.msg; bridge.listen.<host>.<uuid>:
+    # the roster listener of a command run without a gateway
+    own = (
+        rf"control\.{h}|roster\.{h}|agent\.({owned})\.inbox|bridge\.(reply|listen)\.{h}\.{UUID}"
+        rf"|bridge\.delay\.{h}(\.\d+)?"
+    )
     shared = r"bridge\.(msg|roster|ctl)"
     claims = "|" + re.escape(REGISTRAR_EXCHANGE) if registrar else ""
     return HostPermissions(
