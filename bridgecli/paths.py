@@ -17,6 +17,7 @@ from bridgecli.socketpath import APP, SOCKET_NAME, from_environment
 TYPE_CHECKING = False  # pathlib costs a TAB a third of Python's start-up: see *_text()
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import BinaryIO
 
 #: kind -> (XDG variable, default under $HOME) of the XDG base-directory spec
 _XDG = {
@@ -122,13 +123,70 @@ def runtime_dir() -> Path:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) with mode 0700 for the leaf; return it."""
+    """Create ``path`` with every missing parent at mode 0700 (as the XDG spec asks of base
+    directories), set the leaf to 0700 too, and return it: other local users must not list
+    or read what bridge keeps (held messages, labels, logs, credentials)."""
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:  # made by another process meanwhile
+            pass
     path.mkdir(parents=True, exist_ok=True)
     try:
         os.chmod(path, 0o700)
     except PermissionError:
         pass
     return path
+
+
+def ensure_private_file(path: Path) -> Path:
+    """Create ``path`` empty with mode 0600 unless it exists, else take the group's and
+    others' bits off it; return it. Called before SQLite opens a database: SQLite gives the
+    ``-wal`` and ``-shm`` files the main file's mode, so all three stay private."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
+    except FileExistsError:
+        tighten(path)
+    return path
+
+
+def open_private_append(path: Path) -> BinaryIO:
+    """``path`` opened for appending in binary, created 0600 (existing: tightened)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    tighten(path)
+    return os.fdopen(fd, "ab")
+
+
+def tighten(path: Path) -> bool:
+    """Take the group's and others' permission bits off ``path`` (a file or directory that
+    may be missing); True when its mode changed. Owner bits are kept (a 0400 cookie stays)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    if mode & 0o077 == 0 or (mode & 0o170000) == 0o120000:  # private already, or a symlink
+        return False
+    try:
+        os.chmod(path, mode & 0o7700)
+    except OSError:
+        return False
+    return True
+
+
+def tighten_tree(root: Path) -> int:
+    """:func:`tighten` ``root`` and everything under it (symlinks are not followed); returns
+    how many entries changed. How files written by an earlier version (0644 in 0755
+    directories) become private at the next start."""
+    changed = int(tighten(root))
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            changed += tighten(_path(os.path.join(top, name)))
+    return changed
 
 
 def gateway_socket() -> Path:

@@ -236,7 +236,7 @@ class Control:
         log_dir = (spawn_root / label).resolve()
         if log_dir.parent != spawn_root:  # belt and braces: validate_label already refuses this
             raise ConfigError(f"bad label {label!r}", "use a plain label (no path separators)")
-        log_dir.mkdir(parents=True, exist_ok=True)
+        paths.ensure_private_dir(log_dir)  # its logs may quote messages: the owner's only
         spec = LaunchSpec(
             gid=gid,
             label=label,

@@ -72,7 +72,13 @@ class Registry:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from bridgecli import paths
+
+        # labels, roles and launch data: the owner's only (SQLite gives -wal/-shm its mode)
+        paths.ensure_private_dir(path.parent)
+        paths.ensure_private_file(path)
+        for suffix in ("-wal", "-shm", "-journal"):
+            paths.tighten(Path(f"{path}{suffix}"))
         with self._connect() as db:
             db.executescript(_SCHEMA)
             wal = db.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"

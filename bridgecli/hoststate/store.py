@@ -92,7 +92,13 @@ class Store:
         self._checkpointer: WalCheckpointer | None = None
         #: what this process handed to local clients last, for :meth:`envelope`
         self.recent = RecentEnvelopes()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from bridgecli import paths
+
+        # held message bodies: the owner's only (SQLite gives -wal/-shm the file's mode)
+        paths.ensure_private_dir(path.parent)
+        paths.ensure_private_file(path)
+        for suffix in ("-wal", "-shm"):
+            paths.tighten(Path(f"{path}{suffix}"))
         self._db().executescript(_SCHEMA)
 
     def _db(self) -> sqlite3.Connection:
