@@ -4,7 +4,10 @@ On a single machine with no ``broker.uri`` configured, ``bridge broker start`` r
 ``rabbitmq-server`` as an ordinary process (no systemd, no root-owned state) with all of its
 files under ``paths.data_dir()/broker/`` and records its URI and pid in ``state.json``;
 :func:`recorded_uri` is how every other command finds it. The node itself is a
-:class:`bridgecli.rabbitnode.LocalNode` (re-exported here with its helpers).
+:class:`bridgecli.rabbitnode.LocalNode` (re-exported here with its helpers), always secured:
+its URI logs in as this host's own user (named after the host id, so that other hosts'
+sender check accepts what it publishes), ``guest`` is gone, and ``state.json`` and the
+credentials are 0600, because any other local user could otherwise take the broker over.
 """
 
 from __future__ import annotations
@@ -12,20 +15,23 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from bridgecli import paths
-from bridgecli.errors import BridgeError
+from bridgecli.errors import BridgeError, BrokerUnavailable
 from bridgecli.rabbitnode import (  # noqa: F401  (re-exported for callers and tests)
+    ADMIN_USER,
     DEFAULT_AMQP_PORT,
     DEFAULT_DIST_PORT,
+    GUEST,
     LocalNode,
     NodeInfo,
+    NodeUsers,
     amqp_ready,
     default_nodename,
     epmd_names,
@@ -36,6 +42,7 @@ from bridgecli.rabbitnode import (  # noqa: F401  (re-exported for callers and t
     rabbitmq_bin_dir,
     stop_epmd_if_idle,
     stop_processes,
+    write_private_json,
 )
 
 
@@ -68,9 +75,49 @@ def recorded_uri() -> str | None:
     return info.uri if info else None
 
 
-def embedded_node(**options: Any) -> LocalNode:
-    """The embedded node object, on the ports it used last (else 5672/25672 when free);
-    ``options`` go to :class:`LocalNode` (the hub adds its TLS listener and management)."""
+def host_user() -> str:
+    """The broker user of this host's gateway and CLI: the configured host id (the
+    hostname-derived default when the configuration cannot be read)."""
+    from bridgecli import config
+
+    try:
+        return config.load(allow_unknown=True).host_id
+    except BridgeError:  # a broken file: `bridge config` says what is wrong with it
+        return config.default_host_id()
+
+
+def credentials() -> NodeUsers | None:
+    """The embedded node's users and passwords (None before its first secured start)."""
+    return NodeUsers.load(broker_dir() / "credentials.json")
+
+
+def admin_credentials() -> tuple[str, str]:
+    """(user, password) of the embedded node's administrator; BrokerUnavailable before the
+    node was ever started by this version."""
+    users = credentials()
+    if users is None:
+        raise BrokerUnavailable(
+            f"the embedded broker has no admin credential yet ({broker_dir() / 'credentials.json'})",
+            "start it with `bridge broker start` (or `bridge hub start`)",
+        )
+    return users.admin_user, users.admin_password
+
+
+def admin_uri(info: NodeInfo) -> str:
+    """The AMQP URI of the running embedded node's administrator."""
+    user, password = admin_credentials()
+    return f"amqp://{quote(user, safe='')}:{password}@127.0.0.1:{info.amqp_port}/"
+
+
+def uri_user(uri: str) -> str:
+    """The user an AMQP URI logs in as (``guest`` when it names none, as pika does)."""
+    return unquote(urlsplit(uri).username or GUEST)
+
+
+def embedded_node(host: str | None = None, **options: Any) -> LocalNode:
+    """The embedded node object, on the ports it used last (else 5672/25672 when free), its
+    host user ``host`` (default: :func:`host_user`); ``options`` go to :class:`LocalNode`
+    (the hub adds its TLS listener and management)."""
     base = broker_dir()
     amqp_port, dist_port = DEFAULT_AMQP_PORT, DEFAULT_DIST_PORT
     try:
@@ -78,7 +125,7 @@ def embedded_node(**options: Any) -> LocalNode:
         amqp_port, dist_port = int(ports["amqp_port"]), int(ports["dist_port"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    return LocalNode(base, amqp_port=amqp_port, dist_port=dist_port, **options)
+    return LocalNode(base, amqp_port=amqp_port, dist_port=dist_port, host_user=host or host_user(), **options)
 
 
 @dataclass
@@ -86,25 +133,52 @@ class StartResult:
     info: NodeInfo
     already_running: bool
     seconds: float
+    #: what this start changed to secure the node, one phrase each (empty: nothing)
+    changes: list[str] = field(default_factory=list)
 
 
-def start(timeout: float = 90.0, **options: Any) -> StartResult:
-    """Start the embedded node unless it already runs; record its URI and pid.
+def start(timeout: float = 90.0, host: str | None = None, **options: Any) -> StartResult:
+    """Start the embedded node unless it already runs; record its URI and pid (0600).
 
-    Serialised by a lock file, so two concurrent ``bridge broker start`` (e.g. two panes
-    running ``./dev run``) start one node and the second reports it as already running.
+    The node logs in ``host``'s user (default: :func:`host_user`). A running node that an
+    earlier version started (its recorded URI is ``guest``'s) or that has another host user
+    is secured in place, without a restart. The data dir and the node's files are made
+    private (0700/0600) on the way. Serialised by a lock file, so two concurrent ``bridge
+    broker start`` (e.g. two panes running ``./dev run``) start one node and the second
+    reports it as already running.
     """
+    host = host or host_user()
     with _locked():
+        changes = _tighten_data_dir()
         current = read_state()
         if current is not None:
-            return StartResult(current, already_running=True, seconds=0.0)
-        node = embedded_node(**options)
+            if uri_user(current.uri) != host:
+                node = LocalNode(
+                    Path(current.base), nodename=current.nodename, amqp_port=current.amqp_port, host_user=host
+                )
+                node.secure_running()
+                current.uri = node.uri
+                write_private_json(_state_file(), asdict(current))
+                changes += node.changes
+            return StartResult(current, already_running=True, seconds=0.0, changes=changes)
+        node = embedded_node(host, **options)
         began = time.monotonic()
         node.start(timeout)
         info = node.info()
-        _write_json(_ports_file(), {"amqp_port": info.amqp_port, "dist_port": info.dist_port})
-        _write_json(_state_file(), asdict(info))
-        return StartResult(info, already_running=False, seconds=time.monotonic() - began)
+        write_private_json(_ports_file(), {"amqp_port": info.amqp_port, "dist_port": info.dist_port})
+        write_private_json(_state_file(), asdict(info))
+        return StartResult(
+            info, already_running=False, seconds=time.monotonic() - began, changes=changes + node.changes
+        )
+
+
+def _tighten_data_dir() -> list[str]:
+    """The data dir private (0700) and, within it, the broker's files; what changed."""
+    data = paths.data_dir()
+    changed = int(paths.tighten(data))
+    paths.ensure_private_dir(data)
+    changed += paths.tighten_tree(broker_dir())
+    return [f"made {changed} files and directories private"] if changed else []
 
 
 @contextlib.contextmanager
@@ -161,10 +235,3 @@ def log_path() -> Path:
     info = read_state()
     node = LocalNode(broker_dir(), nodename=info.nodename if info else None)
     return node.log_file
-
-
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)

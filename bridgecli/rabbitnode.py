@@ -6,20 +6,29 @@ The recipe: Debian's real scripts in
 directory and an empty ``RABBITMQ_CONF_ENV_FILE`` so ``/etc/rabbitmq`` cannot leak in.
 :class:`LocalNode` is used by the embedded broker (:mod:`bridgecli.localbroker`) and by the
 test fixtures. No pika here: readiness is an AMQP protocol-header handshake on a raw socket.
+
+A node given a ``host_user`` is *secured*: no ``guest``, an admin user and a user for this
+host with passwords of their own (``credentials.json``, 0600), epmd and the Erlang
+distribution on loopback, every file private to its owner. Another local user of the machine
+then cannot log in, read its traffic or its files, nor join its Erlang cluster.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, MissingDependency, Timeout
@@ -29,6 +38,13 @@ DEFAULT_BIN = "/usr/lib/rabbitmq/bin"
 DEFAULT_AMQP_PORT = 5672
 DEFAULT_DIST_PORT = 25672
 INSTALL_HINT = "install it with `apt-get install rabbitmq-server` (Debian/Ubuntu)"
+#: the secured node's administrator (management API, users, permissions); host ids have no
+#: dots, so no host's user can ever be named this
+ADMIN_USER = "bridge.admin"
+#: RabbitMQ's built-in user whose password everybody knows
+GUEST = "guest"
+#: Erlang flags that keep the distribution listener on loopback (node and CLI tools alike)
+_LOOPBACK_DIST = "-kernel inet_dist_use_interface {127,0,0,1}"
 #: the AMQP 0-9-1 protocol header a client sends first; a ready broker answers with
 #: a Connection.Start method frame (frame type 1)
 _AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -131,6 +147,77 @@ def group_alive(pgid: int | None) -> bool:
     return False
 
 
+def password_hash(password: str) -> str:
+    """``password`` hashed as RabbitMQ's ``rabbit_password_hashing_sha256`` stores it:
+    base64(salt + sha256(salt + password)) with a 4-byte salt, so that the definitions file
+    the node imports at boot holds no password."""
+    salt = secrets.token_bytes(4)
+    return base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode("ascii")
+
+
+def new_password() -> str:
+    """A fresh broker password: 256 random bits, URL-safe (it goes into URIs unquoted)."""
+    return secrets.token_urlsafe(32)
+
+
+@dataclass
+class NodeUsers:
+    """A secured node's own users and their passwords, kept in ``credentials.json`` (0600).
+
+    ``retire`` lists users still to be deleted once the node runs: ``guest`` of a node made
+    before it was secured, the user of a host id that has since changed.
+    """
+
+    admin_password: str
+    host_user: str
+    host_password: str
+    admin_user: str = ADMIN_USER
+    retire: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> NodeUsers | None:
+        """The saved users, or None when there are none (or the file is unreadable)."""
+        try:
+            raw = json.loads(path.read_text())
+            return cls(**raw)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def save(self, path: Path) -> None:
+        write_private_json(path, asdict(self))
+
+    def definitions(self) -> dict:
+        """RabbitMQ definitions that create (or reset) both users with every permission on
+        ``/``; the vhost is listed because a node with definitions seeds no default one."""
+        users = [(self.admin_user, self.admin_password, "administrator"), (self.host_user, self.host_password, "")]
+        return {
+            "vhosts": [{"name": "/"}],
+            "users": [
+                {
+                    "name": name,
+                    "password_hash": password_hash(password),
+                    "hashing_algorithm": "rabbit_password_hashing_sha256",
+                    "tags": tags,
+                }
+                for name, password, tags in users
+            ],
+            "permissions": [
+                {"user": name, "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"} for name, _, _ in users
+            ],
+        }
+
+
+def write_private_json(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` atomically, readable by the owner only (0600)."""
+    paths.ensure_private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(data, indent=2) + "\n")
+    os.chmod(tmp, 0o600)  # an old tmp left by a crash may have had another mode
+    os.replace(tmp, path)
+
+
 @dataclass
 class NodeInfo:
     """What ``state.json`` records about a running node."""
@@ -151,7 +238,10 @@ class LocalNode:
 
     ``amqp_port``/``dist_port`` of ``None`` mean "pick free ports at start". Extra
     ``rabbitmq.conf`` lines (e.g. ``consumer_timeout = 5000``) go in ``extra_conf``.
-    Management is off by default: it adds ~5 s to every stop.
+    Management is off by default: it adds ~5 s to every stop. With ``host_user`` the node is
+    secured (module docstring): :attr:`uri` then logs in as that user; without it (test
+    fixtures) as ``guest``. What a start changed on the way (users made or removed, modes
+    tightened) is listed in :attr:`changes`.
     """
 
     def __init__(
@@ -164,6 +254,7 @@ class LocalNode:
         extra_conf: Sequence[str] = (),
         management: bool = False,
         management_port: int | None = None,
+        host_user: str | None = None,
     ) -> None:
         self.base = Path(base)
         self.nodename = nodename or default_nodename(self.base)
@@ -172,8 +263,12 @@ class LocalNode:
         self.extra_conf = list(extra_conf)
         self.management = management
         self.management_port = management_port
+        self.host_user = host_user
         self.process: subprocess.Popen | None = None
         self.pgid: int | None = None
+        self._users: NodeUsers | None = None
+        #: what the last start (or :meth:`secure_running`) changed, one phrase each
+        self.changes: list[str] = []
 
     # --- files -------------------------------------------------------------------------
     @property
@@ -199,10 +294,50 @@ class LocalNode:
         return self.base / "stdout.log"
 
     @property
+    def credentials_file(self) -> Path:
+        """The secured node's users and passwords (0600)."""
+        return self.base / "credentials.json"
+
+    @property
+    def definitions_file(self) -> Path:
+        """What the secured node imports at every boot: its users, by password hash only."""
+        return self.base / "definitions.json"
+
+    @property
+    def users(self) -> NodeUsers | None:
+        """The secured node's users (read from :attr:`credentials_file`); None unsecured."""
+        if self.host_user is None:
+            return None
+        if self._users is None:
+            self._users = NodeUsers.load(self.credentials_file)
+            if self._users is None:
+                raise BrokerUnavailable(
+                    f"the broker's credentials are missing ({self.credentials_file})",
+                    "start it with `bridge broker start`",
+                )
+        return self._users
+
+    @property
     def uri(self) -> str:
+        """The AMQP URI of this host's user (``guest`` on an unsecured node)."""
         if self.amqp_port is None:
             raise BrokerUnavailable("the node has no port yet", "start it first")
-        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/"
+        users = self.users
+        if users is None:
+            return f"amqp://{GUEST}:{GUEST}@127.0.0.1:{self.amqp_port}/"
+        return f"amqp://{quote(users.host_user, safe='')}:{users.host_password}@127.0.0.1:{self.amqp_port}/"
+
+    @property
+    def admin_uri(self) -> str:
+        """The AMQP URI of the node's administrator (``guest`` on an unsecured node)."""
+        user, password = self.admin_credentials
+        return f"amqp://{quote(user, safe='')}:{password}@127.0.0.1:{self.port}/"
+
+    @property
+    def admin_credentials(self) -> tuple[str, str]:
+        """(user, password) of the node's administrator, for AMQP and the management API."""
+        users = self.users
+        return (GUEST, GUEST) if users is None else (users.admin_user, users.admin_password)
 
     @property
     def port(self) -> int:
@@ -230,21 +365,93 @@ class LocalNode:
             env["RABBITMQ_NODE_PORT"] = str(self.amqp_port)
         if self.dist_port is not None:
             env["RABBITMQ_DIST_PORT"] = str(self.dist_port)
+        # epmd (when this node is the one to start it) and the distribution port listen on
+        # loopback only: whoever reaches them and has the cookie controls the node
+        env["ERL_EPMD_ADDRESS"] = "127.0.0.1"
+        env["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"] = _LOOPBACK_DIST
+        env["RABBITMQ_CTL_ERL_ARGS"] = _LOOPBACK_DIST
         return env
+
+    def _has_database(self) -> bool:
+        return (self.base / "mnesia" / self.nodename).is_dir()
+
+    def _prepare_users(self) -> None:
+        """Load or make the secured node's users (saved 0600), and its definitions file.
+
+        A node whose database predates the credentials still has ``guest``: it is retired
+        once the node runs. A new database seeds nobody but the definitions' users.
+        """
+        if self.host_user is None:
+            return
+        users = NodeUsers.load(self.credentials_file)
+        if users is None:
+            users = NodeUsers(new_password(), self.host_user, new_password())
+            if self._has_database():
+                users.retire.append(GUEST)
+            self.changes.append(f"made broker users {users.admin_user} and {users.host_user}")
+        elif users.host_user != self.host_user:
+            users.retire.append(users.host_user)
+            users.host_user, users.host_password = self.host_user, new_password()
+            self.changes.append(f"made broker user {users.host_user}")
+        if not self._has_database():
+            users.retire.clear()
+        users.retire = [u for u in dict.fromkeys(users.retire) if u not in (users.admin_user, users.host_user)]
+        users.save(self.credentials_file)
+        write_private_json(self.definitions_file, users.definitions())
+        self._users = users
+
+    def _retire_users(self) -> None:
+        """Delete the users :attr:`NodeUsers.retire` lists (the node runs). One that cannot be
+        deleted now stays listed, is named in :attr:`changes`, and is retried at the next
+        start: the node itself is up and should stay usable."""
+        users = self.users
+        if users is None or not users.retire:
+            return
+        left = []
+        for user in users.retire:
+            result = self.ctl("delete_user", user, check=False)
+            output = f"{result.stdout} {result.stderr}"
+            if result.returncode == 0 or "does not exist" in output or "no_such_user" in output:
+                self.changes.append(f"removed broker user {user}")
+            else:
+                left.append(user)
+                self.changes.append(f"could not remove broker user {user} yet (retried at the next start)")
+        users.retire = left
+        users.save(self.credentials_file)
+
+    def secure_running(self) -> None:
+        """Secure this node while it runs (one started unsecured, by an earlier version):
+        import the users' definitions, then delete ``guest``. Needs :attr:`host_user`."""
+        if self.host_user is None:
+            raise BridgeError("secure_running needs a host_user", None)
+        self.changes = []
+        self._prepare_users()
+        self.ctl("import_definitions", str(self.definitions_file))
+        self._retire_users()
 
     def _write_files(self) -> None:
         for sub in (self.base, self.home, self.base / "mnesia", self.log_dir):
             paths.ensure_private_dir(sub)
+        tightened = paths.tighten_tree(self.base)
+        if tightened and self.host_user is not None:
+            self.changes.append(f"made {tightened} broker files private")
         (self.base / "env.conf").write_text("")  # shadows /etc/rabbitmq/rabbitmq-env.conf
         lines = [f"listeners.tcp.default = 127.0.0.1:{self.amqp_port}"]
+        self._prepare_users()
+        if self.host_user is not None:
+            # no guest is seeded on a new database, and our users are (re)set at every boot
+            lines.append(f"load_definitions = {self.definitions_file}")
         plugins = "[]."
         if self.management:
             lines.append(f"management.tcp.port = {self.management_port}")
             lines.append("management.tcp.ip = 127.0.0.1")
             plugins = "[rabbitmq_management]."
         lines.extend(self.extra_conf)
-        (self.base / "rabbitmq.conf").write_text("\n".join(lines) + "\n")
+        conf = self.base / "rabbitmq.conf"
+        conf.write_text("\n".join(lines) + "\n")
         (self.base / "enabled_plugins").write_text(plugins + "\n")
+        for written in (conf, self.base / "enabled_plugins", self.base / "env.conf"):
+            written.chmod(0o600)
 
     def _pick_ports(self) -> None:
         taken: set[int] = set()
@@ -269,6 +476,7 @@ class LocalNode:
         bin_dir = rabbitmq_bin_dir()
         if self.process is not None and self.process.poll() is None:
             return
+        self.changes = []
         keep = bool(keep_ports and self.amqp_port and self.dist_port)
         # Another process can grab a port between our probe and the node's bind (a shared
         # machine, parallel test suites): with chosen-by-us ports, retry on fresh ones.
@@ -279,6 +487,7 @@ class LocalNode:
             offset = self._launch(bin_dir)
             try:
                 self.wait_ready(timeout)
+                self._retire_users()
                 return
             except BrokerUnavailable:
                 if not self._port_clash(offset):
@@ -295,7 +504,7 @@ class LocalNode:
         """Write the config and spawn the node; returns the stdout log offset of this run."""
         self._write_files()
         self.pid_file.unlink(missing_ok=True)
-        with self.stdout_file.open("ab") as out:
+        with paths.open_private_append(self.stdout_file) as out:
             offset = out.tell()
             # A new session = a new process group we can signal as a whole at stop, and a
             # node that survives the `bridge broker start` process exiting.
@@ -307,6 +516,7 @@ class LocalNode:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                umask=0o077,  # the node's logs, database and message store: the owner's only
             )
         self.pgid = self.process.pid
         return offset

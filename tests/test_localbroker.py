@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pika
+import pika.exceptions
 import pytest
 
 from bridgecli import config, localbroker
@@ -251,3 +252,30 @@ def test_another_broker_on_our_port_is_not_mistaken_for_our_node(rabbitmq):
         node.stop()
         shutil.rmtree(node.base, ignore_errors=True)
     assert localbroker.amqp_ready("127.0.0.1", rabbitmq.port)  # the session node is unharmed
+
+
+def test_start_secures_a_running_node_of_the_previous_version_in_place(bridge_home, monkeypatch):
+    """A node an earlier version started (guest/guest, still running) is secured by the next
+    `bridge broker start` without a restart: this host's user and the admin are made, guest
+    is deleted, and the recorded URI (0600) logs in as this host."""
+    from dataclasses import asdict
+
+    monkeypatch.setenv("BRIDGE_HOST_ID", "lbhost")
+    old = LocalNode(localbroker.broker_dir())
+    try:
+        old.start()
+        before = old.info()
+        state = localbroker.broker_dir() / "state.json"
+        state.write_text(json.dumps(asdict(before)))
+        result = localbroker.start()
+        assert result.already_running and result.info.pid == before.pid
+        assert "removed broker user guest" in result.changes
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            pika.BlockingConnection(pika.URLParameters(before.uri))
+        assert localbroker.recorded_uri().startswith("amqp://lbhost:")
+        pika.BlockingConnection(pika.URLParameters(localbroker.recorded_uri())).close()
+        assert os.stat(state).st_mode & 0o777 == 0o600
+        assert localbroker.start().changes == []  # nothing left to do
+    finally:
+        localbroker.stop()
+        old.stop()

@@ -1,14 +1,14 @@
 """Where the hub keeps its files, and its settings (``hub.json``).
 
-Everything lives in ``<data dir>/hub`` (mode 0700): the CA and server certificate, the hub
-database, the settings and the registrar's pid and log. The RabbitMQ node itself stays the
-embedded node of ``bridge broker`` (``<data dir>/broker``), started with the hub's listeners.
+Everything lives in ``<data dir>/hub`` (mode 0700, every file 0600): the CA and server
+certificate, the hub database, the settings and the registrar's pid and log. The RabbitMQ
+node itself stays the embedded node of ``bridge broker`` (``<data dir>/broker``), started
+with the hub's listeners.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,11 +16,32 @@ from bridgecli import paths
 from bridgecli.errors import CannotWrite
 
 DEFAULT_AMQPS_PORT = 5671
-#: the broker user of the hub host's own gateway and CLI (loopback only, full rights: the
-#: hub machine runs the broker, so restricting it would protect nothing)
-LOCAL_USER = "guest"
 #: how far apart the hub's and a joining host's clocks may be
 MAX_CLOCK_SKEW = 300.0
+
+
+def local_user(host_id: str | None = None) -> str:
+    """The broker user of the hub machine's own gateway and CLI: the user named after its
+    host id ``host_id`` (default: the saved hub's, else this configuration's), with full
+    rights on loopback. Named after the host so that other hosts' sender check accepts what
+    it publishes; full rights because the machine that runs the broker can read its database
+    anyway, so restricting it would protect nothing."""
+    if host_id is None:
+        settings = load()
+        if settings is not None:
+            return settings.host_id
+        from bridgecli import localbroker
+
+        return localbroker.host_user()
+    return host_id
+
+
+def __getattr__(name: str) -> str:
+    """``LOCAL_USER``: :func:`local_user` of this machine, computed when it is read (it
+    follows the host id, so it cannot be a constant). Prefer ``local_user(host_id)``."""
+    if name == "LOCAL_USER":
+        return local_user()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def hub_dir() -> Path:
@@ -70,12 +91,12 @@ def load() -> HubSettings | None:
 
 
 def save(settings: HubSettings) -> None:
+    """Write ``hub.json`` atomically (0600 in the 0700 hub dir)."""
+    from bridgecli.rabbitnode import write_private_json
+
     path = hub_dir() / "hub.json"
-    paths.ensure_private_dir(path.parent)
-    tmp = path.with_suffix(".tmp")
     try:
-        tmp.write_text(json.dumps(asdict(settings), indent=2) + "\n")
-        os.replace(tmp, path)
+        write_private_json(path, asdict(settings))
     except OSError as exc:
         raise CannotWrite(f"cannot write {path}: {exc.strerror}", "check the data directory") from None
 

@@ -3,8 +3,10 @@
 The hub is the embedded RabbitMQ node of ``bridge broker`` started with three additions: an
 amqps listener on the given addresses (certificate from the hub's own CA), the management
 plugin on loopback (the registrar's way to change users and permissions in milliseconds),
-and the registrar process. Plain AMQP and ``guest`` stay on loopback for this machine's own
-gateway and CLI. Settings, CA, users and grants are kept, so a plain restart reproduces all.
+and the registrar process. The node is secured like every embedded node (no ``guest``; an
+admin user for the registrar and ``bridge hub``; this machine's own gateway and CLI log in
+as the user named after its host id, on loopback). Settings, CA, users and grants are kept,
+so a plain restart reproduces all; a hub made by an earlier version is secured on the way.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridgecli import localbroker
-from bridgecli.errors import BrokerUnavailable, ConfigError, Timeout
+from bridgecli import localbroker, paths
+from bridgecli.errors import BridgeError, BrokerUnavailable, ConfigError, Timeout
 from bridgecli.hub import layout
 from bridgecli.hub.layout import DEFAULT_AMQPS_PORT, HubSettings
 from bridgecli.hub.pki import HubPki
@@ -78,6 +80,13 @@ class HubStart:
     restarted_plain_broker: bool
     ca_fingerprint: str
     seconds: float
+    #: what this start changed to secure the hub (users, file modes, sender check)
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        """The changes as one line for the operator ("" when there were none)."""
+        return f"secured this hub: {'; '.join(self.changes)}" if self.changes else ""
 
 
 def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.0) -> HubStart:
@@ -100,15 +109,18 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         management_port=before.management_port if before else 0,
         registrar_pid=before.registrar_pid if before else 0,
     )
+    changes = _tighten_files()
     pki = HubPki(layout.pki_dir())
     pki.ensure_ca(settings.hub_id)
     reissued = pki.ensure_server_cert([a for a, _ in settings.listen if a not in ("0.0.0.0", "::")], names)
     running = localbroker.read_state()
+    secured = running is not None and localbroker.uri_user(running.uri) == host_id
     same = (
         before is not None
         and before.active
         and running is not None
         and running.management_port
+        and secured
         and before.listen == settings.listen
         and not reissued
     )
@@ -123,14 +135,20 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
             else free_port()
         )
         result = localbroker.start(
-            timeout, management=True, management_port=mgmt, extra_conf=_tls_conf(pki, settings.listen)
+            timeout, host=host_id, management=True, management_port=mgmt, extra_conf=_tls_conf(pki, settings.listen)
         )
+        changes += result.changes
         settings.management_port = result.info.management_port
+        running = result.info
     else:
         settings.management_port = running.management_port
     settings.active = True
     layout.save(settings)
+    _declare_shared(running, config.values["messaging.inbox_queue_type"])
     _own_local_entities(settings)
+    changes += _check_senders()
+    if not same and pid_alive(settings.registrar_pid):
+        _stop_registrar(settings.registrar_pid, timeout)  # it logged in to the node before
     if not pid_alive(settings.registrar_pid):
         settings.registrar_pid = _start_registrar(timeout)
         layout.save(settings)
@@ -140,7 +158,61 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         restarted_plain_broker=bool(restarted_plain),
         ca_fingerprint=pki.ca_fingerprint(),
         seconds=time.monotonic() - began,
+        changes=changes,
     )
+
+
+def _tighten_files() -> list[str]:
+    """This machine's bridge files private: the data and state dirs and everything in them
+    (0700 dirs, no group or other bits on files); a hub made by an earlier version had 0644
+    files in 0755 dirs. Returns what changed."""
+    changed = 0
+    for root in (paths.data_dir(), paths.state_dir()):
+        if root.exists():
+            changed += paths.tighten_tree(root)
+    paths.ensure_private_dir(layout.hub_dir())
+    return [f"made {changed} files and directories private"] if changed else []
+
+
+def _declare_shared(info: localbroker.NodeInfo, queue_type: str) -> None:
+    """Declare the shared exchanges and queues as the node's admin, so that they exist
+    before any joined host (which may only check them) connects."""
+    import pika
+    import pika.exceptions
+
+    from bridgecli.amqp import topology
+    from bridgecli.amqp.connection import open_blocking
+
+    params = pika.URLParameters(localbroker.admin_uri(info))
+    params.client_properties = {"connection_name": "bridge-hub-start", "product": "bridgecli"}
+    try:
+        connection = open_blocking(params)
+    except (pika.exceptions.AMQPError, OSError) as exc:
+        raise BrokerUnavailable(
+            f"cannot log in to the hub's node as its admin ({type(exc).__name__})",
+            f"see {localbroker.log_path()}",
+        ) from None
+    try:
+        topology.declare_shared(connection.channel(), queue_type)
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def _check_senders() -> list[str]:
+    """``security.sender_check = "host"`` in this machine's bridge.toml, so that the hub's
+    own gateway refuses messages whose claimed host is not the user that published them."""
+    from bridgecli.config import read_file
+    from bridgecli.config_edit import set_values
+
+    try:
+        current = (read_file(paths.config_file()).get("security") or {}).get("sender_check")
+    except BridgeError:
+        current = None  # set_values names what is wrong with the file
+    if current == "host":
+        return []
+    set_values({"security.sender_check": "host"})
+    return ["set security.sender_check = host"]
 
 
 def _own_local_entities(settings: HubSettings) -> None:
@@ -148,6 +220,7 @@ def _own_local_entities(settings: HubSettings) -> None:
     so that no joining host can claim their gids."""
     from bridgecli.hoststate.entities import open_registry
 
+    paths.ensure_private_file(layout.db_path())  # SQLite gives -wal and -shm its mode
     store = HubStore(layout.db_path())
     try:
         store.claim(settings.host_id, [(e.gid, e.label) for e in open_registry().all()])
@@ -159,7 +232,7 @@ def _start_registrar(timeout: float) -> int:
     """Launch the registrar process and wait until it consumes its queue."""
     log = layout.registrar_log()
     offset = log.stat().st_size if log.exists() else 0
-    with log.open("ab") as out:
+    with paths.open_private_append(log) as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "bridgecli.hub.registrar"],
             stdin=subprocess.DEVNULL,
@@ -167,6 +240,7 @@ def _start_registrar(timeout: float) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=dict(os.environ),
+            umask=0o077,
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -193,18 +267,24 @@ def stop(timeout: float = 30.0) -> bool:
     settings = layout.load()
     if settings is None or not settings.active:
         return False
-    if pid_alive(settings.registrar_pid):
-        try:
-            os.killpg(settings.registrar_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + timeout
-        while pid_alive(settings.registrar_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+    _stop_registrar(settings.registrar_pid, timeout)
     localbroker.stop(timeout)
     settings.active, settings.registrar_pid = False, 0
     layout.save(settings)
     return True
+
+
+def _stop_registrar(pid: int, timeout: float) -> None:
+    """SIGTERM the registrar's process group and wait up to ``timeout`` for it to go."""
+    if not pid_alive(pid):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def status() -> dict[str, Any]:

@@ -37,17 +37,28 @@ def _q(part: str) -> str:
 
 
 class RabbitAdmin:
-    """The management API of the node at ``host:port`` as ``user``, scoped to ``vhost``."""
+    """The management API of the node at ``host:port`` as ``user``, scoped to ``vhost``.
+
+    Without ``user`` it logs in as the embedded node's administrator (its credentials file),
+    the one user that may manage the hub's users: the node has no ``guest``.
+    """
 
     def __init__(
         self,
         port: int,
-        user: str = "guest",
-        password: str = "guest",
+        user: str | None = None,
+        password: str | None = None,
         host: str = "127.0.0.1",
         vhost: str = "/",
         timeout: float = 10.0,
     ) -> None:
+        if user is None:
+            from bridgecli import localbroker
+
+            user, admin_password = localbroker.admin_credentials()
+            password = admin_password if password is None else password
+        if password is None:
+            raise ValueError("RabbitAdmin needs the password of the user it is given")
         self.port = port
         self.user = user
         self.host = host

@@ -292,9 +292,12 @@ def main() -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    admin = RabbitAdmin(settings.management_port)
+    # the node's admin, on loopback, for the management API and the queue alike: the one
+    # user that may change users and permissions
+    user, password = localbroker.admin_credentials()
+    admin = RabbitAdmin(settings.management_port, user, password)
     registrar = Registrar(HubStore(layout.db_path()), admin, settings.hub_id, settings.host_id)
-    serve(registrar, f"amqp://{LOCAL_USER}:{LOCAL_USER}@127.0.0.1:{info.amqp_port}/", stop)
+    serve(registrar, localbroker.admin_uri(info), stop)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ from bridgecli.rabbitnode import LocalNode, stop_epmd_if_idle
 @pytest.fixture(scope="package")
 def node() -> Iterator[LocalNode]:
     base = Path(tempfile.mkdtemp(prefix="brhub", dir="/tmp"))
-    node = LocalNode(base, management=True)
+    node = LocalNode(base, management=True, host_user="hub-machine")  # secured, as the hub's is
     try:
         node.start()
-        RabbitAdmin(node.management_port).wait_ready(60)
+        RabbitAdmin(node.management_port, *node.admin_credentials).wait_ready(60)
         yield node
     finally:
         node.stop()
@@ -30,4 +30,4 @@ def node() -> Iterator[LocalNode]:
 
 @pytest.fixture
 def admin(node) -> RabbitAdmin:
-    return RabbitAdmin(node.management_port)
+    return RabbitAdmin(node.management_port, *node.admin_credentials)

@@ -70,7 +70,7 @@ def test_list_and_close_connection(admin, node):
         while not (listed := admin.connections("host-c")) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert [c["user"] for c in listed] == ["host-c"]
-        assert all(c["user"] == "guest" for c in admin.connections("guest"))
+        assert all(c["user"] == "hub-machine" for c in admin.connections("hub-machine"))
 
         admin.close_connection(listed[0]["name"], "access revoked by the hub")
         with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
@@ -87,10 +87,13 @@ def test_list_and_close_connection(admin, node):
 
 
 def test_errors(node):
+    user, _ = node.admin_credentials
     with pytest.raises(BrokerUnavailable, match="HTTP 401"):
-        RabbitAdmin(node.management_port, password="wrong").overview()
+        RabbitAdmin(node.management_port, user, "wrong").overview()
     with pytest.raises(BrokerUnavailable, match="HTTP 401"):
-        RabbitAdmin(node.management_port, password="wrong").wait_ready(5)
+        RabbitAdmin(node.management_port, user, "wrong").wait_ready(5)
+    with pytest.raises(BrokerUnavailable, match="HTTP 401"):  # the secured node has no guest
+        RabbitAdmin(node.management_port, "guest", "guest").overview()
     closed_port = free_port()
     with pytest.raises(BrokerUnavailable, match=f"127.0.0.1:{closed_port}"):
-        RabbitAdmin(closed_port).wait_ready(1)
+        RabbitAdmin(closed_port, *node.admin_credentials).wait_ready(1)
