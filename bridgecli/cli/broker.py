@@ -45,7 +45,7 @@ def start(app, timeout: float, as_json: bool) -> None:
 
         lifecycle.start(app.config, [], [], timeout)
         output.note("bridge: this machine is a hub: started it with its TLS listener and registrar")
-    result = localbroker.start(timeout)
+    result = localbroker.start(timeout, host=app.config.host_id)
     info = result.info
     if as_json:
         output.data(
@@ -55,10 +55,13 @@ def start(app, timeout: float, as_json: bool) -> None:
                 "node": info.nodename,
                 "already_running": result.already_running,
                 "seconds": round(result.seconds, 2),
+                "changes": result.changes,
             }
         )
     else:
         output.line(info.uri)
+    if result.changes:
+        output.note(f"bridge: secured the broker: {'; '.join(result.changes)}")
     if result.already_running:
         output.note(f"bridge: broker already running (node {info.nodename}, pid {info.pid})")
     else:

@@ -21,8 +21,9 @@ def hub() -> None:
 
     The hub is this user's embedded RabbitMQ node (see `bridge broker`) reachable over TLS,
     with a certificate authority of its own and a registrar that gives every joined host its
-    own broker user with least privilege, extended automatically whenever that host registers
-    or spawns an entity. Plain AMQP and the guest user stay on loopback for this machine.
+    own broker user with least privilege: a tenant that can affect only its own entities, and
+    needs no operator step when it registers or spawns one. Plain AMQP stays on loopback for
+    this machine, whose gateway and CLI log in as their own user (there is no guest).
 
     \b
     On this machine:   bridge hub start --listen 192.0.2.10
@@ -71,9 +72,12 @@ def start(app, listen: tuple[str, ...], names: tuple[str, ...], timeout: float, 
                 "ca_fingerprint": result.ca_fingerprint,
                 "already_running": result.already_running,
                 "seconds": round(result.seconds, 2),
+                "changes": result.changes,
             }
         )
         return
+    if result.summary:
+        output.note(f"bridge: {result.summary}")
     for address in settings.addresses:
         output.line(f"amqps://{address}/")
     if result.restarted_plain_broker:

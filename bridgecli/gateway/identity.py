@@ -7,8 +7,8 @@ gateway dead-letters a mismatch as ``sender_mismatch``. Convention
 security.host_user`` applied to X (default: the host id); ``security.trusted_users`` may claim
 any host; the sender gid must belong to that host: minted with its tag (:mod:`bridgecli.gids`)
 or, for a gid minted before tags, announced by it on the roster.
-``security.sender_check = off`` (the default) skips it all, since single-machine setups log in
-as ``guest``.
+``security.sender_check = off`` (the default) skips it all: on a single machine every command
+logs in as this host's own user. ``bridge hub start`` and ``bridge join`` turn it on.
 """
 
 from __future__ import annotations

@@ -66,17 +66,24 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _private(path: Any) -> Any:
+    """``path`` opened for writing from its start, readable by this user only."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+
+
 class SubprocessLauncher:
     def __init__(self, config: Any) -> None:
         self.config = config
 
     def start(self, spec: LaunchSpec) -> LaunchHandle:
+        """Start the profile's command with its output in the spawn's log dir (0600 files:
+        an agent's output holds what it was told)."""
         stdout_path, stderr_path = spec.log_dir / "stdout.log", spec.log_dir / "stderr.log"
         command = spec.command
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(c) for c in command]
         env = {**os.environ, **spec.env}
         try:
-            with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            with _private(stdout_path) as out, _private(stderr_path) as err:
                 proc = subprocess.Popen(
                     argv,
                     cwd=spec.cwd or None,

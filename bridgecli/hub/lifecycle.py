@@ -193,7 +193,11 @@ def _declare_shared(info: localbroker.NodeInfo, queue_type: str) -> None:
             f"see {localbroker.log_path()}",
         ) from None
     try:
-        topology.declare_shared(connection.channel(), queue_type)
+        channel = connection.channel()
+        topology.declare_shared(channel, queue_type)
+        # the direct control exchange of older versions: any host that could bind it could
+        # bind another host's key; nothing uses it now (deleting a missing one is no error)
+        channel.exchange_delete(topology.LEGACY_CONTROL)
     finally:
         if connection.is_open:
             connection.close()

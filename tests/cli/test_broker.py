@@ -16,7 +16,11 @@ def test_broker_lifecycle(bridge_home):
         started = run_bridge("broker", "start", env=env)
         assert started.returncode == 0, started.stderr
         uri = started.stdout.strip()
-        assert uri.startswith("amqp://guest:guest@127.0.0.1:")
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(uri)
+        assert parts.scheme == "amqp" and parts.hostname == "127.0.0.1"
+        assert parts.username not in (None, "guest") and len(parts.password or "") >= 24, "no guest, a real secret"
         assert "started RabbitMQ node" in started.stderr
         pika.BlockingConnection(pika.URLParameters(uri)).close()
 

@@ -91,7 +91,7 @@ def as_host(lab: NetnsLab, name: str, fn: Callable[[Any], Any]) -> Any:
 
 
 def as_hub_guest(lab: NetnsLab, fn: Callable[[Any], Any]) -> Any:
-    """Run ``fn(connection)`` on the hub machine as its loopback ``guest`` (an operator's view)."""
+    """Run ``fn(connection)`` on the hub machine as its own user on loopback (an operator's view)."""
     import json
 
     import pika
