@@ -4,30 +4,38 @@ Requests arrive on the ``bridge.registrar`` queue. The broker has already checke
 ``user_id`` against the connection's user, so ``user_id`` *is* who asks: a joined host's
 user may claim gids (which become its inboxes and bindings), release them, and nothing
 else; an invite's enrolment user may enrol its one host, once. :class:`Registrar` holds the
-decisions and no I/O (the store and a grant applier are given to it); :func:`serve` is the
-pika shell around it, run as ``python -m bridgecli.hub.registrar`` by ``bridge hub start``.
+decisions and no I/O (the store and a grant applier are given to it); :func:`serve`
+(:mod:`bridgecli.hub.registrar_loop`) is the pika shell around it, run as
+``python -m bridgecli.hub.registrar`` by ``bridge hub start``.
+
+Gids carry their host's tag (:mod:`bridgecli.gids`) and the broker grants a host its tagged
+names by one pattern, so only *legacy* gids, recorded before the tag rule, are granted from
+the records here: a host may re-claim those, never a new untagged gid nor another host's.
+Every request is bounded (:mod:`bridgecli.hub.limits`): no body, burst or claim from one host
+can crash the registrar or make the others wait.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from bridgecli.errors import BridgeError, Conflict
+from bridgecli import gids
+from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.hub import invite as invite_mod
-from bridgecli.hub import permissions
-from bridgecli.hub.layout import LOCAL_USER, MAX_CLOCK_SKEW
+from bridgecli.hub import layout, limits, permissions
+from bridgecli.hub.layout import MAX_CLOCK_SKEW
+from bridgecli.hub.registrar_loop import QUEUE, ROUTING_KEY, serve
 from bridgecli.hub.store import HubStore
 
+__all__ = ["QUEUE", "ROUTING_KEY", "Registrar", "apply_grants", "check_host_tag", "serve"]
 logger = logging.getLogger("bridgecli.hub.registrar")
-QUEUE = permissions.REGISTRAR_EXCHANGE
-ROUTING_KEY = "claim"
 _GID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MIN_PASSWORD = 24
+MAX_PASSWORD = 256
 #: seconds an used invite's enrolment user lives on, so that its answer is read first
 ENROL_USER_GRACE = 3.0
 
@@ -41,36 +49,88 @@ class Grants(Protocol):
     def set_topic_permissions(self, user: str, exchange: str, write: str, read: str) -> None: ...
 
 
-def apply_grants(admin: Grants, host: str, user: str, gids: list[str], *, topics: bool = True) -> None:
-    """Set ``user``'s permissions to exactly what ``host`` owning ``gids`` needs."""
-    perms = permissions.for_host(host, gids, registrar=True)
+def apply_grants(admin: Grants, host: str, user: str, legacy_gids: list[str]) -> None:
+    """Set ``user``'s permissions to exactly what ``host`` needs: the names its tag and its
+    id grant, and ``legacy_gids`` (recorded gids minted before gids carried a tag)."""
+    perms = permissions.for_host(host, legacy_gids, registrar=True)
     admin.set_permissions(user, perms.configure, perms.write, perms.read)
-    admin.set_topic_permissions(user, "bridge.msg", perms.topic_msg_write, perms.topic_msg_read)
-    if topics:
-        admin.set_topic_permissions(user, "bridge.roster", perms.topic_roster_write, perms.topic_roster_read)
+    for exchange, write, read in perms.topics():
+        admin.set_topic_permissions(user, exchange, write, read)
+
+
+def check_host_tag(store: HubStore, host: str, hub_host: str) -> None:
+    """Raise Conflict when ``host``'s gid tag is the hub host's or a joined host's: the two
+    would be granted each other's gids. For ``bridge hub invite`` as well as enrolment."""
+    other = host if host == hub_host else store.tag_clash(host, hub_host)
+    if other is not None:
+        raise Conflict(
+            f"host id {host!r} has the same gid tag as host {other!r} on this hub",
+            "choose another host id for the new host",
+        )
 
 
 def _refusal(kind: str, message: str, hint: str) -> dict[str, Any]:
     return {"ok": False, "kind": kind, "error": message, "hint": hint}
 
 
+_KINDS: list[tuple[type[BridgeError], str]] = [(Conflict, "conflict"), (Rejected, "limit")]
+
+
 class Registrar:
     """Answers registrar requests. ``hub_host`` is the hub machine's own host id, whose
-    commands connect as :data:`LOCAL_USER`; its claims record ownership but need no grant."""
+    commands connect as ``local_user`` (default ``layout.LOCAL_USER``); its claims record
+    ownership but need no grant. ``limiter`` bounds each broker user's request rate (the hub
+    machine's is not bounded)."""
 
     def __init__(
-        self, store: HubStore, admin: Grants, hub_id: str, hub_host: str, clock: Callable[[], float] = time.time
+        self,
+        store: HubStore,
+        admin: Grants,
+        hub_id: str,
+        hub_host: str,
+        clock: Callable[[], float] = time.time,
+        limiter: limits.RateLimiter | None = None,
+        local_user: str | None = None,
     ) -> None:
+        self.local_user: str = layout.LOCAL_USER if local_user is None else local_user
         self.store = store
         self.admin = admin
         self.hub_id = hub_id
         self.hub_host = hub_host
         self.clock = clock
+        self.limiter = limiter or limits.RateLimiter()
         #: (when, user): enrolment users to delete once their answer has been read
         self.pending_drops: list[tuple[float, str]] = []
+        self._tags: dict[str, str] = {}
+
+    def handle_body(self, body: bytes, user_id: Any) -> dict[str, Any]:
+        """One delivery's raw body → its answer: the sender's rate first (over it, nothing
+        is parsed), then the body's size and syntax, then :meth:`handle`. Raises only what
+        handling a well-formed request raised (a bug, a broken disk): serve dead-letters it."""
+        if not isinstance(user_id, str) or not user_id:
+            return _refusal("denied", "the request carries no user_id", "publish with user_id set")
+        if user_id != self.local_user:
+            wait = self.limiter.take(user_id)
+            if wait:
+                after = limits.retry_after(wait)
+                return {
+                    **_refusal(
+                        "rate_limited",
+                        f"broker user {user_id} sent more than {self.limiter.rate:g} requests/s "
+                        f"(burst {self.limiter.burst})",
+                        f"wait {after:g} s and retry",
+                    ),
+                    "retryAfter": after,
+                }
+        try:
+            request = limits.parse_body(body)
+        except limits.BadBody as exc:
+            return _refusal("invalid", str(exc), "send one JSON object, as bridge does; upgrade bridge on this host")
+        return self.handle(request, user_id)
 
     def handle(self, request: Any, user_id: str | None) -> dict[str, Any]:
-        """One request → its answer (never raises for bad input: a refusal says why)."""
+        """One parsed request → its answer. Bad input and broker refusals are answered as
+        refusals; only a failure of the store itself (or a bug) raises."""
         if not user_id:
             return _refusal("denied", "the request carries no user_id", "publish with user_id set")
         if not isinstance(request, dict):
@@ -91,37 +151,98 @@ class Registrar:
                     return self.claim(host, user_id, request.get("entities"))
                 return self.release(host, user_id, request.get("gids"))
         except BridgeError as exc:
-            return _refusal("conflict" if isinstance(exc, Conflict) else "error", exc.message, exc.hint or "")
-        return _refusal("invalid", f"unknown request {op!r}", "upgrade bridge on this host")
+            kind = next((k for cls, k in _KINDS if isinstance(exc, cls)), "error")
+            return _refusal(kind, exc.message, exc.hint or "")
+        return _refusal("invalid", f"unknown request {str(op)[:40]!r}", "upgrade bridge on this host")
 
     def _host_of(self, user: str) -> str | None:
-        if user == LOCAL_USER:
+        if user == self.local_user:
             return self.hub_host
         record = self.store.host_of_user(user)
         return record.host if record else None
 
+    def _tag(self, host: str) -> str:
+        tag = self._tags.get(host)
+        if tag is None:
+            tag = self._tags[host] = gids.host_tag(host)
+        return tag
+
+    def _other_tags(self, host: str) -> dict[str, str]:
+        """tag → host, for every host but ``host`` the hub knows (itself, joined, revoked)."""
+        others = [self.hub_host] + [r.host for r in self.store.hosts()]
+        return {self._tag(o): o for o in others if o != host}
+
+    def legacy_gids(self, host: str) -> list[str]:
+        """``host``'s recorded gids that its tag does not already grant."""
+        return [g for g, _ in self.store.gids_of(host) if not gids.minted_on(g, host)]
+
     def claim(self, host: str, user: str, entities: Any) -> dict[str, Any]:
-        wanted: list[tuple[str, str | None]] = []
-        for item in entities if isinstance(entities, list) else [None]:
-            gid = item.get("gid") if isinstance(item, dict) else None
-            if not isinstance(item, dict) or not isinstance(gid, str) or not _GID_RE.fullmatch(gid):
-                return _refusal("invalid", f"not a gid: {gid!r}", "gids are lowercase UUIDs")
-            label = item.get("label")
-            wanted.append((gid, label if isinstance(label, str) else None))
-        self.store.claim(host, wanted)
-        if user != LOCAL_USER:
-            apply_grants(self.admin, host, user, [g for g, _ in self.store.gids_of(host)], topics=False)
-        logger.info("granted %s to host %s", ", ".join(g for g, _ in wanted), host)
+        """Own ``entities``' gids: its own tagged ones need nothing; a legacy one only if the
+        hub recorded it for ``host``; another host's tag or record is refused. All or nothing."""
+        wanted = _entities(entities)
+        if isinstance(wanted, dict):
+            return wanted
+        legacy = [(g, label) for g, label in wanted if not gids.minted_on(g, host)]
+        tags = self._other_tags(host) if legacy else {}
+        for gid, _ in legacy:
+            other = tags.get(gid[: gids.TAG_HEX])
+            if other is not None:
+                return _refusal(
+                    "denied", f"gid {gid} carries the tag of host {other}", "a host may claim only gids minted on it"
+                )
+        recorded = self.store.claimants([g for g, _ in legacy]) if legacy else {}
+        for gid, _ in legacy:
+            owner = recorded.get(gid)
+            if owner is not None and owner != host:
+                return _refusal(
+                    "conflict",
+                    f"gid {gid} belongs to host {owner}",
+                    "a gid can only be served by the host that registered it",
+                )
+            if owner is None and user != self.local_user:
+                return _refusal(
+                    "denied",
+                    f"gid {gid} does not carry this host's tag and the hub has no record of it",
+                    "upgrade bridge on this host: it then mints gids that carry its tag",
+                )
+        if legacy:
+            revived = self.store.claim(host, legacy, max_live=limits.MAX_LEGACY_GIDS)
+            self._regrant(host, user, revived, lambda: self.store.release(host, revived))
+            logger.info("granted %s to host %s", ", ".join(g for g, _ in legacy), host)
         return {"ok": True, "host": host, "gids": [g for g, _ in wanted]}
 
-    def release(self, host: str, user: str, gids: Any) -> dict[str, Any]:
-        if not isinstance(gids, list) or not all(isinstance(g, str) for g in gids):
-            return _refusal("invalid", "gids must be a list of strings", "upgrade bridge on this host")
-        self.store.release(host, gids)
-        if user != LOCAL_USER:
-            apply_grants(self.admin, host, user, [g for g, _ in self.store.gids_of(host)], topics=False)
-        logger.info("released %s from host %s", ", ".join(gids), host)
-        return {"ok": True, "host": host, "gids": gids}
+    def release(self, host: str, user: str, gids_: Any) -> dict[str, Any]:
+        """Give up ``host``'s recorded gids among ``gids_`` (kept as tombstones)."""
+        if not isinstance(gids_, list) or not all(isinstance(g, str) and _GID_RE.fullmatch(g) for g in gids_):
+            return _refusal("invalid", "gids must be a list of gids", "upgrade bridge on this host")
+        if len(gids_) > limits.MAX_GIDS_PER_CLAIM:
+            return _too_many(len(gids_))
+        released = self.store.release(host, gids_)
+        self._regrant(host, user, released, lambda: self.store.unrelease(host, released))
+        if released:
+            logger.info("released %s from host %s", ", ".join(released), host)
+        return {"ok": True, "host": host, "gids": gids_}
+
+    def _regrant(self, host: str, user: str, changed: list[str], undo: Callable[[], Any]) -> None:
+        """Grant ``host`` its recorded gids after ``changed`` changed; when the broker refuses,
+        ``undo`` the store change (and restore the old grant, best effort) and raise."""
+        if not changed or user == self.local_user:
+            return
+        try:
+            apply_grants(self.admin, host, user, self.legacy_gids(host))
+        except Exception:
+            logger.warning("grants of host %s failed; the change is rolled back", host)
+            undo()
+            self._grant_quietly(host, user)
+            raise
+
+    def _grant_quietly(self, host: str, user: str) -> bool:
+        try:
+            apply_grants(self.admin, host, user, self.legacy_gids(host))
+            return True
+        except Exception as exc:  # logged; the next reconcile tries again
+            logger.warning("could not set the grants of host %s: %s", host, exc)
+            return False
 
     def enrol(self, request: dict[str, Any], user_id: str) -> dict[str, Any]:
         """Exchange an invite (proved by logging in as its enrolment user) for a host user
@@ -136,7 +257,9 @@ class Registrar:
             self.pending_drops.append((now + ENROL_USER_GRACE, user_id))
             return _refusal("invite", f"this invite is {state}", invite_mod.ASK_AGAIN)
         their_time = request.get("time")
-        if isinstance(their_time, (int, float)) and abs(their_time - now) > MAX_CLOCK_SKEW:
+        if isinstance(their_time, bool) or not isinstance(their_time, (int, float)):
+            return _refusal("invalid", "the request carries no time", "upgrade bridge on this host")
+        if not abs(their_time - now) <= MAX_CLOCK_SKEW:  # NaN is no time either
             return {
                 **_refusal(
                     "clock",
@@ -148,10 +271,13 @@ class Registrar:
         host, password = request.get("host"), request.get("password")
         if host != record.host:
             return _refusal(
-                "invite", f"this invite is for host {record.host!r}, not {host!r}", f"join with host id {record.host}"
+                "invite",
+                f"this invite is for host {record.host!r}, not {str(host)[:64]!r}",
+                f"join with host id {record.host}",
             )
-        if not isinstance(password, str) or len(password) < MIN_PASSWORD:
-            return _refusal("invalid", "the new credential is too short", "upgrade bridge on this host")
+        if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+            return _refusal("invalid", "the new credential is too short or too long", "upgrade bridge on this host")
+        check_host_tag(self.store, host, self.hub_host)
         existing = self.store.host(host)
         if existing and existing.revoked is None and not record.replace:
             return _refusal(
@@ -162,9 +288,19 @@ class Registrar:
         if not self.store.use_invite(invite_id):
             return _refusal("invite", "this invite is used", invite_mod.ASK_AGAIN)
         user = host
-        self.admin.put_user(user, password)
-        self.store.add_host(host, user)
-        apply_grants(self.admin, host, user, [g for g, _ in self.store.gids_of(host)])
+        try:
+            self.admin.put_user(user, password)
+            self.store.add_host(host, user)
+            apply_grants(self.admin, host, user, self.legacy_gids(host))
+        except Exception:
+            logger.warning("joining host %s failed; rolled back, the invite stays open", host)
+            self.store.restore_host(host, existing)
+            self.store.unuse_invite(invite_id)
+            if existing is None or existing.revoked is not None:
+                self._drop_user_quietly(user)
+            else:
+                self._grant_quietly(host, user)
+            raise
         # deleting a user closes its connections at once: give the answer time to arrive
         self.pending_drops.append((self.clock() + ENROL_USER_GRACE, user_id))
         logger.info("host %s joined (invite %s)", host, invite_id)
@@ -176,102 +312,60 @@ class Registrar:
         due = [user for when, user in self.pending_drops if when <= now]
         self.pending_drops = [(w, u) for w, u in self.pending_drops if w > now]
         for user in due:
-            self._drop_enrol_user(user)
+            self._drop_user_quietly(user)
 
-    def _drop_enrol_user(self, user: str) -> None:
+    def _drop_user_quietly(self, user: str) -> None:
         try:
             self.admin.delete_user(user)
         except BridgeError as exc:
-            logger.warning("could not delete enrolment user %s: %s", user, exc)
+            logger.warning("could not delete broker user %s: %s", user, exc)
 
     def reconcile(self) -> None:
         """Make the broker match the records: grants of joined hosts, no users of revoked
-        hosts, no enrolment users of invites that can no longer be used."""
+        hosts, no enrolment users of invites that can no longer be used. One host the broker
+        refuses is logged and skipped: the others still get theirs."""
         now = self.clock()
         for host in self.store.hosts():
             if host.revoked is None:
-                apply_grants(self.admin, host.host, host.user, [g for g, _ in self.store.gids_of(host.host)])
+                self._grant_quietly(host.host, host.user)
             else:
-                self.admin.delete_user(host.user)
+                self._drop_user_quietly(host.user)
         for record in self.store.invites():
             if record.state(now) != "open":
-                self.admin.delete_user(invite_mod.ENROL_USER_PREFIX + record.invite_id)
+                self._drop_user_quietly(invite_mod.ENROL_USER_PREFIX + record.invite_id)
 
 
-def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float = 60.0) -> None:
-    """Consume the registrar queue as its only consumer and answer each request, until
-    ``should_stop`` (an Event) is set; reconnects with capped, jittered backoff."""
-    import pika
-    import pika.exceptions
-    import tenacity
-
-    from bridgecli.amqp.connection import open_blocking
-
-    def connect() -> Any:
-        params = pika.URLParameters(uri)
-        params.heartbeat = 30
-        params.client_properties = {"connection_name": "bridge-hub-registrar", "product": "bridgecli"}
-        return open_blocking(params)
-
-    def on_request(channel: Any, method: Any, props: Any, body: bytes) -> None:
-        try:
-            request = json.loads(body)
-        except ValueError:
-            request = None
-        try:
-            answer = registrar.handle(request, getattr(props, "user_id", None))
-        except Exception as exc:  # a broker or disk failure: say so, keep serving
-            logger.exception("request failed")
-            answer = _refusal(
-                "error",
-                f"the registrar failed: {type(exc).__name__}: {exc}",
-                "retry; if it persists, see the hub's registrar.log",
-            )
-        if props.reply_to:
-            channel.basic_publish(
-                "",
-                props.reply_to,
-                json.dumps(answer).encode(),
-                pika.BasicProperties(correlation_id=props.correlation_id, content_type="application/json"),
-            )
-        channel.basic_ack(method.delivery_tag)
-
-    retrying = tenacity.Retrying(
-        wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
-        retry=tenacity.retry_if_exception_type(Exception),
-        stop=tenacity.stop_when_event_set(should_stop),
-        sleep=lambda s: should_stop.wait(s),
+def _too_many(count: int) -> dict[str, Any]:
+    return _refusal(
+        "limit",
+        f"the request names {count} gids; the limit is {limits.MAX_GIDS_PER_CLAIM}",
+        "claim them in several requests",
     )
-    while not should_stop.is_set():
-        try:
-            connection = retrying(connect)
-        except tenacity.RetryError:
-            return
-        try:
-            channel = connection.channel()
-            channel.exchange_declare(QUEUE, "direct", durable=True)
-            channel.queue_declare(QUEUE, durable=True)
-            channel.queue_bind(QUEUE, QUEUE, routing_key=ROUTING_KEY)
-            channel.basic_qos(prefetch_count=16)
-            channel.basic_consume(QUEUE, lambda *a: on_request(*a), exclusive=True)
-            registrar.reconcile()
-            logger.info("registrar serving")
-            last_sweep = time.monotonic()
-            while not should_stop.is_set():
-                connection.process_data_events(time_limit=0.5)
-                registrar.drop_due()
-                if time.monotonic() - last_sweep > sweep_every:
-                    registrar.reconcile()
-                    last_sweep = time.monotonic()
-        except (pika.exceptions.AMQPError, OSError, BridgeError) as exc:
-            logger.warning("registrar connection lost: %s", exc)
-            should_stop.wait(0.5)
-        finally:
-            try:
-                if connection.is_open:
-                    connection.close()
-            except (pika.exceptions.AMQPError, OSError):  # closing a lost connection: logged above
-                pass
+
+
+def _entities(entities: Any) -> list[tuple[str, str | None]] | dict[str, Any]:
+    """The (gid, label) pairs of a claim, or the refusal saying what is wrong with it."""
+    if not isinstance(entities, list):
+        return _refusal("invalid", "entities must be a list", "upgrade bridge on this host")
+    if len(entities) > limits.MAX_GIDS_PER_CLAIM:
+        return _too_many(len(entities))
+    wanted: list[tuple[str, str | None]] = []
+    for item in entities:
+        gid = item.get("gid") if isinstance(item, dict) else None
+        if not isinstance(gid, str) or not _GID_RE.fullmatch(gid):
+            shown = str(gid)[:40] if isinstance(gid, str) else type(gid).__name__
+            return _refusal("invalid", f"not a gid: {shown!r}", "gids are lowercase UUIDs")
+        label = item.get("label") if isinstance(item, dict) else None
+        if label is not None and not isinstance(label, str):
+            return _refusal("invalid", f"the label of {gid} is not a string", "upgrade bridge on this host")
+        if label is not None and len(label) > limits.MAX_LABEL:
+            return _refusal(
+                "limit",
+                f"the label of {gid} has {len(label)} characters; the limit is {limits.MAX_LABEL}",
+                "register the entity under a shorter label",
+            )
+        wanted.append((gid, label))
+    return wanted
 
 
 def main() -> None:
@@ -280,7 +374,6 @@ def main() -> None:
     import threading
 
     from bridgecli import localbroker
-    from bridgecli.hub import layout
     from bridgecli.hub.rabbitadmin import RabbitAdmin
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s registrar %(levelname)s %(message)s")

@@ -3,6 +3,7 @@ RabbitMQ node with the management plugin (one per module)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -10,12 +11,16 @@ import pika
 import pika.exceptions
 import pytest
 
+from bridgecli import gids
+from bridgecli.errors import Conflict
+from bridgecli.hub import limits
 from bridgecli.hub.invite import ENROL_USER_PREFIX
 from bridgecli.hub.layout import LOCAL_USER
-from bridgecli.hub.rabbitadmin import RabbitAdmin
-from bridgecli.hub.registrar import ENROL_USER_GRACE, Registrar
+from bridgecli.hub.rabbitadmin import ManagementRefused, RabbitAdmin
+from bridgecli.hub.registrar import ENROL_USER_GRACE, Registrar, check_host_tag
 from bridgecli.hub.store import HubStore
 from bridgecli.rabbitnode import LocalNode
+from bridgecli.sanitize import is_inert
 
 HUB_HOST = "hubhost"
 T0 = 1_800_000_000.0
@@ -165,10 +170,11 @@ def test_rejoin_needs_a_replace_invite(registrar, store, node):
         _connect(node, "enrol-d", old)
 
 
-def test_claim_bind_conflict_release(registrar, store, node):
+def test_legacy_claim_bind_conflict_release(registrar, store, node):
+    gid = str(uuid.uuid4())  # a legacy gid: recorded for its host before gids carried a tag
+    store.claim("claim-a", [(gid, "a")])
     password = _join(registrar, "claim-a")
     _join(registrar, "claim-b")
-    gid = str(uuid.uuid4())
     inbox = f"agent.{gid}.inbox"
     guest = pika.BlockingConnection(pika.URLParameters(node.uri))
     try:
@@ -197,6 +203,11 @@ def test_claim_bind_conflict_release(registrar, store, node):
         }
         assert store.owner(gid) is None
         _declare_refused(connection.channel(), inbox)
+
+        # released, the gid stays claim-a's for good: another host cannot take it over
+        _refused(_claim(registrar, "claim-b", gid), "conflict", "belongs to host", "claim-a")
+        assert _claim(registrar, "claim-a", gid)["ok"]  # its own host may have it back
+        connection.channel().queue_declare(inbox, passive=True)
     finally:
         connection.close()
 
@@ -248,8 +259,8 @@ def test_hostile_input_never_raises(registrar, store):
         [{"gid": gid}, {"label": "no gid"}],
     ):
         _refused(registrar.handle({"op": "claim", "entities": entities}, "hostile-a"), "invalid")
-    for gids in (None, gid, [gid, 5]):
-        _refused(registrar.handle({"op": "release", "gids": gids}, "hostile-a"), "invalid")
+    for listed in (None, gid, [gid, 5]):
+        _refused(registrar.handle({"op": "release", "gids": listed}, "hostile-a"), "invalid")
     assert store.gids_of("hostile-a") == []  # all or nothing
 
     _refused(_claim(registrar, "nobody", gid), "denied", "not a joined host")
@@ -277,7 +288,7 @@ def test_gid_with_trailing_newline_is_invalid(registrar, store):
 def test_reconcile_restores_grants_and_removes_revoked(registrar, store, admin, node, clock):
     password = _join(registrar, "recon-a")
     gid = str(uuid.uuid4())
-    assert _claim(registrar, "recon-a", gid)["ok"]
+    store.claim("recon-a", [(gid, "a")])  # a legacy gid, recorded by an earlier hub
     admin.set_permissions("recon-a", "^$", "^$", "^$")
     connection = _connect(node, "recon-a", password)
     try:
@@ -301,3 +312,168 @@ def test_reconcile_restores_grants_and_removes_revoked(registrar, store, admin, 
     _refused(_claim(registrar, "recon-a", gid), "denied")
     assert store.owner(gid) == "recon-a"  # a revoked host's gids stay its own
     registrar.reconcile()  # nothing left to delete: still fine
+
+
+# --- the tag rule ------------------------------------------------------------------------
+#: two host ids whose gid tags are equal (found by search: tags are 32 bits)
+TWIN_A, TWIN_B = "tag30762", "tag126852"
+
+
+def test_the_twins_share_a_tag():
+    assert TWIN_A != TWIN_B and gids.host_tag(TWIN_A) == gids.host_tag(TWIN_B)
+
+
+def test_own_tagged_gids_need_no_claim_and_others_are_refused(store, admin, clock):
+    recording = Recording(admin)
+    registrar = Registrar(store, recording, "hub-test", HUB_HOST, clock=clock)
+    _join(registrar, "tag-a")
+    _join(registrar, "tag-b")
+    assert registrar.store.revoke_host("tag-b")
+    _join(registrar, "tag-c")
+    recording.calls.clear()
+
+    own = gids.mint("tag-a")
+    assert _claim(registrar, "tag-a", own, own) == {"ok": True, "host": "tag-a", "gids": [own, own]}
+    assert store.owner(own) is None and store.claimants([own]) == {}  # nothing recorded
+    assert recording.calls == []  # and no grant: the tag pattern grants it
+
+    for other in ("tag-c", "tag-b", HUB_HOST):  # joined, revoked, the hub machine
+        _refused(_claim(registrar, "tag-a", own, gids.mint(other)), "denied", "tag of host", other)
+    _refused(_claim(registrar, "tag-a", str(uuid.uuid4())), "denied", "no record")
+    assert "upgrade bridge" in _claim(registrar, "tag-a", str(uuid.uuid4()))["hint"]
+    assert recording.calls == []
+    assert store.gids_of("tag-a") == []
+
+
+def test_enrol_refuses_a_host_id_with_a_taken_tag(store, admin, clock):
+    registrar = Registrar(store, admin, "hub-test", TWIN_A, clock=clock)
+    _refused(_enrol(registrar, _invite(store, TWIN_B), TWIN_B), "conflict", "same gid tag", TWIN_A)
+    _refused(_enrol(registrar, _invite(store, TWIN_A), TWIN_A), "conflict", "same gid tag")  # the hub itself
+    assert store.host(TWIN_B) is None and store.host(TWIN_A) is None
+
+    other = Registrar(store, admin, "hub-test", HUB_HOST, clock=clock)
+    _join(other, TWIN_A)
+    answer = _enrol(other, _invite(store, TWIN_B), TWIN_B)
+    _refused(answer, "conflict", "same gid tag", TWIN_A)
+    assert "another host id" in answer["hint"]
+    with pytest.raises(Conflict):
+        check_host_tag(store, TWIN_B, HUB_HOST)  # what `bridge hub invite` calls
+    check_host_tag(store, TWIN_A, HUB_HOST)  # its own tag, re-invited: fine
+    assert store.revoke_host(TWIN_A)
+    check_host_tag(store, TWIN_B, HUB_HOST)  # a revoked host's tag is free again
+
+
+# --- limits ------------------------------------------------------------------------------
+def test_claim_limits_name_the_limit(registrar, store):
+    _join(registrar, "limit-a")
+    own = gids.mint("limit-a")
+    answer = registrar.handle({"op": "claim", "entities": [{"gid": own, "label": "x" * 65}]}, "limit-a")
+    _refused(answer, "limit", str(limits.MAX_LABEL))
+    many = [{"gid": gids.mint("limit-a"), "label": "a"} for _ in range(limits.MAX_GIDS_PER_CLAIM + 1)]
+    _refused(registrar.handle({"op": "claim", "entities": many}, "limit-a"), "limit", "1000")
+    _refused(registrar.handle({"op": "release", "gids": [e["gid"] for e in many]}, "limit-a"), "limit", "1000")
+    assert registrar.handle({"op": "claim", "entities": many[:1000]}, "limit-a")["ok"]
+
+    legacy = [{"gid": str(uuid.uuid4()), "label": "h"} for _ in range(limits.MAX_LEGACY_GIDS + 1)]
+    batches = [legacy[i : i + 1000] for i in range(0, len(legacy), 1000)]
+    for batch in batches[:-1]:
+        assert registrar.handle({"op": "claim", "entities": batch}, LOCAL_USER)["ok"]
+    _refused(registrar.handle({"op": "claim", "entities": batches[-1]}, LOCAL_USER), "limit", "2000")
+    assert len(store.gids_of(HUB_HOST)) == limits.MAX_LEGACY_GIDS
+
+
+def test_labels_are_stored_inert(registrar, store):
+    _join(registrar, "label-a")
+    gid = str(uuid.uuid4())
+    store.claim("label-a", [(gid, "old")])
+    label = "\x1b]0;pwned\x07\r\nx\x9b2J"
+    assert registrar.handle({"op": "claim", "entities": [{"gid": gid, "label": label}]}, "label-a")["ok"]
+    [(_, stored)] = store.gids_of("label-a")
+    assert is_inert(stored) and "\n" not in stored and "pwned" in stored
+
+
+def test_bodies_that_cannot_be_parsed_are_refused(registrar):
+    _join(registrar, "body-a")
+    bodies = [
+        b"[" * 100_000,
+        b'{"op": "claim", "entities": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+        b" " * (limits.MAX_BODY + 1) + b"{}",
+        b"\xff\xfe{}",
+        b'{"op": "claim", "entities": [{"gid": NaN}]}',
+        b"9" * 5000,
+        b"",
+        b"null",
+        b'"claim"',
+        b'{"op": "enrol", "host": "body-a", "password": "' + b"p" * 32 + b'", "time": 1e999}',
+    ]
+    for body in bodies:
+        answer = registrar.handle_body(body, "body-a")
+        assert answer["ok"] is False and answer["kind"] in ("invalid", "denied"), (body[:40], answer)
+    _refused(registrar.handle_body(b"{}", None), "denied")
+    _refused(registrar.handle_body(b"{}", 7), "denied")
+
+
+def test_rate_limit_per_user(store, admin, clock):
+    limiter = limits.RateLimiter(rate=2, burst=3, clock=clock)
+    registrar = Registrar(store, admin, "hub-test", HUB_HOST, clock=clock, limiter=limiter)
+    _join(registrar, "rate-a")
+    _join(registrar, "rate-b")
+    body = json.dumps({"op": "claim", "entities": [{"gid": gids.mint("rate-a"), "label": "a"}]}).encode()
+    assert [registrar.handle_body(body, "rate-a")["ok"] for _ in range(3)] == [True] * 3
+    answer = registrar.handle_body(body, "rate-a")
+    _refused(answer, "rate_limited", "rate-a")
+    assert answer["retryAfter"] == 0.5 and "wait 0.5 s" in answer["hint"]
+    other = json.dumps({"op": "claim", "entities": [{"gid": gids.mint("rate-b")}]}).encode()
+    assert registrar.handle_body(other, "rate-b")["ok"]  # another host is not slowed down
+    hub = json.dumps({"op": "claim", "entities": [{"gid": gids.mint(HUB_HOST)}]}).encode()
+    assert all(registrar.handle_body(hub, LOCAL_USER)["ok"] for _ in range(10))  # nor the hub
+    clock.now += 0.5
+    assert registrar.handle_body(body, "rate-a")["ok"]
+    _refused(registrar.handle_body(body, "rate-a"), "rate_limited")
+
+
+# --- grants that fail --------------------------------------------------------------------
+def test_a_failed_grant_rolls_the_release_back(registrar, store, admin):
+    gid = str(uuid.uuid4())
+    store.claim("fail-a", [(gid, "a")])
+    _join(registrar, "fail-a")
+    admin.delete_user("fail-a")  # the broker now refuses every grant of fail-a
+    answer = registrar.handle({"op": "release", "gids": [gid]}, "fail-a")
+    _refused(answer, "error", "vhost_or_user_not_found")
+    assert store.owner(gid) == "fail-a"
+
+
+class FailingGrants(Recording):
+    """The real admin, except that setting ``user``'s permissions fails as the broker would."""
+
+    def __init__(self, admin: RabbitAdmin, user: str) -> None:
+        super().__init__(admin)
+        self.user = user
+
+    def set_permissions(self, user: str, configure: str, write: str, read: str) -> None:
+        if user == self.user:
+            raise ManagementRefused("the broker's management API refused", status=503)
+        self.admin.set_permissions(user, configure, write, read)
+
+
+def test_a_failed_grant_rolls_the_join_back(store, admin, clock, node):
+    registrar = Registrar(store, FailingGrants(admin, "fail-b"), "hub-test", HUB_HOST, clock=clock)
+    invite_id = _invite(store, "fail-b")
+    password = uuid.uuid4().hex
+    _refused(_enrol(registrar, invite_id, "fail-b", password), "error", "refused")
+    assert store.host("fail-b") is None
+    assert store.invite(invite_id).state(T0) == "open"  # the host may try again
+    assert not admin.user_exists("fail-b")
+
+
+def test_reconcile_goes_on_past_a_host_whose_grant_fails(store, admin, clock, node):
+    good = Registrar(store, admin, "hub-test", HUB_HOST, clock=clock)
+    _join(good, "recon-x")
+    password = _join(good, "recon-y")
+    admin.set_permissions("recon-y", "^$", "^$", "^$")
+    Registrar(store, FailingGrants(admin, "recon-x"), "hub-test", HUB_HOST, clock=clock).reconcile()
+    connection = _connect(node, "recon-y", password)
+    try:
+        connection.channel().queue_declare("control.recon-y", auto_delete=True)
+    finally:
+        connection.close()
