@@ -4,7 +4,9 @@ A host joined to a hub (``hub.id`` set by ``bridge join``), and the hub machine 
 ask the hub's registrar for each new entity's grant *before* declaring its inbox, so that
 registering or spawning never needs an operator. Requests go to ``bridge.registrar`` with
 the connection's own ``user_id`` (the broker vouches for it); answers come back on RabbitMQ's
-direct reply-to, which needs no queue and no grant.
+direct reply-to, which needs no queue and no grant. A gid minted on this host carries its
+tag, which the broker grants by pattern: it needs no claim, so registering never waits on
+the hub; only legacy gids (minted before the tag rule) are claimed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from bridgecli.errors import BridgeError, BrokerUnavailable, Conflict, PermissionProblem, Timeout
+from bridgecli import gids
+from bridgecli.errors import BridgeError, BrokerUnavailable, Conflict, PermissionProblem, Rejected, Timeout
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
@@ -60,7 +63,23 @@ def error_from_answer(answer: dict[str, Any]) -> BridgeError:
         return Conflict(message, hint)
     if kind == "denied":
         return PermissionProblem(message, hint)
+    if kind == "rate_limited":
+        wait = retry_after(answer)
+        return Rejected(
+            "the hub refused: this host sent the registrar too many requests",
+            f"wait {wait:g} s and retry" if wait is not None else hint,
+        )
+    if kind == "limit":
+        return Rejected(message, hint)
     return BridgeError(message, hint)
+
+
+def retry_after(answer: dict[str, Any]) -> float | None:
+    """The seconds a ``rate_limited`` answer asks to wait (None when it names none)."""
+    value = answer.get("retryAfter")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 3600:
+        return None
+    return float(value)
 
 
 class GrantClaimer:
@@ -81,8 +100,10 @@ class GrantClaimer:
         self._username: str | None = None
 
     def claim(self, entities: Iterable[Entity]) -> None:
-        """Own ``entities``' gids at the hub (idempotent); raises the hub's refusal."""
-        items = [{"gid": e.gid, "label": e.label} for e in entities]
+        """Own ``entities``' legacy gids at the hub (idempotent); raises the hub's refusal.
+        Gids minted on this host are skipped: the broker grants them by their tag."""
+        host = self.config.host_id
+        items = [{"gid": e.gid, "label": e.label} for e in entities if not gids.minted_on(e.gid, host)]
         if items and self._active():
             self._call({"op": "claim", "entities": items})
 
@@ -100,6 +121,19 @@ class GrantClaimer:
         return self._only_while is None or self._only_while()
 
     def _call(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One request and its answer; a ``rate_limited`` answer is retried once, after the
+        wait it names, when that still fits in the timeout."""
+        began = time.monotonic()
+        answer = self._call_once(payload)
+        wait = retry_after(answer) if answer.get("kind") == "rate_limited" else None
+        if wait is not None and time.monotonic() - began + wait < self.timeout:
+            time.sleep(wait)
+            answer = self._call_once(payload)
+        if not answer.get("ok"):
+            raise error_from_answer(answer)
+        return answer
+
+    def _call_once(self, payload: dict[str, Any]) -> dict[str, Any]:
         import pika.exceptions
 
         from bridgecli.amqp.connection import CONNECTION_ERRORS
@@ -120,8 +154,6 @@ class GrantClaimer:
                             f"cannot reach the hub's registrar ({type(exc).__name__})",
                             "check the broker connection: `bridge doctor`",
                         ) from None
-        if not answer.get("ok"):
-            raise error_from_answer(answer)
         return answer
 
     def _round_trip(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -171,9 +203,11 @@ class GrantClaimer:
 
     def _on_answer(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
         try:
-            self._answers[props.correlation_id] = json.loads(body)
-        except ValueError:
-            pass
+            answer = json.loads(body)
+        except ValueError:  # not an answer of the registrar's: the wait times out
+            return
+        if isinstance(answer, dict):
+            self._answers[props.correlation_id] = answer
 
     def _drop(self) -> None:
         connection, self._connection, self._channel = self._connection, None, None

@@ -14,13 +14,17 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pika
 import pika.exceptions
 import pytest
 
+from bridgecli import config as config_mod
 from bridgecli import gids
+from bridgecli.errors import Rejected
+from bridgecli.hub.claims import GrantClaimer
 from bridgecli.hub.invite import ENROL_USER_PREFIX
 from bridgecli.hub.permissions import ENROL_PERMISSIONS
 from bridgecli.hub.rabbitadmin import RabbitAdmin
@@ -299,3 +303,35 @@ def test_a_request_whose_handling_fails_is_dead_lettered_once(hub, node):
         assert client.answers[poison] == [answer]  # not redelivered, so not handled again
     assert hub.depth(dead) == 0
     assert hub.depth("bridge.registrar") == 0
+
+
+def _claimer(node: LocalNode, host: str, password: str, timeout: float, port: int | None = None) -> GrantClaimer:
+    values = {"broker.uri": f"amqp://{host}:{password}@127.0.0.1:{port or node.port}/", "hub.id": "hub-sec"}
+    return GrantClaimer(config_mod.load({**values, "host.id": host}, env={}), timeout=timeout)
+
+
+def test_the_claimer_skips_its_tagged_gids_and_waits_out_a_rate_limit(node, tmp_path, monkeypatch):
+    monkeypatch.setenv("BRIDGE_CONFIG", str(tmp_path / "absent.toml"))
+    host = _host()
+    # a gid minted on this host needs no round trip: no broker listens on port 9 (discard)
+    _claimer(node, host, "unused", 1.0, port=9).claim([SimpleNamespace(gid=gids.mint(host), label="a")])
+
+    hub = Hub(node, tmp_path / "hub.db", rate=(0.2, 1))  # one request, then one each 5 s
+    hub.start()
+    try:
+        legacy = [SimpleNamespace(gid=str(uuid.uuid4()), label=f"old{i}") for i in range(3)]
+        hub.store.claim(host, [(e.gid, e.label) for e in legacy])
+        password = hub.join(host)
+        patient, hurried = _claimer(node, host, password, 30.0), _claimer(node, host, password, 2.0)
+        try:
+            patient.claim(legacy[:1])
+            with pytest.raises(Rejected) as limited:
+                hurried.claim(legacy[1:2])  # 5 s do not fit in its 2 s: the refusal, at once
+            assert "too many requests" in limited.value.message and "wait" in (limited.value.hint or "")
+            patient.claim(legacy[2:])  # refused first, then retried once after the wait
+        finally:
+            patient.close()
+            hurried.close()
+    finally:
+        hub.stop()
+        hub.store.close()
