@@ -35,6 +35,7 @@ class ExitCode(enum.IntEnum):
     INVITE = 16  #: a hub invite that is malformed, used, expired or revoked
     TLS = 17  #: a TLS handshake failed: certificate not trusted, wrong hub, bad client files
     CLOCK = 18  #: this host's clock and the hub's are too far apart
+    RATE_LIMITED = 19  #: the hub's registrar is refusing this host's requests for a while
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -114,6 +115,13 @@ class TlsError(BrokerUnavailable):
 
 class ClockSkew(BridgeError):
     exit_code = ExitCode.CLOCK
+
+
+class RateLimited(BridgeError):
+    """The hub's registrar refused a request because this host sent too many; retrying later
+    helps, unlike a refusal."""
+
+    exit_code = ExitCode.RATE_LIMITED
 
 
 class BrowserError(BridgeError):

@@ -19,7 +19,15 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from bridgecli import gids
-from bridgecli.errors import BridgeError, BrokerUnavailable, Conflict, PermissionProblem, Rejected, Timeout
+from bridgecli.errors import (
+    BridgeError,
+    BrokerUnavailable,
+    Conflict,
+    PermissionProblem,
+    RateLimited,
+    Rejected,
+    Timeout,
+)
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
@@ -65,7 +73,7 @@ def error_from_answer(answer: dict[str, Any]) -> BridgeError:
         return PermissionProblem(message, hint)
     if kind == "rate_limited":
         wait = retry_after(answer)
-        return Rejected(
+        return RateLimited(
             "the hub refused: this host sent the registrar too many requests",
             f"wait {wait:g} s and retry" if wait is not None else hint,
         )
@@ -210,7 +218,8 @@ class GrantClaimer:
             self._answers[props.correlation_id] = answer
 
     def _drop(self) -> None:
-        connection, self._connection, self._channel = self._connection, None, None
+        # the user is read again with the next connection: an upgrade can change it
+        connection, self._connection, self._channel, self._username = self._connection, None, None, None
         self._answers.clear()
         if connection is not None:
             try:

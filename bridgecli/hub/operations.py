@@ -18,6 +18,7 @@ from bridgecli.hub import layout, permissions
 from bridgecli.hub.layout import LOCAL_USER, HubSettings
 from bridgecli.hub.pki import HubPki
 from bridgecli.hub.rabbitadmin import RabbitAdmin
+from bridgecli.hub.registrar import check_host_tag
 from bridgecli.hub.store import HubStore
 
 DEFAULT_EXPIRY = 3600.0
@@ -40,7 +41,7 @@ def create_invite(host: str, expires_in: float = DEFAULT_EXPIRY, replace: bool =
     """A new one-time invite for ``host``; returns its line and its record."""
     if not HOST_ID_RE.match(host) or host == LOCAL_USER or host.startswith(invite_mod.ENROL_USER_PREFIX):
         raise ConfigError(
-            f"bad host id {host!r}", "use 1-63 characters from a-z 0-9 _ - (not 'guest'), the id the new host will have"
+            f"bad host id {host!r}", "use 1-63 characters from a-z 0-9 _ -, the id the new host will have"
         )
     if expires_in <= 0:
         raise ConfigError("an invite must expire in the future", "give --expires like 30m or 2h")
@@ -48,6 +49,7 @@ def create_invite(host: str, expires_in: float = DEFAULT_EXPIRY, replace: bool =
     try:
         if host == settings.host_id:
             raise Conflict(f"{host!r} is this hub machine's own host id", "invite the other machine by its own id")
+        check_host_tag(store, host, settings.host_id)
         existing = store.host(host)
         if existing and existing.revoked is None and not replace:
             raise Conflict(

@@ -33,7 +33,7 @@ def test_join_then_u1_both_ways(hub_lab: NetnsLab):
     wait_announced(lab, "hostB", main)
     sent = lab.bridge_json("hub", "send", "j-worker", "review PR 7", "--from", "j-main")
     got = poll(lab, "hostB", worker)
-    assert [(m["content"], m["fromHost"], m["user"]) for m in got] == [("review PR 7", "hub", "guest")]
+    assert [(m["content"], m["fromHost"], m["user"]) for m in got] == [("review PR 7", "hub", "hub")]
     reply = lab.bridge("hostB", "reply", sent["msgId"], "LGTM", "--from", "j-worker").stdout.strip()
     back = poll(lab, "hub", main)
     assert [(m["msgId"], m["content"], m["user"]) for m in back] == [(reply, "LGTM", "hostb")]
@@ -74,7 +74,7 @@ def test_what_a_joined_host_must_not_do_is_refused_by_the_broker(hub_lab: NetnsL
     assert refused(lambda ch: ch.basic_publish("bridge.roster", f"roster.hub.{theirs}", b"{}")) == 403
     assert refused(lambda ch: ch.basic_publish("", inbox, b"{}")) == 403
     assert (
-        refused(lambda ch: ch.basic_publish("bridge.msg", theirs, b"{}", pika.BasicProperties(user_id="guest"))) == 406
+        refused(lambda ch: ch.basic_publish("bridge.msg", theirs, b"{}", pika.BasicProperties(user_id="hub"))) == 406
     )
     # a gid another host owns cannot be claimed through the registrar either
     from bridgecli.hub import claims
@@ -95,7 +95,7 @@ def test_what_a_joined_host_must_not_do_is_refused_by_the_broker(hub_lab: NetnsL
         return json.loads(answers[0])
 
     answer = as_host(lab, "hostB", claim)
-    assert answer["ok"] is False and answer["kind"] == "conflict" and "belongs to host hub" in answer["error"]
+    assert answer["ok"] is False and answer["kind"] == "denied" and "carries the tag of host hub" in answer["error"]
     assert refused(lambda ch: ch.basic_get(inbox)) == 403  # and still no access after the attempt
 
 

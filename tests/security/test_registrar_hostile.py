@@ -23,7 +23,7 @@ import pytest
 
 from bridgecli import config as config_mod
 from bridgecli import gids
-from bridgecli.errors import Rejected
+from bridgecli.errors import ExitCode, RateLimited
 from bridgecli.hub.claims import GrantClaimer
 from bridgecli.hub.invite import ENROL_USER_PREFIX
 from bridgecli.hub.permissions import ENROL_PERMISSIONS
@@ -325,9 +325,10 @@ def test_the_claimer_skips_its_tagged_gids_and_waits_out_a_rate_limit(node, tmp_
         patient, hurried = _claimer(node, host, password, 30.0), _claimer(node, host, password, 2.0)
         try:
             patient.claim(legacy[:1])
-            with pytest.raises(Rejected) as limited:
+            with pytest.raises(RateLimited) as limited:
                 hurried.claim(legacy[1:2])  # 5 s do not fit in its 2 s: the refusal, at once
             assert "too many requests" in limited.value.message and "wait" in (limited.value.hint or "")
+            assert limited.value.exit_code == ExitCode.RATE_LIMITED
             patient.claim(legacy[2:])  # refused first, then retried once after the wait
         finally:
             patient.close()
