@@ -24,25 +24,24 @@ from urllib.parse import quote, unquote, urlsplit
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, BrokerUnavailable
-from bridgecli.rabbitnode import (  # noqa: F401  (re-exported for callers and tests)
-    ADMIN_USER,
-    DEFAULT_AMQP_PORT,
-    DEFAULT_DIST_PORT,
-    GUEST,
-    LocalNode,
-    NodeInfo,
-    NodeUsers,
+from bridgecli.nodeprocess import (  # noqa: F401  (re-exported for callers and tests)
     amqp_ready,
-    default_nodename,
     epmd_names,
     free_port,
     group_alive,
     pid_alive,
     port_is_free,
-    rabbitmq_bin_dir,
     stop_epmd_if_idle,
     stop_processes,
-    write_private_json,
+)
+from bridgecli.nodeusers import ADMIN_USER, GUEST, NodeUsers, write_private_json  # noqa: F401  (re-exported)
+from bridgecli.rabbitnode import (  # noqa: F401  (re-exported for callers and tests)
+    DEFAULT_AMQP_PORT,
+    DEFAULT_DIST_PORT,
+    LocalNode,
+    NodeInfo,
+    default_nodename,
+    rabbitmq_bin_dir,
 )
 
 

@@ -15,39 +15,33 @@ then cannot log in, read its traffic or its files, nor join its Erlang cluster.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import os
-import random
-import secrets
-import signal
-import socket
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, MissingDependency, Timeout
+from bridgecli.nodeprocess import (
+    amqp_ready,
+    free_port,
+    pid_alive,
+    port_is_free,
+    stop_processes,
+)
+from bridgecli.nodeusers import GUEST, NodeUsers, new_password, write_private_json
 
 #: Where Debian installs the real (non-``su``) scripts; ``BRIDGE_RABBITMQ_BIN`` overrides it.
 DEFAULT_BIN = "/usr/lib/rabbitmq/bin"
 DEFAULT_AMQP_PORT = 5672
 DEFAULT_DIST_PORT = 25672
 INSTALL_HINT = "install it with `apt-get install rabbitmq-server` (Debian/Ubuntu)"
-#: the secured node's administrator (management API, users, permissions); host ids have no
-#: dots, so no host's user can ever be named this
-ADMIN_USER = "bridge.admin"
-#: RabbitMQ's built-in user whose password everybody knows
-GUEST = "guest"
 #: Erlang flags that keep the distribution listener on loopback (node and CLI tools alike)
 _LOOPBACK_DIST = "-kernel inet_dist_use_interface {127,0,0,1}"
-#: the AMQP 0-9-1 protocol header a client sends first; a ready broker answers with
-#: a Connection.Start method frame (frame type 1)
-_AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
 
 
 def rabbitmq_bin_dir() -> Path:
@@ -56,166 +50,6 @@ def rabbitmq_bin_dir() -> Path:
     if not (bin_dir / "rabbitmq-server").is_file():
         raise MissingDependency(f"rabbitmq-server is not installed (no {bin_dir}/rabbitmq-server)", INSTALL_HINT)
     return bin_dir
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``host:port`` and we could bind it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # like the Erlang listener: connections in TIME_WAIT do not make a port "taken"
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port(avoid: Iterable[int] = ()) -> int:
-    """A currently free TCP port in 20000-32000.
-
-    Not the kernel's ephemeral range (32768+), so an outgoing connection cannot grab it
-    between our check and the node's bind; and well below 65535 - 10000 for Erlang's CLI.
-    """
-    avoid = set(avoid)
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randint(20000, 32000)
-        if port not in avoid and port_is_free(port):
-            return port
-    raise BrokerUnavailable("found no free TCP port for the broker", "free some ports and retry")
-
-
-def amqp_ready(host: str, port: int, timeout: float = 1.0, *, expect: bytes | None = None) -> bool:
-    """True when ``host:port`` answers the AMQP 0-9-1 header with a Connection.Start frame
-    (and, with ``expect``, that frame's server properties contain those bytes).
-
-    A bare open port is not enough: an unrelated service might hold it, or another broker
-    might (``expect`` = our node's name, which RabbitMQ reports as ``cluster_name``).
-    """
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(_AMQP_HEADER)
-            frame = b""
-            while len(frame) < 7 or len(frame) < 8 + int.from_bytes(frame[3:7], "big"):
-                chunk = sock.recv(4096)
-                if not chunk:
-                    break
-                frame += chunk
-    except OSError:
-        return False
-    if len(frame) < 7 or frame[0] != 1:
-        return False
-    return expect is None or expect in frame
-
-
-def pid_alive(pid: int | None) -> bool:
-    """True when process ``pid`` exists (and is not a zombie)."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
-
-
-def group_alive(pgid: int | None) -> bool:
-    """True when any process of process group ``pgid`` is left (zombies excluded)."""
-    if not pgid:
-        return False
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
-
-
-def password_hash(password: str) -> str:
-    """``password`` hashed as RabbitMQ's ``rabbit_password_hashing_sha256`` stores it:
-    base64(salt + sha256(salt + password)) with a 4-byte salt, so that the definitions file
-    the node imports at boot holds no password."""
-    salt = secrets.token_bytes(4)
-    return base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode("ascii")
-
-
-def new_password() -> str:
-    """A fresh broker password: 256 random bits, URL-safe (it goes into URIs unquoted)."""
-    return secrets.token_urlsafe(32)
-
-
-@dataclass
-class NodeUsers:
-    """A secured node's own users and their passwords, kept in ``credentials.json`` (0600).
-
-    ``retire`` lists users still to be deleted once the node runs: ``guest`` of a node made
-    before it was secured, the user of a host id that has since changed.
-    """
-
-    admin_password: str
-    host_user: str
-    host_password: str
-    admin_user: str = ADMIN_USER
-    retire: list[str] = field(default_factory=list)
-
-    @classmethod
-    def load(cls, path: Path) -> NodeUsers | None:
-        """The saved users, or None when there are none (or the file is unreadable)."""
-        try:
-            raw = json.loads(path.read_text())
-            return cls(**raw)
-        except (OSError, ValueError, TypeError):
-            return None
-
-    def save(self, path: Path) -> None:
-        write_private_json(path, asdict(self))
-
-    def definitions(self) -> dict:
-        """RabbitMQ definitions that create (or reset) both users with every permission on
-        ``/``; the vhost is listed because a node with definitions seeds no default one."""
-        users = [(self.admin_user, self.admin_password, "administrator"), (self.host_user, self.host_password, "")]
-        return {
-            "vhosts": [{"name": "/"}],
-            "users": [
-                {
-                    "name": name,
-                    "password_hash": password_hash(password),
-                    "hashing_algorithm": "rabbit_password_hashing_sha256",
-                    "tags": tags,
-                }
-                for name, password, tags in users
-            ],
-            "permissions": [
-                {"user": name, "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"} for name, _, _ in users
-            ],
-        }
-
-
-def write_private_json(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` atomically, readable by the owner only (0600)."""
-    paths.ensure_private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(data, indent=2) + "\n")
-    os.chmod(tmp, 0o600)  # an old tmp left by a crash may have had another mode
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -644,53 +478,6 @@ class LocalNode:
             started=time.time(),
             management_port=(self.management_port or 0) if self.management else 0,
         )
-
-
-def stop_processes(vm_pid: int | None, pgid: int | None, timeout: float) -> None:
-    """TERM the VM, wait for the group to empty, then TERM/KILL what is left of it.
-
-    Without a live VM pid (no pid file yet: the node is still booting) the group is
-    signalled at once instead of waiting ``timeout`` for nothing.
-    """
-    if pid_alive(vm_pid):
-        try:
-            os.kill(vm_pid, signal.SIGTERM)  # type: ignore[arg-type]
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (pid_alive(vm_pid) or group_alive(pgid)):
-            time.sleep(0.1)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not group_alive(pgid):
-            break
-        try:
-            os.killpg(pgid, sig)  # type: ignore[arg-type]
-        except ProcessLookupError:
-            break
-        end = time.monotonic() + 5
-        while time.monotonic() < end and group_alive(pgid):
-            time.sleep(0.1)
-
-
-def epmd_names() -> list[str] | None:
-    """Node names registered with the local epmd; None when no epmd runs."""
-    try:
-        result = subprocess.run(["epmd", "-names"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if result.returncode != 0 or "up and running" not in result.stdout:
-        return None
-    return [line.split()[1] for line in result.stdout.splitlines() if line.startswith("name ")]
-
-
-def stop_epmd_if_idle() -> bool:
-    """Stop epmd when no node is registered with it (it is shared machine-wide, so a node
-    of another user or broker keeps it alive). Returns whether epmd was stopped."""
-    names = epmd_names()
-    if names is None or names:
-        return False
-    subprocess.run(["epmd", "-kill"], capture_output=True, timeout=10)
-    return True
 
 
 def default_nodename(base: Path) -> str:

@@ -49,6 +49,8 @@ MEANINGS: dict[str, str] = {
     "TLS": "A TLS handshake failed: the broker's certificate is not signed by the trusted CA (for "
            "`bridge join`: the address is not the hub the invite is for), or the TLS files are bad.",
     "CLOCK": "This host's clock and the hub's differ by more than five minutes; fix the time (NTP) and retry.",
+    "RATE_LIMITED": "The hub's registrar is refusing this host's requests for a while (too many in a short "
+    "time); wait the seconds the error names and retry.",
     "INTERRUPTED": "Stopped by Ctrl-C.",
 }
 

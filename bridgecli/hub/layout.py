@@ -92,7 +92,7 @@ def load() -> HubSettings | None:
 
 def save(settings: HubSettings) -> None:
     """Write ``hub.json`` atomically (0600 in the 0700 hub dir)."""
-    from bridgecli.rabbitnode import write_private_json
+    from bridgecli.nodeusers import write_private_json
 
     path = hub_dir() / "hub.json"
     try:

@@ -27,7 +27,7 @@ from bridgecli.hub import layout
 from bridgecli.hub.layout import DEFAULT_AMQPS_PORT, HubSettings
 from bridgecli.hub.pki import HubPki
 from bridgecli.hub.store import HubStore
-from bridgecli.rabbitnode import free_port, pid_alive, port_is_free
+from bridgecli.nodeprocess import free_port, pid_alive, port_is_free
 
 
 def parse_listen(text: str) -> tuple[str, int | None]:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bridgecli.hub.rabbitadmin import RabbitAdmin
-from bridgecli.rabbitnode import LocalNode, stop_epmd_if_idle
+from bridgecli.nodeprocess import stop_epmd_if_idle
+from bridgecli.rabbitnode import LocalNode
 
 
 @pytest.fixture(scope="package")

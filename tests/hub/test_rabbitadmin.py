@@ -10,7 +10,8 @@ import pytest
 
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.hub.rabbitadmin import RabbitAdmin
-from bridgecli.rabbitnode import LocalNode, free_port
+from bridgecli.nodeprocess import free_port
+from bridgecli.rabbitnode import LocalNode
 
 
 def _connect(node: LocalNode, user: str, password: str) -> pika.BlockingConnection:

@@ -73,9 +73,7 @@ def test_what_a_joined_host_must_not_do_is_refused_by_the_broker(hub_lab: NetnsL
     assert refused(lambda ch: ch.queue_bind(f"agent.{mine}.inbox", "bridge.msg", routing_key=theirs)) == 403
     assert refused(lambda ch: ch.basic_publish("bridge.roster", f"roster.hub.{theirs}", b"{}")) == 403
     assert refused(lambda ch: ch.basic_publish("", inbox, b"{}")) == 403
-    assert (
-        refused(lambda ch: ch.basic_publish("bridge.msg", theirs, b"{}", pika.BasicProperties(user_id="hub"))) == 406
-    )
+    assert refused(lambda ch: ch.basic_publish("bridge.msg", theirs, b"{}", pika.BasicProperties(user_id="hub"))) == 406
     # a gid another host owns cannot be claimed through the registrar either
     from bridgecli.hub import claims
 

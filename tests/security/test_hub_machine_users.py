@@ -26,7 +26,9 @@ from bridgecli.errors import BrokerUnavailable
 from bridgecli.hoststate.entities import Registry
 from bridgecli.hoststate.store import Store
 from bridgecli.hub.rabbitadmin import ManagementRefused, RabbitAdmin
-from bridgecli.rabbitnode import ADMIN_USER, LocalNode, free_port, stop_epmd_if_idle
+from bridgecli.nodeprocess import free_port, stop_epmd_if_idle
+from bridgecli.nodeusers import ADMIN_USER
+from bridgecli.rabbitnode import LocalNode
 from tests.support.env import BRIDGE_BIN, make_home
 from tests.support.hosts import Host
 from tests.support.netns import _kill_ns_processes, netns_supported, run_in_netns

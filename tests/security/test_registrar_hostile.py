@@ -30,7 +30,8 @@ from bridgecli.hub.permissions import ENROL_PERMISSIONS
 from bridgecli.hub.rabbitadmin import RabbitAdmin
 from bridgecli.hub.registrar import Registrar, serve
 from bridgecli.hub.store import HubStore
-from bridgecli.rabbitnode import LocalNode, stop_epmd_if_idle
+from bridgecli.nodeprocess import stop_epmd_if_idle
+from bridgecli.rabbitnode import LocalNode
 
 HUB_HOST = "sechub"
 DIRECT = "amq.rabbitmq.reply-to"
