@@ -256,6 +256,14 @@ class RosterView:
             return True
         return bool(user_id) and (user_id == policy.expected_user(host) or user_id in policy.trusted_users)
 
+    def owner(self, gid: str) -> str | None:
+        """The host ``gid`` belongs to as far as this view knows: the host whose tag it
+        carries, else the host that first announced it (a legacy gid), else None."""
+        with self._lock:
+            owner = self._owner(gid)
+            entry = self._entries.get(gid)
+        return owner if owner is not None else (entry.host if entry is not None else None)
+
     def _owner(self, gid: str) -> str | None:
         """The host ``gid`` belongs to as far as this view knows (lock held)."""
         tagged = self._tags.get(gid[: gids.TAG_HEX])

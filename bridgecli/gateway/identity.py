@@ -5,8 +5,8 @@ who really published (docs/design.md#invariant-10). This module is the pure deci
 gateway dead-letters a mismatch as ``sender_mismatch``. Convention
 (docs/deploy.md#3-sender-identity): ``fromHost = X`` must arrive with ``user_id =
 security.host_user`` applied to X (default: the host id); ``security.trusted_users`` may claim
-any host; the sender gid must belong to that host: minted with its tag (:mod:`bridgecli.gids`)
-or, for a gid minted before tags, announced by it on the roster.
+any host; the sender gid must not belong to another host: a gid carrying a known host's tag
+(:mod:`bridgecli.gids`) or announced by a host belongs to that host.
 ``security.sender_check = off`` (the default) skips it all: on a single machine every command
 logs in as this host's own user. ``bridge hub start`` and ``bridge join`` turn it on.
 """
@@ -61,9 +61,10 @@ def check_sender(
 ) -> str | None:
     """None when the claimed origin is acceptable, else a one-line reason for the DLQ.
 
-    ``roster_host`` is where the roster says the sender gid lives (None: unknown, e.g. the
-    sender is not announced or no roster is running). ``sender_gid``, when given, must be
-    owned by ``fromHost``: minted with its tag, or (a legacy gid) announced by it.
+    ``roster_host`` is the host the roster holds the sender gid to belong to: the known host
+    whose tag it carries, or the host announcing it (None: unknown, e.g. a gid minted before
+    tags whose host is offline, or no roster is running). A ``sender_gid`` minted with
+    ``fromHost``'s tag needs no roster.
     """
     if policy.mode == "off":
         return None
@@ -82,32 +83,34 @@ def check_sender(
         return None
     if roster_host is not None and roster_host != from_host:
         return (
-            f"sender gid is announced on host {roster_host!r}, but the message claims "
+            f"sender gid is announced on host {roster_host!r} (or carries its tag), but the message claims "
             f"fromHost {from_host!r} (user {user_id!r})"
         )
-    if sender_gid is not None and roster_host is None:
-        return f"sender gid {sender_gid} was not minted on {from_host!r} and is not announced by it"
     return None
 
 
 def verify(values: dict[str, Any], envelope: Envelope, roster: Any = None) -> str | None:
     """:func:`check_sender` for a received envelope, with the policy from config ``values``
-    and the sender's host looked up in ``roster`` (anything with ``get(gid) -> entry.host``)."""
+    and the sender gid's host looked up in ``roster`` (a ``RosterView``: its ``owner(gid)``;
+    or anything with ``get(gid) -> entry.host``)."""
     policy = IdentityPolicy.from_config(values)
     if policy.mode == "off":
         return None
     roster_host = None
     if roster is not None:
         try:
-            entry = roster.get(envelope.sender)
+            owner = getattr(roster, "owner", None)
+            if owner is not None:
+                roster_host = owner(envelope.sender)
+            else:
+                entry = roster.get(envelope.sender)
+                roster_host = getattr(entry, "host", None) if entry is not None else None
         except Exception:  # the roster is advisory here; never fail a delivery on it
-            entry = None
-        roster_host = getattr(entry, "host", None) if entry is not None else None
+            roster_host = None
     return check_sender(
         policy,
         user_id=envelope.user_id,
         from_host=envelope.sender_host,
         roster_host=roster_host,
-        # without a roster an unannounced legacy gid cannot be told from a forged one
-        sender_gid=envelope.sender if roster is not None else None,
+        sender_gid=envelope.sender,
     )

@@ -57,10 +57,11 @@ def test_verify_reads_config_values_and_roster():
     assert IdentityPolicy.from_config(values).trusted_users == frozenset({"ops"})
 
 
-def test_a_sender_gid_belongs_to_its_host_by_tag_or_by_announcement():
+def test_a_sender_gid_must_not_belong_to_another_host():
+    from bridgecli.roster import RosterView
+
     values = {"security.sender_check": "host"}
-    nobody = SimpleNamespace(get=lambda gid: None)
-    at_b = SimpleNamespace(get=lambda gid: SimpleNamespace(host="hostb"))
+    view = RosterView(local_host="hosta")  # knows hosta (and so its tag) from the start
 
     def env(sender: str) -> Envelope:
         return Envelope(
@@ -68,13 +69,12 @@ def test_a_sender_gid_belongs_to_its_host_by_tag_or_by_announcement():
         )
 
     # minted on hostb: its own, whatever the roster says (the roster can lag or be absent)
-    assert verify(values, env(gids.mint("hostb")), nobody) is None
-    # minted on hosta, claimed by hostb: refused even when nothing announces it
-    assert "was not minted on 'hostb'" in verify(values, env(gids.mint("hosta")), nobody)
-    # a legacy gid (no tag of hostb's) counts only where hostb announces it
-    legacy = "4b0c3a5e-1111-4222-8333-444455556666"
-    assert verify(values, env(legacy), at_b) is None
-    assert "not announced" in verify(values, env(legacy), nobody)
+    assert verify(values, env(gids.mint("hostb")), view) is None
+    assert verify(values, env(gids.mint("hostb"))) is None
+    # minted on hosta, claimed by hostb: refused, though nothing announces it
+    assert "announced on host 'hosta' (or carries its tag)" in verify(values, env(gids.mint("hosta")), view)
+    # a gid minted before tags whose host nobody knows (offline): accepted, as before tags
+    assert verify(values, env("4b0c3a5e-1111-4222-8333-444455556666"), view) is None
 
 
 def test_speaks_for_needs_the_hosts_own_user_under_the_check():
