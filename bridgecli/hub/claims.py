@@ -115,11 +115,13 @@ class GrantClaimer:
         if items and self._active():
             self._call({"op": "claim", "entities": items})
 
-    def release(self, gids: Iterable[str]) -> None:
-        """Give ``gids`` back (their inboxes are gone)."""
-        gids = list(gids)
-        if gids and self._active():
-            self._call({"op": "release", "gids": gids})
+    def release(self, released: Iterable[str]) -> None:
+        """Give the legacy gids among ``released`` back (their inboxes are gone); the hub has
+        no record of gids minted on this host, so nothing is asked for those."""
+        host = self.config.host_id
+        legacy = [g for g in released if not gids.minted_on(g, host)]
+        if legacy and self._active():
+            self._call({"op": "release", "gids": legacy})
 
     def close(self) -> None:
         with self._lock:

@@ -314,8 +314,11 @@ def _claimer(node: LocalNode, host: str, password: str, timeout: float, port: in
 def test_the_claimer_skips_its_tagged_gids_and_waits_out_a_rate_limit(node, tmp_path, monkeypatch):
     monkeypatch.setenv("BRIDGE_CONFIG", str(tmp_path / "absent.toml"))
     host = _host()
-    # a gid minted on this host needs no round trip: no broker listens on port 9 (discard)
-    _claimer(node, host, "unused", 1.0, port=9).claim([SimpleNamespace(gid=gids.mint(host), label="a")])
+    # a gid minted on this host needs no round trip, to claim or release it: no broker
+    # listens on port 9 (discard), so any attempt would raise
+    nowhere = _claimer(node, host, "unused", 1.0, port=9)
+    nowhere.claim([SimpleNamespace(gid=gids.mint(host), label="a")])
+    nowhere.release([gids.mint(host)])
 
     hub = Hub(node, tmp_path / "hub.db", rate=(0.2, 1))  # one request, then one each 5 s
     hub.start()
