@@ -223,6 +223,11 @@ class RosterView:
         if local_host:
             self._tags[gids.host_tag(local_host)] = local_host
 
+    def use_policy(self, policy: IdentityPolicy) -> None:
+        """Judge frames by ``policy`` from now on (a gateway re-reads it at each connect)."""
+        with self._lock:
+            self.policy = policy
+
     @property
     def checking(self) -> bool:
         return self.policy is not None and self.policy.mode != "off"

@@ -67,7 +67,11 @@ class Control:
 
     def __init__(self, gw: ControlHost) -> None:
         self.gw = gw
-        self.policy = IdentityPolicy.from_config(gw.config.values)
+
+    @property
+    def policy(self) -> IdentityPolicy:
+        """The sender check as configured now (a running gateway re-reads it at connect)."""
+        return IdentityPolicy.from_config(self.gw.config.values)
 
     def install(self) -> None:
         self.gw.on_connect_hooks.append(self.on_connect)

@@ -28,7 +28,7 @@ from bridgecli.amqp.publisher import Publisher
 from bridgecli.amqp.stepped import SteppedConnection, Stepper
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
-from bridgecli.gateway import deadletter, iocalls, registration
+from bridgecli.gateway import deadletter, identity, iocalls, registration
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
@@ -180,6 +180,8 @@ class Gateway:
             self.lane.tend()
 
     def _connect(self) -> None:
+        if identity.reread(self.config.values):
+            glog.event(logger, "sender check settings changed", mode=self.config.values["security.sender_check"])
         connection = SteppedConnection(self.config, name=f"bridge-gateway-{self.host}", stepper=self.stepper)
         channel = topology.ensure_shared(
             lambda: connection.sync_channel(OPEN_TIMEOUT, "consumer"),

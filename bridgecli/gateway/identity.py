@@ -20,6 +20,25 @@ from bridgecli import gids
 from bridgecli.envelope import Envelope
 
 MODES = ("off", "host")
+#: the settings of the sender check, re-read by a running gateway whenever it (re)connects
+KEYS = ("security.sender_check", "security.host_user", "security.trusted_users")
+
+
+def reread(values: dict[str, Any]) -> bool:
+    """Update the sender-check settings in ``values`` from ``bridge.toml`` and the environment
+    as they are now; True when they changed. Why: ``bridge hub start`` turns the check on
+    under a running gateway, which reconnects as the hub restarts its node. A file that
+    cannot be read now leaves them as they were."""
+    from bridgecli import config
+    from bridgecli.errors import BridgeError
+
+    try:
+        fresh = config.load(allow_unknown=True).values
+    except BridgeError:
+        return False
+    changed = any(values.get(key) != fresh[key] for key in KEYS)
+    values.update({key: fresh[key] for key in KEYS})
+    return changed
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,6 @@ class Intake:
         self.backends = backends
         self.max_attempts: int = values["messaging.max_attempts"]
         self.max_content: int = values["messaging.max_content_bytes"]
-        self.identity_policy = identity.IdentityPolicy.from_config(values)
 
     def on_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         """Handle one delivery to ``entity``'s inbox; an unexpected error requeues it (counted)."""
@@ -127,7 +126,7 @@ class Intake:
                 f"body is addressed to {envelope.recipient}, queue belongs to {entity.gid}",
             )
             return
-        mismatch = self.identity_policy.mode != "off" and identity.verify(self.values, envelope, host.roster)
+        mismatch = self.values["security.sender_check"] != "off" and identity.verify(self.values, envelope, host.roster)
         if mismatch:
             host.dead_letter(method.delivery_tag, props, body, queue_name, "sender_mismatch", mismatch)
             return

@@ -110,6 +110,7 @@ class Presence:
         self.listener = _FrameListener(gw.config, gw.host, self._on_delivery, on_connected=self._listening)
 
     def on_connect(self) -> None:
+        self.view.use_policy(IdentityPolicy.from_config(self.gw.config.values))  # re-read at connect
         # the listener binds to bridge.roster, which the gateway's first connect declares:
         # started before that, a gateway on a fresh broker logged a frightening 404 retry
         if self.listener is not None and not self.listener.is_started():

@@ -25,11 +25,18 @@ def test_hub_hosts_prints_no_control_character_in_either_form(monkeypatch, capsy
 
     row = {"host": "hostb", "user": "hostb", "hub": False, "joined": 1.0, "revoked": None, "gateway_connected": True}
     row["entities"] = [{"gid": "0123abcd-0000-4000-8000-000000000000", "label": EVIL}]
-    monkeypatch.setattr(operations, "list_hosts", lambda: [row])
-    hub_cli.hosts.callback(as_json=False)
+    monkeypatch.setattr(operations, "list_hosts", lambda: [dict(row)])
+    # and one entity more, as its host announces it on the roster
+    announced = {"gid": "0123abcd-0000-4000-8000-000000000001", "label": EVIL}
+    monkeypatch.setattr(
+        hub_cli, "_with_announced", lambda app, rows: [{**r, "entities": [*r["entities"], announced]} for r in rows]
+    )
+    hosts = hub_cli.hosts.callback.__wrapped__  # without click's context: the app is not used
+    hosts(None, as_json=False)
     assert is_inert(capsys.readouterr().out.replace("\n", ""))
-    hub_cli.hosts.callback(as_json=True)
+    hosts(None, as_json=True)
     out = capsys.readouterr().out
     assert is_inert(out.replace("\n", ""))
     [printed] = json.loads(out)["hosts"]
     assert printed["entities"][0]["label"].startswith("rev") and printed["host"] == "hostb"
+    assert printed["entities"][1]["label"].startswith("rev") and len(printed["entities"]) == 2
