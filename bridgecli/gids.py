@@ -1,14 +1,10 @@
 """Gids that name their host: the first eight hex digits of a gid are its host's tag.
 
-A gid is minted on the host that hosts the entity, and its first 32 bits are
-:func:`host_tag` of that host id. Ownership can then be checked from the gid alone: the
-broker grants a joined host the inbox names, ``bridge.msg`` bindings and roster keys that
-start with its tag (one static pattern, whatever the number of entities), and every reader
-refuses a roster frame or a message whose gid carries another host's tag. The rest of the
-gid stays random (90 bits), so gids stay unguessable and unique.
-
-Gids minted before this rule have random first digits (*legacy* gids); where a hub recorded
-their owner, that record is what grants them.
+A gid is minted on its entity's host, and its first 32 bits are :func:`host_tag` of that
+host id. So ownership can be checked from the gid alone: the broker grants a joined host the
+names and routing keys that start with its tag (one static pattern, whatever the number of
+entities), and every reader refuses a frame or message whose gid carries another host's
+tag. The other 90 bits stay random. Older, *legacy* gids are granted from the hub's records.
 """
 
 from __future__ import annotations

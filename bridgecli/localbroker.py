@@ -1,13 +1,11 @@
 """The embedded default broker: one private RabbitMQ node per user (per data dir).
 
-On a single machine with no ``broker.uri`` configured, ``bridge broker start`` runs Debian's
-``rabbitmq-server`` as an ordinary process (no systemd, no root-owned state) with all of its
-files under ``paths.data_dir()/broker/`` and records its URI and pid in ``state.json``;
-:func:`recorded_uri` is how every other command finds it. The node itself is a
-:class:`bridgecli.rabbitnode.LocalNode` (re-exported here with its helpers), always secured:
-its URI logs in as this host's own user (named after the host id, so that other hosts'
-sender check accepts what it publishes), ``guest`` is gone, and ``state.json`` and the
-credentials are 0600, because any other local user could otherwise take the broker over.
+With no ``broker.uri`` configured, ``bridge broker start`` runs Debian's ``rabbitmq-server``
+as an ordinary process with its files under ``paths.data_dir()/broker/`` and records its URI
+and pid in ``state.json`` (0600); :func:`recorded_uri` is how every other command finds it.
+The node (:class:`bridgecli.rabbitnode.LocalNode`) is always secured: no ``guest``, and its
+URI logs in as this host's own user, so that other hosts' sender check accepts what it
+publishes and no other local user can take the broker over.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class NodeUsers:
 
     def definitions(self) -> dict:
         """RabbitMQ definitions that create (or reset) both users with every permission on
-        ``/``; the vhost is listed because a node with definitions seeds no default one."""
+        ``/``; the vhost is listed because a node with definitions creates no default one."""
         users = [(self.admin_user, self.admin_password, "administrator"), (self.host_user, self.host_password, "")]
         return {
             "vhosts": [{"name": "/"}],

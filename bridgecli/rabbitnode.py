@@ -1,16 +1,11 @@
 """A RabbitMQ node run as a plain process, every file under one directory.
 
-The recipe: Debian's real scripts in
-``/usr/lib/rabbitmq/bin`` (the ``/usr/sbin`` wrappers ``su`` to the ``rabbitmq`` user), an own
-``HOME`` so the Erlang cookie is private, every ``RABBITMQ_*`` path pointed into the node's
-directory and an empty ``RABBITMQ_CONF_ENV_FILE`` so ``/etc/rabbitmq`` cannot leak in.
-:class:`LocalNode` is used by the embedded broker (:mod:`bridgecli.localbroker`) and by the
-test fixtures. No pika here: readiness is an AMQP protocol-header handshake on a raw socket.
-
-A node given a ``host_user`` is *secured*: no ``guest``, an admin user and a user for this
-host with passwords of their own (``credentials.json``, 0600), epmd and the Erlang
-distribution on loopback, every file private to its owner. Another local user of the machine
-then cannot log in, read its traffic or its files, nor join its Erlang cluster.
+Debian's real scripts in ``/usr/lib/rabbitmq/bin`` (the ``/usr/sbin`` wrappers ``su`` to the
+``rabbitmq`` user), an own ``HOME`` so the Erlang cookie is private, every ``RABBITMQ_*`` path
+inside the node's directory, and an empty ``RABBITMQ_CONF_ENV_FILE`` so ``/etc/rabbitmq``
+cannot leak in. Used by the embedded broker and the test fixtures. A node given a
+``host_user`` is *secured* (:mod:`bridgecli.nodeusers`): no ``guest``, epmd and the Erlang
+distribution on loopback, every file private, so no other local user can log in or join it.
 """
 
 from __future__ import annotations
@@ -213,7 +208,7 @@ class LocalNode:
         """Load or make the secured node's users (saved 0600), and its definitions file.
 
         A node whose database predates the credentials still has ``guest``: it is retired
-        once the node runs. A new database seeds nobody but the definitions' users.
+        once the node runs. A new database holds only the definitions' users.
         """
         if self.host_user is None:
             return

@@ -1,18 +1,12 @@
-"""The presence roster (docs/design.md#invariant-8, use case U5): a union "who / where / status" view built from
-heartbeats, soft state only.
+"""The presence roster (docs/design.md#invariant-8): a union "who / where / status" view
+built from heartbeats, soft state only.
 
-Each gateway publishes one heartbeat per local entity per interval on ``bridge.roster`` with
-routing key ``roster.<host>.<gid>``, plus one for itself (``roster.<host>._gateway``) so
-that a host with no entities is still known to be alive — which is what lets ``bridge
-spawn`` fail fast for a host with no live gateway. Entries expire after
-``roster.expiry_missed`` missed intervals; ``gone`` announcements remove them at once.
-
-Frames come from other hosts, so the view trusts a frame only as far as the broker vouches
-for it (:meth:`RosterView.apply`): the routing key (topic permissions), the publisher's
-``user_id`` (checked by the broker against its login) and the host tag of the gid
-(:mod:`bridgecli.gids`). Everything else in a frame is sanitised on the way in.
-
-This module is pure (no pika): the gateway and ``bridge roster`` feed it decoded frames.
+Each gateway publishes one heartbeat per local entity per interval on ``bridge.roster`` under
+``roster.<host>.<gid>``, plus ``roster.<host>._gateway`` so that a host with no entities is
+still known to be alive. Entries expire after ``roster.expiry_missed`` missed intervals;
+``gone`` frames remove them at once. Frames come from other hosts, so the view believes one
+only as far as the broker vouches for it (:meth:`RosterView.apply`) and sanitises the rest.
+Pure: the gateway and ``bridge roster`` feed it decoded frames.
 """
 
 from __future__ import annotations
@@ -277,20 +271,13 @@ class RosterView:
     def apply(self, body: bytes, now: float | None = None, key: str | None = None, user_id: str | None = None) -> bool:
         """Apply one frame from ``bridge.roster``; False when it is ignored. Never raises.
 
-        Malformed frames are ignored (soft state). Refused ones are ignored and counted
-        (:meth:`refused_frames`):
-
-        * ``key`` is the routing key the frame arrived with (``""`` when it did not come
-          through ``bridge.roster`` at all): a body that claims another host or gid than its
-          key is refused. Topic permissions decide which keys a host may publish
-          (``roster.<its host>.*``, docs/deploy.md).
-        * with the sender check on, ``user_id`` (the broker-verified publisher) must be the
-          key host's user or a trusted one.
-        * an entity frame for host H may not carry a gid that belongs to another host: one
-          minted with a known host's tag, or (check on) a legacy gid first announced by
-          another host. A ``gone`` retires only H's own entries.
-        * a host id or gid with control characters is refused; every other text field is
-          sanitised and the interval capped, so no output can be steered by a frame.
+        Malformed frames are ignored; refused ones are ignored and counted
+        (:meth:`refused_frames`): a body naming another host or gid than ``key`` (its routing
+        key; ``""`` when it did not come through ``bridge.roster``); under the sender check, a
+        ``user_id`` that is not the key host's user; a gid that belongs to another host (a
+        known host's tag, or under the check a legacy gid another host announced first); a
+        host id or gid with control characters. Text is sanitised and the interval capped
+        (docs/roster.md).
         """
         now = time.time() if now is None else now
         try:

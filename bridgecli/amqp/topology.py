@@ -1,18 +1,12 @@
 """The broker topology as plain data, plus one idempotent ``declare()``.
 
-Names (docs/protocol.md, "Broker topology"): the *shared* exchanges ``bridge.msg`` (topic),
-``bridge.roster`` (topic), ``bridge.ctl`` (topic) and ``bridge.dlx`` (fanout) and the queue
-``bridge.dlq``, declared by the broker's owner (the hub) and only checked by joined hosts;
-per host: ``agent.<gid>.inbox``, ``control.<host>``, ``roster.<host>``, the reply queues
-``bridge.reply.<host>.<uuid>`` and the delay exchange ``bridge.delay.<host>`` with its tiers.
-Every per-host name carries the host id or a gid minted with the host's tag, so the broker's
-permissions can give each host its own names and nothing else.
-
-Delays are built from parts every RabbitMQ has, and are the same on every broker: a
-*headers* exchange per host that routes on the ``x-delay`` header into one TTL queue per
-delay value (``bridge.delay.<host>.<ms>``), which dead-letters into ``bridge.msg`` with the
-message's original routing key. One mechanism, so the one the tests exercise is the one
-users run.
+The *shared* objects (``bridge.msg``, ``bridge.roster``, ``bridge.ctl``, ``bridge.dlx``,
+``bridge.dlq``) are declared by the broker's owner and only checked by joined hosts. Every
+other name carries its host id or a gid minted with the host's tag (inboxes,
+``control.<host>``, ``roster.<host>``, ``bridge.reply.<host>.*``, ``bridge.delay.<host>*``),
+so the broker can grant each host its own objects and nothing else (docs/protocol.md).
+Delays are one mechanism on every broker: a headers exchange per host routing on ``x-delay``
+into TTL queues that dead-letter into ``bridge.msg``.
 """
 
 from __future__ import annotations

@@ -21,9 +21,8 @@ def hub() -> None:
 
     The hub is this user's embedded RabbitMQ node (see `bridge broker`) reachable over TLS,
     with a certificate authority of its own and a registrar that gives every joined host its
-    own broker user with least privilege: a tenant that can affect only its own entities, and
-    needs no operator step when it registers or spawns one. Plain AMQP stays on loopback for
-    this machine, whose gateway and CLI log in as their own user (there is no guest).
+    own broker user: a tenant that can affect only its own entities, with no operator step
+    when it registers or spawns one. Plain AMQP stays on loopback for this machine.
 
     \b
     On this machine:   bridge hub start --listen 192.0.2.10

@@ -56,6 +56,7 @@ def error_from_wire(payload: dict[str, Any]) -> BridgeError:
         codes.INVITE.name: errors.InviteError,
         codes.TLS.name: errors.TlsError,
         codes.CLOCK.name: errors.ClockSkew,
+        codes.RATE_LIMITED.name: errors.RateLimited,
     }
     kind = kinds.get(str(payload.get("code")), errors.BridgeError)
     return kind(str(payload.get("message", "gateway error")), payload.get("hint"))

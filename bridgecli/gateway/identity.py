@@ -1,14 +1,11 @@
-"""Sender identity: does a message's claimed origin match the broker-authenticated user?
+"""Sender identity: does what a host reads speak for the host it names?
 
 ``fromHost`` and ``from`` are claims; the AMQP ``user_id`` is verified by RabbitMQ, so it names
-who really published (docs/design.md#invariant-10). This module is the pure decision; the
-gateway dead-letters a mismatch as ``sender_mismatch``. Convention
-(docs/deploy.md#3-sender-identity): ``fromHost = X`` must arrive with ``user_id =
-security.host_user`` applied to X (default: the host id); ``security.trusted_users`` may claim
-any host; the sender gid must not belong to another host: a gid carrying a known host's tag
-(:mod:`bridgecli.gids`) or announced by a host belongs to that host.
-``security.sender_check = off`` (the default) skips it all: on a single machine every command
-logs in as this host's own user. ``bridge hub start`` and ``bridge join`` turn it on.
+who really published (docs/design.md#invariant-10). ``fromHost = X`` must arrive with the
+user of X (``security.host_user``, default the host id) or a ``security.trusted_users`` one,
+and the sender gid must not belong to another host (a known host's tag, :mod:`bridgecli.gids`,
+or another host's announcement). The gateway dead-letters a mismatch as ``sender_mismatch``.
+``security.sender_check = off`` skips it; ``hub start`` and ``join`` turn it on.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""The host side of the registrar: claim a grant before declaring an inbox, release it after.
+"""The host side of the registrar: re-claim legacy gids, release them after.
 
-A host joined to a hub (``hub.id`` set by ``bridge join``), and the hub machine itself,
-ask the hub's registrar for each new entity's grant *before* declaring its inbox, so that
-registering or spawning never needs an operator. Requests go to ``bridge.registrar`` with
-the connection's own ``user_id`` (the broker vouches for it); answers come back on RabbitMQ's
-direct reply-to, which needs no queue and no grant. A gid minted on this host carries its
-tag, which the broker grants by pattern: it needs no claim, so registering never waits on
-the hub; only legacy gids (minted before the tag rule) are claimed.
+A gid minted on this host carries its tag, which the broker grants by pattern, so it needs no
+claim and registering never waits on the hub. Gids minted before the tag rule (*legacy*) are
+still granted from the hub's records: a joined host re-claims them when it connects. Requests
+go to ``bridge.registrar`` with the connection's own ``user_id`` (the broker vouches for it);
+answers come back on direct reply-to, which needs no queue and no grant.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """``bridge hub start|stop|status``: the embedded node made reachable over TLS, plus the registrar.
 
-The hub is the embedded RabbitMQ node of ``bridge broker`` started with three additions: an
-amqps listener on the given addresses (certificate from the hub's own CA), the management
-plugin on loopback (the registrar's way to change users and permissions in milliseconds),
-and the registrar process. The node is secured like every embedded node (no ``guest``; an
-admin user for the registrar and ``bridge hub``; this machine's own gateway and CLI log in
-as the user named after its host id, on loopback). Settings, CA, users and grants are kept,
-so a plain restart reproduces all; a hub made by an earlier version is secured on the way.
+The hub is the embedded node of ``bridge broker`` with an amqps listener (certificate from
+the hub's own CA), the management plugin on loopback and the registrar process. ``hub start``
+also declares the shared objects as the node's admin and turns the sender check on. Settings,
+CA, users and grants are kept, so a plain restart reproduces all; a hub made by an earlier
+version is secured on the way, and the start says what changed.
 """
 
 from __future__ import annotations

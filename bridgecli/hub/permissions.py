@@ -1,15 +1,11 @@
 """Least privilege per host, as data: the permissions a joined host's broker user gets.
 
-Every name a host owns carries its host id (``control.<host>``, ``roster.<host>``,
-``bridge.reply.<host>.*``, ``bridge.delay.<host>*``) or a gid minted with its tag
-(:mod:`bridgecli.gids`: inboxes, ``bridge.msg`` bindings, roster keys), so one static pattern
-per host grants them, whatever the number of entities. Only *legacy* gids (minted before
-gids carried a tag) are listed one by one. A host gets no configure on any shared object
-(exchanges, ``bridge.dlq``): the broker's owner declares those, and whoever may declare an
-object may also delete it. Bindings on shared exchanges are limited by topic permissions
-(``bridge.msg``, ``bridge.roster`` and ``bridge.ctl`` are topic exchanges); a host may not
-bind ``bridge.dlx`` or any delay exchange but its own. The hub's registrar applies these
-through the management API; the deploy guide shows them as ``rabbitmqctl`` lines.
+Every name a host owns carries its host id or a gid with its tag (:mod:`bridgecli.gids`), so
+one static set of patterns grants them, whatever the number of entities; only legacy gids
+are listed one by one. No host may configure a shared object (whoever may declare one may
+delete it) nor bind ``bridge.dlx`` or another host's delay exchange; bindings on the topic
+exchanges are limited by topic permissions. The registrar applies these through the
+management API; docs/deploy.md shows them as ``rabbitmqctl`` lines.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""The hub's registrar: turns authenticated claims into broker grants, and invites into hosts.
+"""The hub's registrar: turns authenticated requests into broker grants, and invites into hosts.
 
-Requests arrive on the ``bridge.registrar`` queue. The broker has already checked each one's
-``user_id`` against the connection's user, so ``user_id`` *is* who asks: a joined host's
-user may claim gids (which become its inboxes and bindings), release them, and nothing
-else; an invite's enrolment user may enrol its one host, once. :class:`Registrar` holds the
-decisions and no I/O (the store and a grant applier are given to it); :func:`serve`
-(:mod:`bridgecli.hub.registrar_loop`) is the pika shell around it, run as
+The broker has checked each request's ``user_id`` against its connection, so ``user_id`` is
+who asks: a joined host may re-claim and release its legacy gids (tagged gids need no grant,
+:mod:`bridgecli.gids`); an invite's enrolment user may enrol its one host, once.
+:class:`Registrar` holds the decisions and no I/O; :mod:`bridgecli.hub.registrar_loop` is its
+pika shell, with the limits of :mod:`bridgecli.hub.limits`, run as
 ``python -m bridgecli.hub.registrar`` by ``bridge hub start``.
-
-Gids carry their host's tag (:mod:`bridgecli.gids`) and the broker grants a host its tagged
-names by one pattern, so only *legacy* gids, recorded before the tag rule, are granted from
-the records here: a host may re-claim those, never a new untagged gid nor another host's.
-Every request is bounded (:mod:`bridgecli.hub.limits`): no body, burst or claim from one host
-can crash the registrar or make the others wait.
 """
 
 from __future__ import annotations
