@@ -157,15 +157,23 @@ def resolve_recipient(config: Config, registry: Registry, target: str, *, force:
 
 
 def send(
-    config: Config, registry: Registry, store: Store, request: SendRequest, identity: Callable[[], messaging.Identity]
+    config: Config,
+    registry: Registry,
+    store: Store,
+    request: SendRequest,
+    identity: Callable[[str | None], messaging.Identity],
 ) -> list[Envelope]:
-    """Compose and publish ``request`` as ``identity()`` (see :func:`bridgecli.sender.resolve`),
-    called once the recipient is known, so that a mistyped target registers no default identity."""
+    """Compose and publish ``request`` as ``identity(name)`` (``name``: see
+    :func:`bridgecli.sender.named`), called once the recipient is known, so that a mistyped
+    target registers no default identity."""
+    from bridgecli import sender
+
     to = messaging.address(
         request, store, lambda target, force: resolve_recipient(config, registry, target, force=force)
     )
+    speaker = identity(sender.named(request.sender, to.delivered_to, registry))
     envelopes = messaging.compose_request(
-        request, identity(), to, host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"]
+        request, speaker, to, host=config.host_id, max_content_bytes=config.values["messaging.max_content_bytes"]
     )
     publish(config, envelopes, request.delay_ms)
     return envelopes
@@ -211,8 +219,8 @@ class DirectSession:
             )
         registered: dict[str, Any] = {}
 
-        def identity() -> messaging.Identity:
-            found, reported = self._sender(request.sender)
+        def identity(given: str | None) -> messaging.Identity:
+            found, reported = self._sender(given)
             registered.update(reported)
             return found
 

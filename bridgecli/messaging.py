@@ -23,11 +23,13 @@ ResolveFn = Callable[[str, bool], str]
 
 @dataclass(frozen=True)
 class Address:
-    """Where a send request goes: the recipient, and for a reply/answer what it answers."""
+    """Where a send request goes: the recipient, and for a reply/answer what it answers and
+    the entity of this host that message was delivered to (who answers, unless named)."""
 
     recipient: str
     in_reply_to: str | None
     turn: str | None
+    delivered_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,10 +108,11 @@ def original_message(store: Store, msg_id: str) -> Envelope:
 
 def address(request: SendRequest, store: Store, resolve: ResolveFn) -> Address:
     """The recipient of ``request``: its TARGET resolved, or the sender of the received message
-    a reply/answer refers to (whose turn it keeps unless the request names one)."""
+    a reply/answer refers to (whose turn it keeps unless the request names one). That message's
+    recipient is a local entity: the gateway stores only what an entity's own inbox held for it."""
     if request.command in ("reply", "answer"):
         original = original_message(store, request.msg_id or "")
-        return Address(original.sender, original.msg_id, request.turn or original.turn)
+        return Address(original.sender, original.msg_id, request.turn or original.turn, original.recipient)
     return Address(resolve(request.target or "", request.force), None, request.turn)
 
 

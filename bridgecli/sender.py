@@ -1,10 +1,11 @@
-"""Who is speaking: ``--from`` / ``BRIDGE_GID`` when given, else this user's default identity.
+"""Who is speaking: ``--from`` / ``BRIDGE_GID`` when given; for a reply/answer, the local
+entity the answered message was delivered to; else this user's default identity.
 
-Why: a plain shell has no ``BRIDGE_GID``, and ``bridge send TARGET msg`` should still just
-work. It speaks as ``USER@HOSTID``, a ``hold`` entity registered on first use whose replies
-wait for ``bridge poll``. Every path resolves the sender through :func:`resolve` (the
-gateway's local API, which the click-free fast path also reaches, and the no-gateway direct
-path), so all of them agree on who that is. Imports stay light: the fast path formats
+Why: a plain shell has no ``BRIDGE_GID``, yet ``bridge send TARGET msg`` should work, as
+``USER@HOSTID`` (a ``hold`` entity registered on first use); and an agent in a pane
+registered by hand must answer as itself. Every path (the gateway's local API, which the
+fast path reaches, and the direct path) resolves the sender through :func:`named` and
+:func:`resolve`, so all agree. Imports stay light: the fast path formats
 :func:`registered_note` with this module.
 """
 
@@ -59,6 +60,18 @@ def find_default(registry: Registry, label: str) -> Entity | None:
             f"pass --from LABEL (or export BRIDGE_GID=<gid>), or `bridge unregister {label}` to free the name",
         )
     return entity
+
+
+def named(given: str | None, delivered_to: str | None, registry: Registry) -> str | None:
+    """The sender a request names: ``given`` (``--from`` / ``BRIDGE_GID``) when set, else the
+    gid ``delivered_to`` — the recipient recorded in this host's store for the message a
+    reply/answer answers — while it is an entity registered here; else None (the default
+    identity). Only a local entity that received that message here can be chosen this way."""
+    if given:
+        return given
+    if delivered_to and registry.get(delivered_to) is not None:
+        return delivered_to
+    return None
 
 
 def resolve(

@@ -97,7 +97,8 @@ def ask(app, **values) -> None:
 def reply(app, **values) -> None:
     """Reply to a message by its id.
 
-    Sends a REPLY to whoever sent MSGID (a message received on this host). MESSAGE '-'
+    Sends a REPLY to whoever sent MSGID (a message received on this host), as the local
+    entity MSGID was delivered to unless --from or BRIDGE_GID names the sender. MESSAGE '-'
     reads stdin.
     """
     _deliver(app, "reply", values)
@@ -111,7 +112,8 @@ def reply(app, **values) -> None:
 def answer(app, **values) -> None:
     """Answer an ASK by its message id.
 
-    Sends an ANSWER to whoever asked MSGID, so the asker's `bridge ask --wait` resumes.
+    Sends an ANSWER to whoever asked MSGID, so the asker's `bridge ask --wait` resumes; as
+    the local entity MSGID was delivered to unless --from or BRIDGE_GID names the sender.
     MESSAGE '-' reads stdin.
     """
     _deliver(app, "answer", values)

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bridgecli import messaging
+from bridgecli import messaging, sender
 from bridgecli.errors import Timeout
 from bridgecli.gateway.answers import PENDING, EarlyAnswer, answered, early_answer
 from bridgecli.gateway.callers import speaker
@@ -83,7 +83,8 @@ def prepare(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wa
         request, gw.store, lambda target, force: gw.resolve_target(target, force=force, may_wait=may_wait)
     )
     result: dict[str, Any] = {}
-    identity = speaker(gw, request.sender, result, may_wait)  # after the recipient: a mistyped target registers nothing
+    given = sender.named(request.sender, to.delivered_to, gw.registry)
+    identity = speaker(gw, given, result, may_wait)  # after the recipient: a mistyped target registers nothing
     envelopes = messaging.compose_request(request, identity, to, host=gw.host, max_content_bytes=gw.max_content)
     if request.bulk:
         kind = envelopes[0].kind if envelopes else None
