@@ -37,7 +37,10 @@ FROM = Option(
     "text",
     metavar="GID|LABEL",
     envvar="BRIDGE_GID",
-    help="Who is sending (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).",
+    help=(
+        "Who is sending (default: env BRIDGE_GID; for reply/answer, the entity MSGID was delivered to; "
+        "else USER@HOSTID, registered on first use)."
+    ),
 )
 WAIT = Option(
     ("--wait", "-w"),
