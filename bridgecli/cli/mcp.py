@@ -1,11 +1,11 @@
 """``bridge mcp``: the stdio MCP server for a main or orchestrator session.
 
-The MCP SDK is imported only when this command runs, and only after the gateway answered: a
-client that starts ``bridge mcp`` without a gateway gets one line on stderr and exit code 5,
-nothing on stdout (the protocol's). Two tool sets, each with its switch: messaging (needs the
-gateway) and browser (:mod:`bridgecli.mcp.browser_tools`). A browser-only user runs
-``--no-messaging``, an explicit switch rather than "start anyway and fail every call": a main
-session silently running without its inbox is worse than a clear exit.
+It always completes the handshake, gateway or not, because MCP clients never restart a
+server that failed at start: without a gateway, tool calls are one-line errors naming the
+fix, and the session attaches once the gateway runs. Its label is claimed locally first
+(:mod:`bridgecli.mcp.identity`): one per working directory, a numbered slot when another
+live session serves it. Two tool sets, each with its switch: messaging and browser
+(:mod:`bridgecli.mcp.browser_tools`). The MCP SDK is imported only when this command runs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from bridgecli.errors import ConfigError, GatewayUnavailable, MissingDependency
+from bridgecli.errors import ConfigError, MissingDependency
 
 
 @click.command()
@@ -26,8 +26,9 @@ from bridgecli.errors import ConfigError, GatewayUnavailable, MissingDependency
     default=None,
     envvar="BRIDGE_MCP_LABEL",
     show_envvar=True,
-    help="Label of this session's entity (default: the role, e.g. main). Re-attaches to an "
-    "existing hold entity with that label, so replies held for an earlier session are kept.",
+    help="Pin the label of this session's entity (default: derived from the working directory, "
+    "NAME-HASH). Re-attaches to the hold entity with that label, so replies held for an earlier "
+    "session are kept; if another live session serves it, this one takes LABEL-2, LABEL-3 ...",
 )
 @click.option(
     "--role",
@@ -57,14 +58,14 @@ def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool
     """Run the stdio MCP server for a main or orchestrator session.
 
     Speaks MCP on stdin/stdout (Claude Code, OpenCode, Codex …). Registers (or re-attaches
-    to) a --deliver hold entity on the local gateway; its messages are held until the client
-    calls bridge_poll, and the client is notified when they arrive. Messaging tools:
-    bridge_send/ask/reply/answer/poll/roster/spawn/stop; they need a running `bridge gateway`
-    and the extra bridgecli[mcp].
+    to) a --deliver hold entity on the local gateway, labelled after the working directory
+    unless --label pins one; its messages are held until bridge_poll, with notices when they
+    arrive. Tools: bridge_send/ask/reply/answer/poll/roster/spawn/stop. It starts without a
+    gateway: calls fail until `bridge gateway` runs, then it attaches.
 
-    Browser tools (browser_targets, browser_open, browser_tabs, browser_navigate, ...): the
-    server hosts or joins the browser broker like `bridge browser serve`, and takes over if
-    the host exits; they need the extra bridgecli[browser]. See docs/mcp.md.
+    Browser tools (browser_targets, browser_open, browser_tabs, ...): the server hosts or
+    joins the browser broker like `bridge browser serve`, and takes over if the host exits;
+    they need the extra bridgecli[browser]. See docs/mcp.md.
     """
     cfg = app.config
     use_browser = cfg.get("mcp.browser") if browser is None else browser
@@ -76,20 +77,17 @@ def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool
     _check_sdk()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="bridge mcp: %(levelname)s: %(message)s")
     logging.getLogger("bridgecli.mcp.browser").setLevel(logging.INFO)  # host/guest changes: worth a line
-    from bridgecli.mcp.link import GatewayLink, SessionLock
+    logging.getLogger("bridgecli.mcp").setLevel(logging.INFO)  # which label, attached when: worth a line
+    from bridgecli.mcp.identity import claim
+    from bridgecli.mcp.link import GatewayLink
 
     link = None
+    note = ""
     if use_messaging:
-        link = GatewayLink()
-        try:
-            link.attach(label or role, role)  # raises before any protocol traffic
-        except GatewayUnavailable as exc:
-            hint = f"{exc.hint}; " if exc.hint else ""
-            raise GatewayUnavailable(
-                exc.message, f"{hint}or run `bridge mcp --no-messaging` for the browser tools only"
-            ) from None
-        lock = SessionLock(link.gid)
-        lock.acquire(link.label)  # held until the process exits
+        session = claim(label)  # locked until the process exits
+        link = GatewayLink(label=session.label, role=role)
+        note = session.note
+        logging.getLogger("bridgecli.mcp").info("serving label %s%s", session.label, f": {note}" if note else "")
     nudge_after = float(cfg.values["messaging.nudge_after"])
 
     import anyio
@@ -103,10 +101,12 @@ def mcp(app, label: str | None, role: str, browser: bool | None, messaging: bool
         from bridgecli.mcp import browser_tools
 
         tool_sets.append(
-            browser_tools.tool_set(cfg.get("browser.port"), cfg.get("browser.token"), f"mcp-{label or role}")
+            browser_tools.tool_set(
+                cfg.get("browser.port"), cfg.get("browser.token"), f"mcp-{link.label if link else label or role}"
+            )
         )
         notes.append(browser_tools.BROWSER_INSTRUCTIONS)
-    anyio.run(serve, link, nudge_after, tool_sets, notes)
+    anyio.run(serve, link, nudge_after, tool_sets, notes, note)
 
 
 def _check_sdk() -> None:

@@ -3,8 +3,9 @@
 Every call opens its own short-lived connection (well under a millisecond), so a long-poll
 never blocks another tool call queued behind it, and a restarted gateway is found again by
 the next call: a dead gateway is a :class:`~bridgecli.errors.GatewayUnavailable` for that
-call, never a dead server. Blocking calls run on *daemon* threads rather than anyio's pool,
-so the process can exit at once when the client leaves during a 10-minute ``--wait``.
+call, never a dead server — at start too, where the entity is attached in the background.
+Blocking calls run on *daemon* threads rather than anyio's pool, so the process can exit at
+once when the client leaves during a 10-minute ``--wait``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from bridgecli.errors import Conflict
+from bridgecli.errors import BridgeError, Conflict, GatewayUnavailable
 from bridgecli.gateway.client import GatewayClient
 
 T = TypeVar("T")
@@ -52,14 +53,28 @@ async def run_blocking(fn: Callable[[], T]) -> T:
     return await future
 
 
+#: retries of the background attach back off up to this many seconds (bounded, so a gateway
+#: started later is found within a few seconds)
+ATTACH_BACKOFF_MAX = 3.0
+#: the fix named by every "gateway is down" tool error
+START_IT = "start it: bridge gateway"
+
+
 @dataclass
 class GatewayLink:
-    """Calls to the local gateway on behalf of one MCP session (entity ``gid``)."""
+    """Calls to the local gateway on behalf of one MCP session (entity ``gid``).
+
+    ``label`` is known from the start (:mod:`bridgecli.mcp.identity`); ``gid`` once
+    :meth:`ensure` has registered or re-attached the entity, which needs the gateway."""
 
     gid: str = ""
     label: str = ""
+    role: str = "main"
     #: tool calls of this session blocked right now for a reply (send/ask with wait)
     waiting: int = 0
+    #: why the last attach failed (None: attached, or not tried yet)
+    problem: BridgeError | None = None
+    _attaching: asyncio.Lock | None = field(default=None, repr=False)
 
     @contextlib.asynccontextmanager
     async def awaiting_reply(self) -> AsyncIterator[None]:
@@ -72,16 +87,53 @@ class GatewayLink:
             self.waiting -= 1
 
     def call_sync(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
-        """One request on a fresh connection; raises the gateway's typed error."""
-        with GatewayClient.require() as client:
-            return client.call(op, timeout=timeout, **params)
+        """One request on a fresh connection; raises the gateway's typed error (a missing
+        gateway as one line that names the fix)."""
+        try:
+            with GatewayClient.require() as client:
+                return client.call(op, timeout=timeout, **params)
+        except GatewayUnavailable as exc:
+            raise GatewayUnavailable(f"bridge is not connected: {exc.message}", START_IT) from None
 
     async def call(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
         """:meth:`call_sync` without blocking the event loop."""
         return await run_blocking(lambda: self.call_sync(op, timeout=timeout, **params))
 
-    def attach(self, label: str, role: str) -> dict[str, Any]:
-        """Register this session's entity, or re-attach to the one with ``label``.
+    async def ensure(self) -> str:
+        """This session's gid, registering or re-attaching its entity first if need be.
+
+        Raises the one-line reason it cannot (no gateway: ``… — start it: bridge gateway``)."""
+        if self.gid:
+            return self.gid
+        if self._attaching is None:
+            self._attaching = asyncio.Lock()
+        async with self._attaching:  # one attach at a time: the background loop and tool calls
+            if not self.gid:
+                try:
+                    await run_blocking(self.attach_sync)
+                except BridgeError as exc:
+                    self.problem = exc
+                    raise
+                self.problem = None
+                logger.info("attached as %s (gid %s)", self.label, self.gid)
+        return self.gid
+
+    async def attach_forever(self) -> None:
+        """Retry :meth:`ensure` with bounded backoff until it succeeds; one stderr line when
+        the first try fails, not one per retry."""
+        pause = 0.25
+        while True:
+            try:
+                await self.ensure()
+                return
+            except BridgeError as exc:
+                if pause == 0.25:
+                    logger.warning("not attached yet (%s); retrying in the background", exc)
+            await asyncio.sleep(pause)
+            pause = min(ATTACH_BACKOFF_MAX, pause * 2)
+
+    def attach_sync(self) -> dict[str, Any]:
+        """Register this session's entity, or re-attach to the one with ``self.label``.
 
         Re-attaching (rather than registering afresh each start) is what makes a stranded
         reply (U3) reachable: it was addressed to the gid of the *previous* session, and is
@@ -89,15 +141,16 @@ class GatewayLink:
         different backend is someone else's (a pane, a script) — taking it over would steal
         its messages, so that is refused.
         """
+        label, role = self.label, self.role
         entities = self.call_sync("entities", timeout=10)["entities"]
         existing = [e for e in entities if e.get("label") == label]
         if existing:
             entity = existing[0]
-            if entity.get("deliver") != HOLD:
+            if str(entity.get("deliver") or "").partition(":")[0] != HOLD:
                 raise Conflict(
                     f"label {label!r} is already registered on this host with --deliver "
                     f"{entity.get('deliver')}, not hold",
-                    "pick another --label for bridge mcp, or `bridge unregister` that entity",
+                    "restart bridge mcp with another --label, or `bridge unregister` that entity",
                 )
             if entity.get("role") != role:
                 logger.warning(
@@ -113,40 +166,4 @@ class GatewayLink:
         return entity
 
 
-class SessionLock:
-    """One ``bridge mcp`` per entity: a second session on the same label would drain the
-    same hold, and each would see only some of the messages. The lock is an exclusive
-    ``flock`` on a file in the runtime dir, held for the process's lifetime, so a crashed
-    session never leaves it stale."""
-
-    def __init__(self, gid: str) -> None:
-        self.gid = gid
-        self._file: Any = None
-
-    def acquire(self, label: str) -> None:
-        import fcntl
-        import os
-
-        from bridgecli import paths
-
-        directory = paths.runtime_dir()
-        paths.ensure_private_dir(directory)
-        handle = open(directory / f"mcp-{self.gid}.lock", "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            handle.close()
-            raise Conflict(
-                f"label {label!r} is already served by another bridge mcp (pid {holder})",
-                "give this session its own --label (e.g. --label main2)",
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        self._file = handle
-
-
-__all__ = ["GatewayLink", "SessionLock", "run_blocking", "HOLD"]
+__all__ = ["GatewayLink", "run_blocking", "HOLD", "START_IT"]

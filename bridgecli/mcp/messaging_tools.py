@@ -10,6 +10,7 @@ the model that reads them: what the tool does, when to use it, and what comes ba
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Any
 
@@ -17,7 +18,7 @@ from bridgecli.errors import Timeout
 from bridgecli.mcp import render
 from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
-from bridgecli.mcp.tools import Tool, ToolRegistry, ToolResult, as_json
+from bridgecli.mcp.tools import Handler, Tool, ToolRegistry, ToolResult, as_json
 from bridgecli.requests import PollRequest, RosterRequest, SendRequest, SpawnRequest, StopRequest
 
 #: the longest a tool call may block (seconds); MCP clients time calls out too
@@ -50,9 +51,19 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 def register(registry: ToolRegistry, link: GatewayLink) -> None:
-    """Add the messaging tools, bound to ``link``'s entity, to ``registry``."""
+    """Add the messaging tools, bound to ``link``'s entity, to ``registry``. Each call first
+    makes sure the entity is attached: the server starts without a gateway, and a call made
+    before one runs is a one-line tool error that names the fix."""
     for tool in _tools(link):
-        registry.add(tool)
+        registry.add(dataclasses.replace(tool, handler=_attached(link, tool.handler)))
+
+
+def _attached(link: GatewayLink, handler: Handler) -> Handler:
+    async def run(args: dict[str, Any]) -> ToolResult:
+        await link.ensure()
+        return await handler(args)
+
+    return run
 
 
 def _tools(link: GatewayLink) -> list[Tool]:

@@ -48,6 +48,8 @@ class Pushed:
     #: transport-level faults, e.g. a line on stdout that is not JSON-RPC (must stay empty)
     faults: list[Exception] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
+    #: the server's instructions from the handshake (they name the session's label)
+    instructions: str = ""
 
     def _poke(self) -> None:
         self.changed.set()
@@ -72,9 +74,15 @@ class Pushed:
 
 @asynccontextmanager
 async def mcp_client(
-    host: Host, label: str, *args: str, env: dict[str, str] | None = None, errlog: Path | None = None
+    host: Host,
+    label: str | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    errlog: Path | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[tuple[ClientSession, Pushed]]:
-    """An initialized SDK client session with a real ``bridge mcp --label LABEL`` of ``host``."""
+    """An initialized SDK client session with a real ``bridge mcp --label LABEL`` of ``host``
+    (label None: no ``--label``, the label comes from ``cwd``)."""
     pushed = Pushed()
 
     async def on_channel(params: ChannelParams) -> None:
@@ -95,9 +103,12 @@ async def mcp_client(
             pushed._poke()
 
     server = StdioServerParameters(
-        command=BRIDGE_BIN, args=["mcp", "--label", label, *args], env={**MESSAGING_ONLY, **host.env, **(env or {})}
+        command=BRIDGE_BIN,
+        args=["mcp", *(["--label", label] if label else []), *args],
+        env={**MESSAGING_ONLY, **host.env, **(env or {})},
+        cwd=cwd,
     )
-    log_path = errlog or (host.root / f"mcp-{label}.log")
+    log_path = errlog or (host.root / f"mcp-{label or 'cwd'}.log")
     with open(log_path, "a") as log:
         async with stdio_client(server, errlog=log) as (read, write):
             async with ClientSession(
@@ -111,7 +122,7 @@ async def mcp_client(
                     )
                 ],
             ) as session:
-                await session.initialize()
+                pushed.instructions = (await session.initialize()).instructions or ""
                 yield session, pushed
                 assert pushed.faults == [], f"bridge mcp wrote something that is not protocol: {pushed.faults}"
 
