@@ -17,13 +17,11 @@ from bridgecli import paths
 from bridgecli.config import FREE_FORM_SECTIONS, SETTINGS, SHOW_LISTS_KEYS, flatten, read_file, unknown_key_hint
 from bridgecli.errors import CannotWrite, ConfigError
 
+_WRITABLE = "nothing was changed; check that its directory exists, is writable and its disk is not full"
 
-def _cannot_write(path: Path, exc: OSError) -> CannotWrite:
-    return CannotWrite(
-        f"cannot write {path}: {exc.strerror or exc}",
-        "nothing was changed; check that its directory exists, is writable and "
-        "its disk is not full (or point BRIDGE_CONFIG at another file)",
-    )
+
+def _cannot_write(path: Path, exc: OSError, hint: str) -> CannotWrite:
+    return CannotWrite(f"cannot write {path}: {exc.strerror or exc}", hint)
 
 
 def write_file(path: Path, data: dict[str, Any]) -> None:
@@ -31,22 +29,28 @@ def write_file(path: Path, data: dict[str, Any]) -> None:
     old file as it was and raises :class:`CannotWrite`, never a bare OSError."""
     import tomli_w  # only writers pay for it
 
+    atomic_write(path, tomli_w.dumps(data).encode(), 0o600, f"{_WRITABLE} (or point BRIDGE_CONFIG at another file)")
+
+
+def atomic_write(path: Path, payload: bytes, mode: int, hint: str = _WRITABLE) -> None:
+    """Write ``payload`` to ``path`` (mode ``mode``) through a temporary file in its directory,
+    fsync and a rename; a failure leaves the old file and raises :class:`CannotWrite`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".bridge.", suffix=".toml", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=".bridge.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise _cannot_write(path, exc) from exc
+        raise _cannot_write(path, exc, hint) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
-            tomli_w.dump(data, handle)
+            handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise _cannot_write(path, exc) from exc
+            raise _cannot_write(path, exc, hint) from exc
         raise
 
 

@@ -221,6 +221,25 @@ def check_gateway() -> Check:
     return Check("gateway", OK, f"answering on {sock}: " + ", ".join(parts))
 
 
+def check_clients() -> Check:
+    """Which agent clients run bridge's MCP server; an entry that runs another or a missing
+    ``bridge`` is a warning (the client's session would fail to connect, not bridge itself)."""
+    from bridgecli import clients
+
+    entries = clients.configured()
+    bad = [e for e in entries if e.problem]
+    if bad:
+        return Check(
+            "agent clients",
+            WARN,
+            "; ".join(f"{e.client} ({e.file}): {e.problem}" for e in bad),
+            "rerun `bridge install CLIENT` with this bridge (or fix the file by hand)",
+        )
+    if not entries:
+        return Check("agent clients", OK, "no client has bridge configured (`bridge install --all` adds it)")
+    return Check("agent clients", OK, "bridge configured for " + ", ".join(f"{e.client} ({e.file})" for e in entries))
+
+
 def check_secret_files(cfg: Any) -> list[Check]:
     """Files holding secrets must not be readable by group or others."""
     from bridgecli.config import SETTINGS, read_file
@@ -272,6 +291,7 @@ def run(load_config: Callable[[], Any]) -> list[Check]:
     else:
         checks.extend(_broker_checks(cfg))
     checks.append(check_gateway())
+    checks.append(check_clients())
     checks.extend(check_secret_files(cfg))
     return checks
 

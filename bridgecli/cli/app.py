@@ -36,6 +36,10 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("bridgecli.cli.doctor:doctor", "Check config, broker, gateway and file permissions."),
     "entities": ("bridgecli.cli.register:entities", "List the entities registered on this host."),
     "hub": ("bridgecli.cli.hub:hub", "Make this machine the hub that other hosts join."),
+    "install": (
+        "bridgecli.cli.install:install",
+        "Add bridge's MCP server to Claude Code, Codex, OpenCode, Gemini or Cursor.",
+    ),
     "join": ("bridgecli.cli.join:join", "Join the hub that printed INVITE (`bridge hub invite HOSTID` on the hub)."),
     "mcp": ("bridgecli.cli.mcp:mcp", "Run the stdio MCP server for a main or orchestrator session."),
     "gateway": ("bridgecli.cli.gateway:gateway", "Run this host's gateway (blocking consumer loop)."),
@@ -51,6 +55,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("bridgecli.cli.spawn:stop", "Stop an entity through the launcher that started it."),
     "tap": ("bridgecli.cli.tap:tap", "Print live traffic on bridge.msg."),
     "token": ("bridgecli.cli.token:token", "Manage the browser bridge token file (bridge.json)."),
+    "uninstall": ("bridgecli.cli.install:uninstall", "Remove bridge's MCP server entry from agent clients."),
     "unregister": ("bridgecli.cli.register:unregister", "Remove an entity from this host."),
 }
 

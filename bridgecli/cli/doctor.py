@@ -17,7 +17,9 @@ def doctor(app, as_json: bool) -> None:
 
     Checks that the config file is valid, the broker is reachable (product, version), the
     capabilities later features use (quorum queues, the delay exchange, consumer
-    timeout), whether the local gateway answers, and that secret files are private.
+    timeout), whether the local gateway answers, which agent clients have bridge configured
+    (warning on an entry that runs another or a missing bridge), and that secret files are
+    private.
     Exits non-zero (with the first failure's exit code) if any check fails; warnings do
     not fail.
     """

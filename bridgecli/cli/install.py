@@ -1,0 +1,131 @@
+"""``bridge install`` / ``bridge uninstall``: add or remove bridge's MCP entry in agent clients.
+
+Every client's file is read and checked before any is written, so bad input (an unknown or
+missing client, a file that does not parse) leaves every file as it was.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from bridgecli.cli import output
+
+_CLIENT_NAMES = "claude-code, codex, opencode, gemini, cursor"
+
+
+def _options(func):  # decorator
+    func = output.json_option(func)
+    func = click.option("--dry-run", is_flag=True, help="Print the change (file and entry); write nothing.")(func)
+    func = click.option(
+        "--scope",
+        type=click.Choice(["user", "project"]),
+        default="user",
+        show_default=True,
+        help="The user's file, or the client's project file in the current directory.",
+    )(func)
+    func = click.option("--all", "all_", is_flag=True, help="Every client found on this host.")(func)
+    return click.argument("names", metavar="CLIENT...", nargs=-1)(func)
+
+
+def _select(names: tuple[str, ...], all_: bool, scope: str) -> list:
+    """The clients to edit: named ones (each known and installed) or, with --all, those found."""
+    from bridgecli import clients
+    from bridgecli.errors import MissingDependency
+
+    if all_ and names:
+        raise click.UsageError("give CLIENT names or --all, not both")
+    if not names and not all_:
+        raise click.UsageError(f"name a client ({_CLIENT_NAMES}) or use --all")
+    if all_:
+        chosen = [c for c in clients.CLIENTS.values() if c.found()]
+        if not chosen:
+            raise MissingDependency(
+                f"no agent client found on this host (looked for {_CLIENT_NAMES})",
+                "install one, or name it explicitly",
+            )
+        if scope == "project":
+            for client in chosen:
+                if client.project_file is None:
+                    output.note(f"bridge: {client.name} has no project file (only {client.user_file()}): skipped")
+            chosen = [c for c in chosen if c.project_file is not None]
+        return chosen
+    chosen = [clients.get(name) for name in dict.fromkeys(names)]
+    for client in chosen:
+        if scope == "project" and client.project_file is None:
+            raise click.UsageError(f"{client.name} has no project file, only {client.user_file()}: use --scope user")
+        clients.require_found(client)
+    return chosen
+
+
+def _report(changes: list, dry_run: bool, as_json: bool) -> None:
+    if as_json:
+        output.data({"dryRun": dry_run, "clients": [c.as_dict() for c in changes]})
+        return
+    for change in changes:
+        if not change.changed:
+            what = "bridge's entry is already as wanted" if change.entry is not None else "no bridge entry"
+            output.line(f"{change.client}: unchanged — {what} in {change.file}")
+            continue
+        verb = {"added": "add", "updated": "update", "removed": "remove"}[change.action]
+        if dry_run:
+            output.line(f"{change.client}: would {verb} bridge's entry in {change.file}:")
+        else:
+            backup = f" (backup: {change.backup})" if change.backup else ""
+            output.line(f"{change.client}: {change.action} bridge's entry in {change.file}{backup}:")
+        for text in json.dumps({"bridge": change.entry}, indent=2).splitlines():
+            output.line(f"  {text}")
+    if not dry_run and changes and not any(c.changed for c in changes):
+        output.note("bridge: nothing to change")
+
+
+def _run(changes: list, dry_run: bool, as_json: bool) -> None:
+    from bridgecli import clients
+
+    if not dry_run:
+        for change in changes:
+            clients.apply(change)
+    _report(changes, dry_run, as_json)
+
+
+@click.command()
+@_options
+@click.option("--label", metavar="LABEL", default=None, help="Passed to `bridge mcp --label`.")
+@click.option(
+    "--role", type=click.Choice(["main", "orchestrator"]), default=None, help="Passed to `bridge mcp --role`."
+)
+def install(
+    names: tuple[str, ...], all_: bool, scope: str, dry_run: bool, as_json: bool, label: str | None, role: str | None
+) -> None:
+    """Add bridge's MCP server to Claude Code, Codex, OpenCode, Gemini or Cursor.
+
+    CLIENT is claude-code, codex, opencode, gemini or cursor. The entry, named "bridge", runs
+    this installation's bridge by absolute path, never another `bridge` on PATH (iproute2's).
+    --scope user edits ~/.claude.json, $CODEX_HOME/config.toml,
+    $XDG_CONFIG_HOME/opencode/opencode.json, ~/.gemini/settings.json or ~/.cursor/mcp.json;
+    --scope project the client's file here (.mcp.json, opencode.json, .gemini/settings.json,
+    .cursor/mcp.json; Codex has none). Other keys are kept; the file is backed up
+    (FILE.bridge-backup-TIME) and replaced atomically; a rerun changes nothing. Exit codes:
+    6 unknown client, 11 client not installed, 3 file unreadable (nothing written).
+    """
+    from bridgecli import clients
+
+    chosen = _select(names, all_, scope)
+    command = clients.mcp_command(label, role)
+    _run([clients.plan_install(c, scope, command) for c in chosen], dry_run, as_json)
+
+
+@click.command()
+@_options
+def uninstall(names: tuple[str, ...], all_: bool, scope: str, dry_run: bool, as_json: bool) -> None:
+    """Remove bridge's MCP server entry from agent clients.
+
+    Removes only the entry named "bridge" from the same files `bridge install` edits, after
+    a backup (FILE.bridge-backup-TIME); every other server and key stays. A client without
+    the entry is reported unchanged.
+    """
+    from bridgecli import clients
+
+    chosen = _select(names, all_, scope)
+    _run([clients.plan_uninstall(c, scope) for c in chosen], dry_run, as_json)

@@ -1,0 +1,288 @@
+"""`bridge install` / `uninstall`: real files in a temp HOME, real `bridge` subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.support.env import BRIDGE_BIN, run_bridge
+
+ABS = str(Path(BRIDGE_BIN).absolute())
+
+
+@pytest.fixture
+def host(bridge_home, tmp_path):
+    """A HOME with no client installed, a PATH without any client, and a project dir."""
+    home = tmp_path / "home"
+    home.mkdir()
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {**bridge_home.env, "HOME": str(home), "CODEX_HOME": str(home / "codex"), "PATH": str(empty)}
+    env["XDG_CONFIG_HOME"] = str(home / ".config")
+    return home, env, project
+
+
+def bridge(env, *args, cwd=None):
+    if cwd is None:
+        return run_bridge(*args, env=env)
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return run_bridge(*args, env=env)
+    finally:
+        os.chdir(old)
+
+
+def backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(path.name + ".bridge-backup-*"))
+
+
+def test_install_then_again_changes_nothing_and_says_so(host):
+    home, env, _ = host
+    (home / ".claude").mkdir()
+    done = bridge(env, "install", "claude-code")
+    assert done.returncode == 0, done.stderr
+    path = home / ".claude.json"
+    assert f"added bridge's entry in {path}" in done.stdout
+    assert json.loads(path.read_text()) == {"mcpServers": {"bridge": {"command": ABS, "args": ["mcp"]}}}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    before = path.read_bytes()
+    again = bridge(env, "install", "claude-code")
+    assert again.returncode == 0, again.stderr
+    assert "unchanged" in again.stdout and "nothing to change" in again.stderr
+    assert path.read_bytes() == before and backups(path) == []
+
+
+def test_backup_made_other_keys_kept_and_user_keys_of_the_entry_kept(host):
+    home, env, _ = host
+    (home / ".claude").mkdir()
+    path = home / ".claude.json"
+    original = {
+        "hasCompletedOnboarding": True,
+        "projects": {"/x": {"hasTrustDialogAccepted": True}},
+        "mcpServers": {
+            "other": {"command": "/bin/other", "args": ["a"]},
+            "bridge": {"command": "bridge", "args": ["mcp"], "env": {"BRIDGE_HOST_ID": "h1"}},
+        },
+    }
+    path.write_text(json.dumps(original))
+    path.chmod(0o640)
+    done = bridge(env, "install", "claude-code", "--label", "main", "--role", "orchestrator")
+    assert done.returncode == 0, done.stderr
+    assert "updated" in done.stdout
+    (backup,) = backups(path)
+    assert json.loads(backup.read_text()) == original
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o640 == stat.S_IMODE(path.stat().st_mode)
+    data = json.loads(path.read_text())
+    assert data["projects"] == original["projects"] and data["hasCompletedOnboarding"] is True
+    assert data["mcpServers"]["other"] == original["mcpServers"]["other"]
+    assert data["mcpServers"]["bridge"] == {
+        "command": ABS,
+        "args": ["mcp", "--label", "main", "--role", "orchestrator"],
+        "env": {"BRIDGE_HOST_ID": "h1"},
+    }
+    assert path.read_text().startswith('{\n  "hasCompletedOnboarding"')  # indent 2
+
+
+def test_dry_run_prints_the_change_and_writes_nothing(host):
+    home, env, _ = host
+    (home / ".gemini").mkdir()
+    done = bridge(env, "install", "gemini", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    path = home / ".gemini" / "settings.json"
+    assert f"would add bridge's entry in {path}" in done.stdout and ABS in done.stdout
+    assert not path.exists()
+    path.write_text('{"theme": "dark"}')
+    as_json = bridge(env, "install", "gemini", "--dry-run", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    report = json.loads(as_json.stdout)
+    assert report["dryRun"] is True
+    assert report["clients"][0]["entry"] == {"command": ABS, "args": ["mcp"]}
+    assert report["clients"][0]["action"] == "added"
+    assert path.read_text() == '{"theme": "dark"}' and backups(path) == []
+
+
+def test_uninstall_removes_only_bridges_entry(host):
+    home, env, _ = host
+    path = home / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"mcpServers": {"other": {"command": "/bin/x"}}, "keep": [1, 2]}))
+    assert bridge(env, "install", "cursor").returncode == 0
+    assert set(json.loads(path.read_text())["mcpServers"]) == {"other", "bridge"}
+    done = bridge(env, "uninstall", "cursor", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["clients"][0]["action"] == "removed"
+    assert json.loads(path.read_text()) == {"mcpServers": {"other": {"command": "/bin/x"}}, "keep": [1, 2]}
+    assert len(backups(path)) == 2
+    again = bridge(env, "uninstall", "cursor")
+    assert again.returncode == 0 and "unchanged — no bridge entry" in again.stdout
+
+
+def test_codex_toml_keeps_every_other_table_and_key(host):
+    home, env, _ = host
+    path = home / "codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text('model = "o3"\n[profiles.fast]\nmodel = "o4-mini"\n[mcp_servers.other]\ncommand = "x"\nargs = []\n')
+    done = bridge(env, "install", "codex")
+    assert done.returncode == 0, done.stderr
+    data = tomllib.loads(path.read_text())
+    assert data["model"] == "o3" and data["profiles"] == {"fast": {"model": "o4-mini"}}
+    assert data["mcp_servers"]["other"] == {"command": "x", "args": []}
+    assert data["mcp_servers"]["bridge"] == {"command": ABS, "args": ["mcp"], "tool_timeout_sec": 900}
+    assert bridge(env, "uninstall", "codex").returncode == 0
+    assert "bridge" not in tomllib.loads(path.read_text())["mcp_servers"]
+
+
+def test_opencode_entry_is_a_local_command_array(host):
+    home, env, _ = host
+    (home / ".config" / "opencode").mkdir(parents=True)
+    assert bridge(env, "install", "opencode").returncode == 0
+    data = json.loads((home / ".config" / "opencode" / "opencode.json").read_text())
+    assert data == {"mcp": {"bridge": {"type": "local", "command": [ABS, "mcp"], "enabled": True}}}
+
+
+def test_unknown_client_lists_the_known_ones_and_writes_nothing(host):
+    home, env, _ = host
+    (home / ".claude").mkdir()
+    done = bridge(env, "install", "claude-code", "vscode")
+    assert done.returncode == 6
+    assert "unknown client 'vscode'" in done.stderr
+    assert "claude-code, codex, opencode, gemini, cursor" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (home / ".claude.json").exists()
+
+
+def test_a_client_not_installed_is_reported(host):
+    home, env, _ = host
+    done = bridge(env, "install", "opencode")
+    assert done.returncode == 11
+    assert "OpenCode (opencode) is not installed" in done.stderr and "install OpenCode first" in done.stderr
+    assert not (home / ".config" / "opencode").exists()
+    none = bridge(env, "install", "--all")
+    assert none.returncode == 11 and "no agent client found" in none.stderr
+
+
+@pytest.mark.parametrize(
+    ("client", "rel", "text", "where"),
+    [
+        ("claude-code", ".claude.json", '{\n  "a": 1,\n  oops\n}\n', "line 3"),
+        ("codex", "codex/config.toml", 'model = "o3"\n[mcp_servers\n', "line 2"),
+    ],
+)
+def test_a_file_that_does_not_parse_is_refused_with_path_and_line(host, client, rel, text, where):
+    home, env, _ = host
+    path = home / rel
+    path.parent.mkdir(exist_ok=True)
+    (home / ".claude").mkdir()
+    path.write_text(text)
+    done = bridge(env, "install", client)
+    assert done.returncode == 3, done.stderr
+    assert str(path) in done.stderr and where in done.stderr and "nothing was written" in done.stderr
+    assert path.read_text() == text and backups(path) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("[1, 2]", "the top level is a list, not an object"),
+        ('{"mcpServers": "bridge"}', "'mcpServers' is a str, not an object"),
+        ('{"mcpServers": [{"bridge": 1}]}', "'mcpServers' is a list, not an object"),
+    ],
+)
+def test_hostile_files_are_refused_without_loss(host, content, problem):
+    home, env, _ = host
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(content)
+    for command in ("install", "uninstall"):
+        done = bridge(env, command, "gemini")
+        assert done.returncode == 3, done.stderr
+        assert problem in done.stderr and str(path) in done.stderr
+    assert path.read_text() == content and backups(path) == []
+
+
+def test_a_symlink_is_followed_and_kept_a_dangling_one_refused(host, tmp_path):
+    home, env, _ = host
+    (home / ".claude").mkdir()
+    target = tmp_path / "dotfiles" / "claude.json"
+    target.parent.mkdir()
+    target.write_text('{"keep": true}')
+    link = home / ".claude.json"
+    link.symlink_to(target)
+    done = bridge(env, "install", "claude-code")
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and link.resolve() == target
+    assert json.loads(target.read_text())["keep"] is True
+    assert len(backups(target)) == 1
+    link.unlink()
+    link.symlink_to(tmp_path / "nowhere.json")
+    dangling = bridge(env, "install", "claude-code")
+    assert dangling.returncode == 3 and "does not exist" in dangling.stderr
+    assert link.is_symlink() and not (tmp_path / "nowhere.json").exists()
+
+
+def test_all_edits_every_client_found_and_only_those(host):
+    home, env, _ = host
+    (home / "codex").mkdir()
+    (home / ".gemini").mkdir()
+    done = bridge(env, "install", "--all", "--json")
+    assert done.returncode == 0, done.stderr
+    changed = {c["client"]: c for c in json.loads(done.stdout)["clients"]}
+    assert set(changed) == {"codex", "gemini"}
+    assert all(c["action"] == "added" for c in changed.values())
+    assert tomllib.loads((home / "codex" / "config.toml").read_text())["mcp_servers"]["bridge"]["command"] == ABS
+    assert json.loads((home / ".gemini" / "settings.json").read_text())["mcpServers"]["bridge"]["command"] == ABS
+    assert not (home / ".claude.json").exists() and not (home / ".cursor").exists()
+    again = json.loads(bridge(env, "install", "--all", "--json").stdout)
+    assert [c["changed"] for c in again["clients"]] == [False, False]
+    gone = json.loads(bridge(env, "uninstall", "--all", "--json").stdout)
+    assert {c["action"] for c in gone["clients"]} == {"removed"}
+
+
+def test_project_scope_writes_in_the_current_directory(host):
+    home, env, project = host
+    for name in (".claude", ".gemini", ".cursor"):
+        (home / name).mkdir()
+    (home / ".config" / "opencode").mkdir(parents=True)
+    done = bridge(env, "install", "--all", "--scope", "project", cwd=project)
+    assert done.returncode == 0, done.stderr
+    for rel, key in [
+        (".mcp.json", "mcpServers"),
+        ("opencode.json", "mcp"),
+        (".gemini/settings.json", "mcpServers"),
+        (".cursor/mcp.json", "mcpServers"),
+    ]:
+        entry = json.loads((project / rel).read_text())[key]["bridge"]
+        assert ABS in (entry.get("command"), entry.get("command", [None])[0]), rel
+    assert not (home / ".claude.json").exists()
+    (home / "codex").mkdir()
+    codex = bridge(env, "install", "codex", "--scope", "project", cwd=project)
+    assert codex.returncode == 2 and "codex has no project file" in codex.stderr and "--scope user" in codex.stderr
+
+
+def test_doctor_lists_configured_clients_and_warns_on_a_foreign_bridge(host, monkeypatch):
+    from bridgecli import doctor
+
+    home, env, _ = host
+    for key in ("HOME", "CODEX_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(key, env[key])
+    (home / ".claude").mkdir()
+    assert doctor.check_clients().status == doctor.OK
+    assert bridge(env, "install", "claude-code").returncode == 0
+    ok = doctor.check_clients()
+    assert ok.status == doctor.OK and "claude-code" in ok.detail
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"mcpServers": {"bridge": {"command": "/usr/sbin/bridge", "args": ["mcp"]}}}))
+    (home / ".cursor").mkdir()
+    (home / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"bridge": {"command": "bridge"}}}))
+    warn = doctor.check_clients()
+    assert warn.status == doctor.WARN
+    assert "/usr/sbin/bridge" in warn.detail and "from PATH" in warn.detail and "bridge install" in (warn.fix or "")
