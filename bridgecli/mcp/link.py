@@ -128,7 +128,11 @@ class GatewayLink:
                 return
             except BridgeError as exc:
                 if pause == 0.25:
-                    logger.warning("not attached yet (%s); retrying in the background", exc)
+                    logger.warning(
+                        "not attached yet (%s); retrying in the background "
+                        "(for the browser tools alone: bridge mcp --no-messaging)",
+                        exc,
+                    )
             await asyncio.sleep(pause)
             pause = min(ATTACH_BACKOFF_MAX, pause * 2)
 
