@@ -66,7 +66,9 @@ class NodeUsers:
     def definitions(self) -> dict:
         """RabbitMQ definitions that create (or reset) both users with every permission on
         ``/``; the vhost is listed because a node with definitions creates no default one."""
-        users = [(self.admin_user, self.admin_password, "administrator"), (self.host_user, self.host_password, "")]
+        # impersonator: `bridge dlq retry` re-publishes a dead letter with its original user_id
+        admin = (self.admin_user, self.admin_password, "administrator,impersonator")
+        users = [admin, (self.host_user, self.host_password, "")]
         return {
             "vhosts": [{"name": "/"}],
             "users": [

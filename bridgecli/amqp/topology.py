@@ -29,6 +29,9 @@ REASON_HEADER = "x-bridge-reason"
 DETAIL_HEADER = "x-bridge-detail"
 QUEUE_HEADER = "x-bridge-queue"
 ATTEMPTS_HEADER = "x-bridge-attempts"
+#: the ``user_id`` a message had when a gateway dead-lettered it: the dead letter itself
+#: carries the dead-lettering gateway's own, the only one the broker lets it publish
+USER_HEADER = "x-bridge-user"
 DELAY_HEADER = "x-delay"
 
 

@@ -30,7 +30,10 @@ def drain_to_dlq(channel: Any, publisher: Publisher | None, queue_name: str, rea
         headers.update(
             {topology.REASON_HEADER: reason, topology.DETAIL_HEADER: detail, topology.QUEUE_HEADER: queue_name}
         )
+        if props.user_id:
+            headers[topology.USER_HEADER] = props.user_id
         props.headers = headers
+        props.user_id = publisher.user_id if publisher is not None else None
         if publisher is not None:
             publisher.publish_raw(topology.DLX, method.routing_key, body, props, mandatory=False)
         else:
@@ -58,6 +61,9 @@ def dead_letter(
     )
     if attempts is not None:
         headers[topology.ATTEMPTS_HEADER] = attempts
+    original_user = getattr(props, "user_id", None)
+    if original_user:
+        headers[topology.USER_HEADER] = original_user
     properties = pika.BasicProperties(
         message_id=getattr(props, "message_id", None),
         correlation_id=getattr(props, "correlation_id", None),
@@ -67,6 +73,7 @@ def dead_letter(
         content_type=getattr(props, "content_type", None),
         delivery_mode=2,
         headers=headers,
+        user_id=publisher.user_id,
     )
     routing_key = queue_name.split(".")[1] if queue_name.startswith("agent.") else queue_name
     publisher.publish_raw(topology.DLX, routing_key, body, properties, mandatory=False, what="dead letter")
