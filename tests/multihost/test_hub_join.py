@@ -121,8 +121,12 @@ ready_line = "^READY$"
     lab.bridge("hub", "send", "sp-rev", "first task", "--from", "sp-main")
     assert [m["content"] for m in poll(lab, "hostB", handle["gid"])] == ["first task"]
     lab.bridge("hub", "stop", "sp-rev", "--from", "sp-main")
-    hosts = {h["host"]: h for h in lab.bridge_json("hub", "hub", "hosts")["hosts"]}
-    assert handle["gid"] not in [e["gid"] for e in hosts["hostb"]["entities"]], "unregister gives the grant back"
+
+    def gone_from_hub_hosts() -> bool:  # the hub lists announced entities: soft state, soon gone
+        hosts = {h["host"]: h for h in lab.bridge_json("hub", "hub", "hosts")["hosts"]}
+        return handle["gid"] not in [e["gid"] for e in hosts["hostb"]["entities"]]
+
+    wait_for(gone_from_hub_hosts, 30, what="the stopped entity gone from `bridge hub hosts`")
 
 
 def test_bridge_mcp_on_a_joined_host(hub_lab: NetnsLab):
