@@ -67,7 +67,7 @@ def test_list_and_close_connection(admin, node):
     try:
         assert [c["user"] for c in admin.live_connections("host-c")] == ["host-c"]
         assert admin.live_connections("nobody") == []
-        deadline = time.monotonic() + 15  # the statistics database lags ~5 s
+        deadline = time.monotonic() + 60  # the statistics database lags ~5 s, more under load
         while not (listed := admin.connections("host-c")) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert [c["user"] for c in listed] == ["host-c"]
