@@ -21,6 +21,7 @@ from typing import Any
 from bridgecli.config import Setting, non_negative, regexes
 from bridgecli.errors import BridgeError, Timeout
 from bridgecli.interfaces import LaunchHandle, LaunchSpec
+from bridgecli.nodeprocess import pid_alive
 
 NAME = "subprocess"
 
@@ -53,17 +54,7 @@ def _alive(pid: int) -> bool:
             return False
     except ChildProcessError:
         pass  # not our child (gateway restarted): fall back to kill(0)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(") ")[-1][0] != "Z"
-    except OSError:
-        return True
+    return pid_alive(pid)
 
 
 def _private(path: Any) -> Any:
