@@ -108,6 +108,8 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         registrar_pid=before.registrar_pid if before else 0,
     )
     changes = _tighten_files()
+    # before the node restarts: the running gateway re-reads the check as it reconnects
+    changes += _check_senders()
     pki = HubPki(layout.pki_dir())
     pki.ensure_ca(settings.hub_id)
     reissued = pki.ensure_server_cert([a for a, _ in settings.listen if a not in ("0.0.0.0", "::")], names)
@@ -144,7 +146,6 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
     layout.save(settings)
     _declare_shared(running, config.values["messaging.inbox_queue_type"])
     _own_local_entities(settings)
-    changes += _check_senders()
     if not same and pid_alive(settings.registrar_pid):
         _stop_registrar(settings.registrar_pid, timeout)  # it logged in to the node before
     if not pid_alive(settings.registrar_pid):
