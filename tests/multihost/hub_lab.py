@@ -113,13 +113,13 @@ def queue_depth(lab: NetnsLab, queue: str) -> int:
     return as_hub_guest(lab, lambda c: c.channel().queue_declare(queue, passive=True).method.message_count)
 
 
-@pytest.fixture(scope="module")
-def hub_lab() -> Iterator[NetnsLab]:
-    """The hub running, hostB joined with its gateway and the hub's own gateway running."""
+def running_lab(prefix: str) -> Iterator[NetnsLab]:
+    """The hub running, hostB joined with its gateway and the hub's own gateway running; the
+    body of the module-scoped ``hub_lab`` here and of the security suite's package-scoped one."""
     reason = netns_supported()
     if reason:
         pytest.skip(reason)
-    root = Path(tempfile.mkdtemp(prefix="bhub", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     lab = NetnsLab(root)
     failures: list[str] = []
     try:
@@ -132,3 +132,9 @@ def hub_lab() -> Iterator[NetnsLab]:
         shutil.rmtree(root, ignore_errors=True)
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def hub_lab() -> Iterator[NetnsLab]:
+    """See :func:`running_lab`."""
+    yield from running_lab("bhub")

@@ -6,33 +6,15 @@ costs about a minute to build); no test here revokes, restarts or partitions any
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.multihost import hub_lab as lab_module
-from tests.support.netns import NetnsLab, netns_supported
+from tests.multihost.hub_lab import running_lab
+from tests.support.netns import NetnsLab
 
 
 @pytest.fixture(scope="package")
 def hub_lab() -> Iterator[NetnsLab]:
     """The hub running, hostB joined with its gateway and the hub's own gateway running."""
-    reason = netns_supported()
-    if reason:
-        pytest.skip(reason)
-    root = Path(tempfile.mkdtemp(prefix="bsec", dir="/tmp"))
-    lab = NetnsLab(root)
-    failures: list[str] = []
-    try:
-        lab = lab_module.build(root)
-        lab_module.join(lab, "hostB")
-        lab.start_gateway("hostB")
-        yield lab
-    finally:
-        failures = lab.teardown()
-        shutil.rmtree(root, ignore_errors=True)
-    if failures:
-        pytest.fail("\n\n".join(failures), pytrace=False)
+    yield from running_lab("bsec")
