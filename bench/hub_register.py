@@ -1,15 +1,10 @@
 """Register -> inbox usable on a joined host with 100 to 10,000 entities, against a host that never claims.
 
-Measured, at each size (``--sizes``, default 100,1000,10000 entities kept on each host): the
-``register`` op on the joined host B's gateway socket, call to return (the inbox is then
-declared and consumed); ~20 samples (``--samples``) per host, interleaved with the same op on
-host C, which has every permission on the same broker and TLS listener and no ``hub.id``
-(the baseline). Gids carry their host's tag, so B's register needs no registrar round trip:
-the ratio shows whether anything else (its static grant, its entity count) costs it more.
-Goal: <= 2x at every size. Also: host B's own broker user floods the registrar with claims
-(``--claims``, default 3,000) as fast as it can, against the rate limit, while a second
-joined host D times its own single claims, against the same claims when idle.
-Why, setup and method: docs/bench-methods.md ("Hub: register at scale, registrar claims").
+At each size (``--sizes``), the ``register`` op on joined host B's gateway socket, interleaved
+with the same op on host C, which has every permission on the same broker and no ``hub.id``
+(the baseline). Goal: <= 2x at every size. Also: B floods the registrar with claims
+(``--claims``) against its rate limit while joined host D times its own single claims.
+Method: docs/bench-methods.md.
 Run: ``.venv/bin/python bench/hub_register.py [--sizes 100,1000,10000] [--samples N]
 [--claims N] [--json [FILE]]``; asserts nothing.
 """

@@ -1,17 +1,11 @@
-"""Regenerate the generated parts of docs/cli.md from the code.
+"""Regenerate the generated parts of docs/cli.md from the code; the prose around them stays.
 
-Two blocks are rewritten, everything around them is prose kept as written:
+* ``<!-- exit-codes:start/end -->``: one row per :class:`bridgecli.errors.ExitCode` member (a
+  member missing from :data:`MEANINGS` stops the script: a new code is explained before it ships);
+* ``<!-- commands:start/end -->``: every built-in command's ``--help`` at 100 columns, with
+  plugins off (``BRIDGE_LOAD_PLUGINS=""``) so the page does not depend on what is installed.
 
-* ``<!-- exit-codes:start -->`` … ``<!-- exit-codes:end -->`` — the exit-code table, one row
-  per :class:`bridgecli.errors.ExitCode` member (a member without an entry in
-  :data:`MEANINGS` stops the script: a new code must be explained before it ships);
-* ``<!-- commands:start -->`` … ``<!-- commands:end -->`` — the ``--help`` of every built-in
-  command and subcommand, rendered by click at a fixed width of 100 columns, with third-party
-  plugins switched off (``BRIDGE_LOAD_PLUGINS=""``) so the page does not depend on what
-  happens to be installed.
-
-``python scripts/gen_cli_docs.py`` rewrites the file; ``--check`` exits 1 when it is out of
-date (a test runs that), e.g. after a command's docstring or an option changed.
+``--check`` exits 1 when the file is out of date (a test runs that).
 """
 
 from __future__ import annotations
