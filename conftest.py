@@ -4,12 +4,17 @@ Append a module here when you add real-component fixtures (tmux, Chromium, …) 
 plugin test suites under plugins/*/tests can use them too.
 """
 
-pytest_plugins = ["tests.support.rabbitmq", "tests.support.env", "tests.support.chromium", "tests.support.hosts",
-                "tests.support.netns"]
-
 import os
 
 import pytest
+
+pytest_plugins = [
+    "tests.support.rabbitmq",
+    "tests.support.env",
+    "tests.support.chromium",
+    "tests.support.hosts",
+    "tests.support.netns",
+]
 
 
 @pytest.hookimpl(hookwrapper=True)

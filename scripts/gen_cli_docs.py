@@ -31,17 +31,17 @@ MEANINGS: dict[str, str] = {
     "REJECTED": "The message was refused: too large, unroutable, nacked or invalid.",
     "PLUGIN": "A plugin failed, e.g. it implements a hook that does not exist.",
     "MISSING_DEPENDENCY": "A required program (e.g. `rabbitmq-server`) or optional extra is not installed; "
-                          "the error says how to install it.",
+    "the error says how to install it.",
     "PERMISSION": "Unsafe file permissions (a secret file readable by others) or access refused.",
     "CONFLICT": "Already exists / already running elsewhere / inequivalent broker arguments.",
     "BROWSER": "Browser bridge error: re-electing, tab group owned by another agent, no executor.",
     "CANNOT_WRITE": "A file could not be written (read-only directory or file system, full disk, a "
-                    "path component that is not a directory); the error names the file, and the "
-                    "old file, if any, is unchanged.",
+    "path component that is not a directory); the error names the file, and the "
+    "old file, if any, is unchanged.",
     "INVITE": "A hub invite that is malformed, already used, expired or revoked (`bridge join`); ask "
-              "the hub for a new one with `bridge hub invite HOSTID`.",
+    "the hub for a new one with `bridge hub invite HOSTID`.",
     "TLS": "A TLS handshake failed: the broker's certificate is not signed by the trusted CA (for "
-           "`bridge join`: the address is not the hub the invite is for), or the TLS files are bad.",
+    "`bridge join`: the address is not the hub the invite is for), or the TLS files are bad.",
     "CLOCK": "This host's clock and the hub's differ by more than five minutes; fix the time (NTP) and retry.",
     "RATE_LIMITED": "The hub's registrar is refusing this host's requests for a while (too many in a short "
     "time); wait the seconds the error names and retry.",
@@ -84,15 +84,13 @@ def command_reference() -> str:
     from bridgecli.cli import root
 
     plugins.reset()
-    with root.make_context("bridge", [], resilient_parsing=True, terminal_width=WIDTH,
-                           max_content_width=WIDTH) as ctx:
+    with root.make_context("bridge", [], resilient_parsing=True, terminal_width=WIDTH, max_content_width=WIDTH) as ctx:
         pages = list(_walk(root, ctx, ["bridge"]))
     index = ["| Command | What it does |", "| --- | --- |"]
     index += [f"| [`{' '.join(p)}`](#{_anchor(p)}) | {short.replace('|', '/')} |" for p, short, _ in pages[1:]]
     body = []
     for path, _, text in pages:
-        body += [f'<a id="{_anchor(path)}"></a>', f"### `{' '.join(path)}`", "", "```text",
-                 text.rstrip(), "```", ""]
+        body += [f'<a id="{_anchor(path)}"></a>', f"### `{' '.join(path)}`", "", "```text", text.rstrip(), "```", ""]
     return "\n".join(index) + "\n\n" + "\n".join(body).rstrip()
 
 

@@ -29,8 +29,7 @@ def main(argv: list[str]) -> int:
         OUT.mkdir(exist_ok=True)
         path.write_bytes(text.encode())
     if stale:
-        print(f"out of date: {', '.join(stale)} — run python scripts/gen_completions.py",
-              file=sys.stderr)
+        print(f"out of date: {', '.join(stale)} — run python scripts/gen_completions.py", file=sys.stderr)
         return 1
     return 0
 

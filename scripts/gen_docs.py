@@ -35,8 +35,7 @@ def main(argv: list[str]) -> int:
     new = render(text)
     if "--check" in argv:
         if new != text:
-            print("README.md settings table is out of date: run python scripts/gen_docs.py",
-                  file=sys.stderr)
+            print("README.md settings table is out of date: run python scripts/gen_docs.py", file=sys.stderr)
             return 1
         return 0
     README.write_text(new)

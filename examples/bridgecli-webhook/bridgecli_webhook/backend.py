@@ -41,8 +41,9 @@ def check_url(address: str | None) -> str:
         raise ConfigError("the webhook backend needs a URL", "use --deliver webhook:https://host/path")
     parts = urllib.parse.urlsplit(address)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"webhook address {address!r} is not an http(s) URL",
-                          "use --deliver webhook:https://host/path")
+        raise ConfigError(
+            f"webhook address {address!r} is not an http(s) URL", "use --deliver webhook:https://host/path"
+        )
     return address
 
 
@@ -57,12 +58,14 @@ class Settings:
     def from_table(cls, table: dict[str, Any]) -> Settings:
         unknown = sorted(set(table) - {"timeout", "secret"})
         if unknown:
-            raise ConfigError(f"[plugins.webhook] has unknown key(s) {', '.join(unknown)}",
-                              "the keys are timeout and secret")
+            raise ConfigError(
+                f"[plugins.webhook] has unknown key(s) {', '.join(unknown)}", "the keys are timeout and secret"
+            )
         timeout = table.get("timeout", DEFAULT_TIMEOUT)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ConfigError(f"[plugins.webhook] timeout must be a positive number of seconds, not {timeout!r}",
-                              "e.g. timeout = 10")
+            raise ConfigError(
+                f"[plugins.webhook] timeout must be a positive number of seconds, not {timeout!r}", "e.g. timeout = 10"
+            )
         secret = table.get("secret")
         if secret is not None and (not isinstance(secret, str) or not secret):
             raise ConfigError("[plugins.webhook] secret must be a non-empty string", 'e.g. secret = "…"')
@@ -71,8 +74,12 @@ class Settings:
 
 def request_headers(entity_gid: str, envelope: Any, body: bytes, settings: Settings) -> dict[str, str]:
     """Headers a receiver can route and deduplicate on without parsing the body."""
-    headers = {"User-Agent": f"bridgecli-webhook/{__version__}", "X-Bridge-Msg-Id": envelope.msg_id,
-               "X-Bridge-Kind": envelope.kind, "X-Bridge-Recipient": entity_gid}
+    headers = {
+        "User-Agent": f"bridgecli-webhook/{__version__}",
+        "X-Bridge-Msg-Id": envelope.msg_id,
+        "X-Bridge-Kind": envelope.kind,
+        "X-Bridge-Recipient": entity_gid,
+    }
     if settings.secret:
         headers["X-Bridge-Signature"] = signature(settings.secret, body)
     return headers
@@ -97,19 +104,24 @@ class WebhookBackend:
     def send(self, url: str, entity_gid: str, envelope: Any) -> Outcome:
         """POST one envelope and return the classified outcome (used by ``webhook-test``)."""
         body = envelope.to_bytes()
-        return post(url, body, headers=request_headers(entity_gid, envelope, body, self.settings),
-                    timeout=self.settings.timeout)
+        return post(
+            url, body, headers=request_headers(entity_gid, envelope, body, self.settings), timeout=self.settings.timeout
+        )
 
     def deliver(self, entity: Entity, envelope: Any) -> None:
         outcome = self.send(check_url(entity.address), entity.gid, envelope)
         if outcome.delivered:
             return
         if outcome.retryable:
-            raise DeliveryError(f"webhook {entity.address} for {entity.label}: {outcome.detail}",
-                                "the gateway retries; check the receiver")
-        raise DeliveryError(f"webhook {entity.address} for {entity.label} refused the message: {outcome.detail}",
-                            "fix the URL or the receiver; the message is in bridge.dlq (bridge dlq retry)",
-                            retryable=False)
+            raise DeliveryError(
+                f"webhook {entity.address} for {entity.label}: {outcome.detail}",
+                "the gateway retries; check the receiver",
+            )
+        raise DeliveryError(
+            f"webhook {entity.address} for {entity.label} refused the message: {outcome.detail}",
+            "fix the URL or the receiver; the message is in bridge.dlq (bridge dlq retry)",
+            retryable=False,
+        )
 
     def status(self, entity: Entity) -> str:
         # A webhook has no session to be busy in; probing it on every heartbeat would be

@@ -18,8 +18,9 @@ from bridgecli_webhook.backend import Settings, WebhookBackend, check_url
 
 @click.command()
 @click.argument("url")
-@click.option("--message", "-m", default="webhook-test from bridge", show_default=True,
-              help="Content of the sample message.")
+@click.option(
+    "--message", "-m", default="webhook-test from bridge", show_default=True, help="Content of the sample message."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
 @click.pass_obj
 def webhook_test(app, url: str, message: str, as_json: bool) -> None:
@@ -31,17 +32,32 @@ def webhook_test(app, url: str, message: str, as_json: bool) -> None:
     check_url(url)
     backend = WebhookBackend(Settings.from_table(app.config.plugin_settings("webhook")))
     probe = str(uuid.uuid4())
-    envelope = Envelope(kind="SEND", sender=probe, recipient=probe, content=message,
-                        sender_label="webhook-test")
+    envelope = Envelope(kind="SEND", sender=probe, recipient=probe, content=message, sender_label="webhook-test")
     outcome = backend.send(url, probe, envelope)
-    verdict = ("delivered" if outcome.delivered else
-               "would be retried, then dead-lettered" if outcome.retryable else "would be dead-lettered at once")
+    verdict = (
+        "delivered"
+        if outcome.delivered
+        else "would be retried, then dead-lettered"
+        if outcome.retryable
+        else "would be dead-lettered at once"
+    )
     if as_json:
-        click.echo(json.dumps({"url": url, "msgId": envelope.msg_id, "delivered": outcome.delivered,
-                               "retryable": outcome.retryable, "status": outcome.status,
-                               "detail": outcome.detail}))
+        click.echo(
+            json.dumps(
+                {
+                    "url": url,
+                    "msgId": envelope.msg_id,
+                    "delivered": outcome.delivered,
+                    "retryable": outcome.retryable,
+                    "status": outcome.status,
+                    "detail": outcome.detail,
+                }
+            )
+        )
     if not outcome.delivered:
-        raise Rejected(f"{url} answered {outcome.detail}: a message {verdict}",
-                       "check the receiver" if outcome.retryable else "fix the URL or the receiver")
+        raise Rejected(
+            f"{url} answered {outcome.detail}: a message {verdict}",
+            "check the receiver" if outcome.retryable else "fix the URL or the receiver",
+        )
     if not as_json:
         click.echo(f"{url} answered {outcome.detail}: {verdict} (msgId {envelope.msg_id})")

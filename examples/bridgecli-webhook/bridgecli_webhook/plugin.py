@@ -26,8 +26,11 @@ def register_delivery_backends(register: Callable[..., None]) -> None:
 
 @hookimpl
 def register_commands(register: Callable[..., None]) -> None:
-    register("webhook-test", "bridgecli_webhook.command:webhook_test",
-             "POST a sample message to a webhook URL and report what bridge would do.")
+    register(
+        "webhook-test",
+        "bridgecli_webhook.command:webhook_test",
+        "POST a sample message to a webhook URL and report what bridge would do.",
+    )
 
 
 @hookimpl

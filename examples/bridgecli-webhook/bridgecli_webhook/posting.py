@@ -33,7 +33,7 @@ class Outcome:
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None  # urllib then raises HTTPError with the 3xx status
 
 
@@ -49,8 +49,9 @@ def signature(secret: str, body: bytes) -> str:
 def post(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> Outcome:
     """POST ``body`` (JSON) to ``url`` and classify the answer; never raises for HTTP or
     network failures."""
-    request = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json", **headers}
+    )
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             response.read(65536)  # drain, so keep-alive servers see a complete exchange

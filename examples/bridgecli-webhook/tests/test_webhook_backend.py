@@ -96,10 +96,15 @@ def test_bad_addresses_are_refused_with_the_fix(make_backend, address):
         make_backend().check_address(address)
 
 
-@pytest.mark.parametrize("settings, problem", [("timeout = 0", "positive number"),
-                                               ('timeout = "soon"', "positive number"),
-                                               ('secret = ""', "non-empty string"),
-                                               ("retries = 3", "unknown key")])
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        ("timeout = 0", "positive number"),
+        ('timeout = "soon"', "positive number"),
+        ('secret = ""', "non-empty string"),
+        ("retries = 3", "unknown key"),
+    ],
+)
 def test_bad_settings_are_config_errors_naming_the_key(make_backend, settings, problem):
     with pytest.raises(ConfigError, match=problem):
         make_backend(settings)

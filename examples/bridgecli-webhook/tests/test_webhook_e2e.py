@@ -27,8 +27,13 @@ def test_messages_reach_webhooks_retry_on_5xx_and_dead_letter_on_4xx(host_factor
 
     [post] = receiver.wait_for("/ok", 1)
     body = post.json
-    assert (body["msgId"], body["from"], body["fromLabel"], body["to"], body["content"]) == \
-        (sent_ok, main, "main", ok, "hello")
+    assert (body["msgId"], body["from"], body["fromLabel"], body["to"], body["content"]) == (
+        sent_ok,
+        main,
+        "main",
+        ok,
+        "hello",
+    )
     assert post.headers["X-Bridge-Msg-Id"] == sent_ok
 
     first, second = receiver.wait_for("/flaky", 2)
