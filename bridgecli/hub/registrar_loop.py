@@ -12,20 +12,26 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bridgecli.amqp import topology
 from bridgecli.errors import BridgeError
 from bridgecli.hub import limits, permissions
-
-if TYPE_CHECKING:
-    from bridgecli.hub.registrar import Registrar
 
 logger = logging.getLogger("bridgecli.hub.registrar")
 QUEUE = permissions.REGISTRAR_EXCHANGE
 ROUTING_KEY = "claim"
 #: the ``x-bridge-reason`` of a request whose handling raised
 POISON_REASON = "registrar_refused"
+
+
+class Registrar(Protocol):
+    """What the shell asks of :class:`bridgecli.hub.registrar.Registrar`, which imports this
+    module to run it (hence a protocol, not an import)."""
+
+    def handle_body(self, body: bytes, user_id: Any) -> dict[str, Any]: ...
+    def drop_due(self) -> None: ...
+    def reconcile(self) -> None: ...
 
 
 def answer_delivery(registrar: Registrar, channel: Any, method: Any, props: Any, body: bytes) -> None:
