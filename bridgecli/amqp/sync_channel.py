@@ -10,7 +10,7 @@ never inside one of the loop's callbacks.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pika
 import pika.exceptions
@@ -18,8 +18,15 @@ from pika import spec
 
 from bridgecli.errors import BrokerUnavailable
 
-if TYPE_CHECKING:
-    from bridgecli.amqp.stepped import SteppedConnection
+
+class SteppedConnection(Protocol):
+    """What a channel asks of :class:`bridgecli.amqp.stepped.SteppedConnection` (which makes
+    these channels, hence a protocol, not an import): see its methods of these names."""
+
+    def arrived(self, into: list[Any]) -> Callable[..., None]: ...
+    def defer(self, fn: Callable[[], None]) -> None: ...
+    def wake(self) -> None: ...
+    def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> None: ...
 
 
 class SyncChannel:
