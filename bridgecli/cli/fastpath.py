@@ -63,7 +63,7 @@ def load() -> dict[str, Any] | None:
     from bridgecli.cli import snapshot
 
     try:
-        data = snapshot.build()
+        data = snapshot.build(key())
     except Exception:
         return None
     save(data)

@@ -108,15 +108,15 @@ def _depends_on() -> dict[str, int]:
     return stamps
 
 
-def build() -> dict[str, Any]:
-    """A fresh snapshot of the root group (imports every command module and plugin)."""
+def build(key: list[Any]) -> dict[str, Any]:
+    """A fresh snapshot of the root group (imports every command module and plugin), valid
+    while ``key`` (what the reader checks besides files) stays the same."""
     from bridgecli import plugins
     from bridgecli.cli.app import CONTEXT_SETTINGS, root
-    from bridgecli.cli.fastpath import key
 
     with contextlib.redirect_stderr(io.StringIO()):  # click's own path reports plugin failures
         tree = _node(root, click.Context(root, info_name="bridge", **CONTEXT_SETTINGS))
-    return {"key": key(), "tree": tree, "help": {}, "clean": not plugins.get().failures, "depends": _depends_on()}
+    return {"key": key, "tree": tree, "help": {}, "clean": not plugins.get().failures, "depends": _depends_on()}
 
 
 def render_help() -> tuple[str, str]:
