@@ -25,6 +25,24 @@ from bridgecli.errors import ConfigError, MissingDependency, NotFound
 ENTRY_NAME = "bridge"
 #: Codex's default tool timeout (60 s) is shorter than a useful ``wait`` on bridge_send
 CODEX_TOOL_TIMEOUT = 900
+#: keys of a remote (URL) server in any client's format: an earlier ``bridge`` entry's transport
+#: is dropped, because a client prefers ``url``/``httpUrl`` to ``command`` (Gemini) or runs
+#: what ``type`` says (Claude Code), so a kept one would shadow the command we write
+TRANSPORT_KEYS = frozenset(
+    {
+        "type",
+        "url",
+        "httpUrl",
+        "tcp",
+        "headers",
+        "transport",
+        "oauth",
+        "http_headers",
+        "env_http_headers",
+        "bearer_token",
+        "bearer_token_env_var",
+    }
+)
 
 
 def _home() -> Path:
@@ -278,13 +296,14 @@ def _mode(path: Path, scope: str) -> int:
 
 
 def plan_install(client: Client, scope: str, command: list[str], cwd: Path | None = None) -> Change:
-    """Read the file and work out bridge's entry; keys the user added to it (e.g. ``env``)
-    are kept, ours are set."""
+    """Read the file and work out bridge's entry: ours are set, keys the user added to it
+    (e.g. ``env``) are kept, those of a remote transport (:data:`TRANSPORT_KEYS`) dropped."""
     path = real_path(client.file(scope, cwd))
     data = read(client, path)
     table = servers(client, path, data)
     old = (table or {}).get(ENTRY_NAME)
-    new = {**old, **client.entry(command)} if isinstance(old, dict) else client.entry(command)
+    kept = {k: v for k, v in old.items() if k not in TRANSPORT_KEYS} if isinstance(old, dict) else {}
+    new = {**kept, **client.entry(command)}
     action = "unchanged" if new == old else ("updated" if old is not None else "added")
     if action != "unchanged":
         data.setdefault(client.table_key, {})[ENTRY_NAME] = new

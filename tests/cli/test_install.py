@@ -169,43 +169,101 @@ def test_a_client_not_installed_is_reported(host):
     assert none.returncode == 11 and "no agent client found" in none.stderr
 
 
-@pytest.mark.parametrize(
-    ("client", "rel", "text", "where"),
-    [
-        ("claude-code", ".claude.json", '{\n  "a": 1,\n  oops\n}\n', "line 3"),
-        ("codex", "codex/config.toml", 'model = "o3"\n[mcp_servers\n', "line 2"),
-    ],
-)
-def test_a_file_that_does_not_parse_is_refused_with_path_and_line(host, client, rel, text, where):
-    home, env, _ = host
-    path = home / rel
-    path.parent.mkdir(exist_ok=True)
-    (home / ".claude").mkdir()
-    path.write_text(text)
-    done = bridge(env, "install", client)
-    assert done.returncode == 3, done.stderr
-    assert str(path) in done.stderr and where in done.stderr and "nothing was written" in done.stderr
-    assert path.read_text() == text and backups(path) == []
+#: each client's user file, relative to the test HOME (CODEX_HOME is HOME/codex)
+USER_FILES = {
+    "claude-code": ".claude.json",
+    "codex": "codex/config.toml",
+    "opencode": ".config/opencode/opencode.json",
+    "gemini": ".gemini/settings.json",
+    "cursor": ".cursor/mcp.json",
+}
+#: a file of each format that does not parse, and the line its error is on
+BROKEN_JSON = ('{\n  "a": 1,\n  oops\n}\n', "line 3")
+BROKEN = {name: BROKEN_JSON for name in USER_FILES} | {"codex": ('model = "o3"\n[mcp_servers\n', "line 2")}
+#: files that parse but hold something bridge must not edit, per format: (content, problem)
+HOSTILE_JSON = [
+    ("[1, 2]", "the top level is a list, not an object"),
+    ('"bridge"', "the top level is a str, not an object"),
+    ('{"TABLE": "bridge"}', "'TABLE' is a str, not an object"),
+    ('{"TABLE": [{"bridge": 1}]}', "'TABLE' is a list, not an object"),
+]
+HOSTILE_TOML = [
+    ('mcp_servers = "bridge"\n', "'mcp_servers' is a str, not an object"),
+    ("mcp_servers = [1, 2]\n", "'mcp_servers' is a list, not an object"),
+]
+TABLES = {"claude-code": "mcpServers", "opencode": "mcp", "gemini": "mcpServers", "cursor": "mcpServers"}
+HOSTILE = [(c, text, problem) for c in TABLES for text, problem in HOSTILE_JSON] + [
+    ("codex", text, problem) for text, problem in HOSTILE_TOML
+]
 
 
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [
-        ("[1, 2]", "the top level is a list, not an object"),
-        ('{"mcpServers": "bridge"}', "'mcpServers' is a str, not an object"),
-        ('{"mcpServers": [{"bridge": 1}]}', "'mcpServers' is a list, not an object"),
-    ],
-)
-def test_hostile_files_are_refused_without_loss(host, content, problem):
-    home, env, _ = host
-    path = home / ".gemini" / "settings.json"
-    path.parent.mkdir()
-    path.write_text(content)
+def refused_untouched(env, home, client, path, text, expected):
+    """Both commands exit 3 naming ``path`` and ``expected``; the file and an older backup
+    of it keep their bytes, and no new backup appears."""
+    old_backup = path.with_name(path.name + ".bridge-backup-20200101-000000")
+    old_backup.write_text("an earlier backup")
     for command in ("install", "uninstall"):
-        done = bridge(env, command, "gemini")
+        done = bridge(env, command, client)
         assert done.returncode == 3, done.stderr
-        assert problem in done.stderr and str(path) in done.stderr
-    assert path.read_text() == content and backups(path) == []
+        assert str(path) in done.stderr and expected in done.stderr and "nothing was written" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert path.read_text() == text
+    assert backups(path) == [old_backup] and old_backup.read_text() == "an earlier backup"
+
+
+@pytest.mark.parametrize("client", list(USER_FILES))
+def test_a_file_that_does_not_parse_is_refused_with_path_and_line(host, client):
+    home, env, _ = host
+    path = home / USER_FILES[client]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text, where = BROKEN[client]
+    path.write_text(text)
+    refused_untouched(env, home, client, path, text, where)
+
+
+@pytest.mark.parametrize(("client", "content", "problem"), HOSTILE)
+def test_hostile_files_are_refused_without_loss(host, client, content, problem):
+    home, env, _ = host
+    path = home / USER_FILES[client]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content.replace("TABLE", TABLES.get(client, "")))
+    refused_untouched(env, home, client, path, path.read_text(), problem.replace("TABLE", TABLES.get(client, "")))
+
+
+def test_one_broken_file_stops_every_client_before_any_is_written(host):
+    home, env, _ = host
+    (home / ".claude").mkdir()
+    gemini = home / ".gemini" / "settings.json"
+    gemini.parent.mkdir()
+    gemini.write_text('{"mcpServers": {"bridge": ')
+    done = bridge(env, "install", "claude-code", "gemini")
+    assert done.returncode == 3 and str(gemini) in done.stderr, done.stderr
+    assert not (home / ".claude.json").exists() and backups(gemini) == []
+
+
+@pytest.mark.parametrize(
+    ("client", "old", "kept"),
+    [
+        ("gemini", {"httpUrl": "http://127.0.0.1:9/mcp", "trust": True}, {"trust": True}),
+        ("claude-code", {"type": "http", "url": "http://x/mcp", "headers": {"a": "b"}}, {}),
+        ("opencode", {"type": "remote", "url": "http://x/mcp", "environment": {"A": "1"}}, {"environment": {"A": "1"}}),
+    ],
+)
+def test_a_remote_bridge_entry_becomes_ours_and_loses_its_transport(host, client, old, kept):
+    """A client prefers ``httpUrl``/``url`` to ``command`` (Gemini) or obeys ``type``
+    (Claude Code, OpenCode): an old remote entry's transport keys would shadow ours."""
+    home, env, _ = host
+    path = home / USER_FILES[client]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (home / ".claude").mkdir()
+    path.write_text(json.dumps({TABLES[client]: {"bridge": old}}))
+    done = bridge(env, "install", client)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(path.read_text())[TABLES[client]]["bridge"]
+    if client == "opencode":
+        assert entry == {**kept, "type": "local", "command": [ABS, "mcp"], "enabled": True}
+    else:
+        assert entry == {**kept, "command": ABS, "args": ["mcp"]}
 
 
 def test_a_symlink_is_followed_and_kept_a_dangling_one_refused(host, tmp_path):
