@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 SOCKET_TIMEOUT = 0.3
 #: most message ids offered (the newest first)
 MAX_MESSAGES = 50
+#: ``bridge install``'s clients and their titles: bridgecli.clients would cost a TAB its imports
+#: (json, dataclasses); tests/cli/test_complete.py checks the two agree
+CLIENTS = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "opencode": "OpenCode",
+    "gemini": "Gemini CLI",
+    "cursor": "Cursor",
+}
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.@:/+=-]{1,200}$")
 _HEX = re.compile(r"^[0-9a-fA-F-]+$")
 
@@ -282,3 +291,9 @@ def browser_targets(ctx: click.Context, param: click.Parameter, incomplete: str)
         if _safe(ident) and ident.startswith(incomplete) and ident not in items:
             items[ident] = CompletionItem(ident, help=_inert(f"browser {label}"))
     return [items[k] for k in sorted(items)]
+
+
+def clients(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """CLIENT of install/uninstall: the known clients not named yet on the line."""
+    named = set((ctx.params or {}).get("names") or ())
+    return [CompletionItem(n, help=t) for n, t in CLIENTS.items() if n.startswith(incomplete) and n not in named]

@@ -10,9 +10,9 @@ import json
 
 import click
 
-from bridgecli.cli import output
+from bridgecli.cli import complete, output
 
-_CLIENT_NAMES = "claude-code, codex, opencode, gemini, cursor"
+_CLIENT_NAMES = ", ".join(complete.CLIENTS)
 
 
 def _options(func):  # decorator
@@ -26,7 +26,7 @@ def _options(func):  # decorator
         help="The user's file, or the client's project file in the current directory.",
     )(func)
     func = click.option("--all", "all_", is_flag=True, help="Every client found on this host.")(func)
-    return click.argument("names", metavar="CLIENT...", nargs=-1)(func)
+    return click.argument("names", metavar="CLIENT...", nargs=-1, shell_complete=complete.clients)(func)
 
 
 def _select(names: tuple[str, ...], all_: bool, scope: str) -> list:

@@ -206,9 +206,34 @@ def test_browser_groups_and_targets_come_from_the_browser_cache(bridge_home):
     }
 
 
+def test_install_and_uninstall_complete_client_names(bridge_home):
+    """Client names, each described by its title, minus those already on the line; the same
+    through the click-free path and through click (an option first sends the TAB to click)."""
+    from bridgecli import clients
+    from bridgecli.cli import complete
+
+    assert complete.CLIENTS == {name: c.title for name, c in clients.CLIENTS.items()}
+    assert tab(bridge_home.env, "bridge install ") == complete.CLIENTS
+    assert tab(bridge_home.env, "bridge uninstall c") == {
+        "claude-code": "Claude Code",
+        "codex": "Codex",
+        "cursor": "Cursor",
+    }
+    assert set(tab(bridge_home.env, "bridge install codex c")) == {"claude-code", "cursor"}
+    assert set(tab(bridge_home.env, "bridge install --scope project opencode ")) == set(complete.CLIENTS) - {"opencode"}
+    assert tab(bridge_home.env, "bridge uninstall x") == {}
+
+
 def test_a_tab_never_imports_pika_or_a_websocket_library(home, store):
     """In-process probe: complete several command lines and list the heavy modules loaded."""
-    lines = ["bridge send ", "bridge reply ", "bridge spawn x --host ", "bridge stop ", "bridge browser open "]
+    lines = [
+        "bridge send ",
+        "bridge reply ",
+        "bridge spawn x --host ",
+        "bridge stop ",
+        "bridge browser open ",
+        "bridge install c",
+    ]
     probe = (
         "import os, sys\nfrom bridgecli.cli import main\n"
         f"for line in {lines!r}:\n"
