@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -43,6 +44,11 @@ TRANSPORT_KEYS = frozenset(
         "bearer_token_env_var",
     }
 )
+
+
+#: a TOML table header line, and one of bridge's own tables (``[mcp_servers.bridge]`` and below)
+_TOML_HEADER = re.compile(r"^\s*\[")
+_BRIDGE_HEADER = re.compile(r"""^\s*\[\s*mcp_servers\s*\.\s*(?:bridge|"bridge"|'bridge')\s*[.\]]""")
 
 
 def _home() -> Path:
@@ -344,12 +350,47 @@ def apply(change: Change) -> None:
     if path.exists():
         change.backup = str(_backup(path, change.mode))
     if CLIENTS[change.client].is_toml:
-        import tomli_w
-
-        payload = tomli_w.dumps(change.data).encode()
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        payload = toml_text(old, change.data, change.entry if change.action != "removed" else None).encode()
     else:
         payload = (json.dumps(change.data, indent=2, ensure_ascii=False) + "\n").encode()
     atomic_write(path, payload, change.mode)
+
+
+def toml_text(old: str, data: dict[str, Any], entry: Any) -> str:
+    """``old`` with its ``[mcp_servers.bridge…]`` tables cut and ``entry`` (when given)
+    appended, so the user's comments and layout survive; the whole of ``data`` rendered
+    afresh when that text would not parse back to exactly ``data`` (e.g. an inline table)."""
+    import tomllib
+
+    import tomli_w
+
+    keep: list[str] = []
+    cut: list[str] | None = None  # the lines of the bridge table being cut, if one is
+    for line in old.splitlines(keepends=True):
+        if _TOML_HEADER.match(line):
+            ours = bool(_BRIDGE_HEADER.match(line))
+            if cut is not None and not ours:  # comments just above the next table are its own
+                tail = len(cut)
+                while tail and (not cut[tail - 1].strip() or cut[tail - 1].lstrip().startswith("#")):
+                    tail -= 1
+                keep += cut[tail:]
+            cut = [] if ours else None
+        (keep if cut is None else cut).append(line)
+    text = "".join(keep).rstrip("\n")
+    if entry is not None:
+        section = tomli_w.dumps({"mcp_servers": {ENTRY_NAME: entry}})
+        text = f"{text}\n\n{section}" if text else section
+    elif text:
+        text += "\n"
+    wanted = {k: v for k, v in data.items() if not (k == "mcp_servers" and v == {})}
+    try:
+        parsed = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        parsed = None
+    if parsed is not None and {k: v for k, v in parsed.items() if k in data or v != {}} in (data, wanted):
+        return text
+    return tomli_w.dumps(data)
 
 
 @dataclass

@@ -140,6 +140,39 @@ def test_codex_toml_keeps_every_other_table_and_key(host):
     assert "bridge" not in tomllib.loads(path.read_text())["mcp_servers"]
 
 
+def test_codex_comments_and_layout_survive_install_and_uninstall(host):
+    """Only bridge's tables are rewritten; an inline table we cannot cut is rendered afresh."""
+    home, env, _ = host
+    path = home / "codex" / "config.toml"
+    path.parent.mkdir()
+    mine = '# my codex\nmodel = "o3"  # fast one\n'
+    path.write_text(
+        f'{mine}\n[mcp_servers.bridge]\ncommand = "bridge"\n\n[mcp_servers.bridge.env]\nA = "1"\n\n'
+        '# profiles\n[profiles.fast]\nmodel = "o4-mini"\n'
+    )
+    assert bridge(env, "install", "codex").returncode == 0
+    text = path.read_text()
+    assert text.startswith(mine) and '# profiles\n[profiles.fast]\nmodel = "o4-mini"\n' in text
+    data = tomllib.loads(text)
+    assert data["mcp_servers"]["bridge"] == {
+        "command": ABS,
+        "args": ["mcp"],
+        "tool_timeout_sec": 900,
+        "env": {"A": "1"},
+    }
+    assert bridge(env, "uninstall", "codex").returncode == 0
+    text = path.read_text()
+    assert (
+        text.startswith(mine) and "bridge" not in text and tomllib.loads(text)["profiles"]["fast"]["model"] == "o4-mini"
+    )
+    path.write_text('mcp_servers = { bridge = { command = "x" }, other = { command = "y" } }\n')
+    assert bridge(env, "install", "codex").returncode == 0
+    assert tomllib.loads(path.read_text())["mcp_servers"] == {
+        "bridge": {"command": ABS, "args": ["mcp"], "tool_timeout_sec": 900},
+        "other": {"command": "y"},
+    }
+
+
 def test_opencode_entry_is_a_local_command_array(host):
     home, env, _ = host
     (home / ".config" / "opencode").mkdir(parents=True)

@@ -165,7 +165,10 @@ def test_connects_while_another_session_uses_bridge(host_factory, agent_bin, cli
 
 
 def test_codex_lists_the_entry_with_the_absolute_path(clients):
+    config = clients.home / ".codex" / "config.toml"
+    config.write_text('# mine\nmodel = "o3"\n')
     assert clients.bridge("install", "codex").returncode == 0
+    assert config.read_text().startswith('# mine\nmodel = "o3"\n')
     table = clients.run("codex", "mcp", "list")
     assert re.search(rf"^bridge\s+{re.escape(ABS)}\s+mcp\s+-\s+-\s+enabled\b", table, re.M), table
     listed = subprocess.run(
