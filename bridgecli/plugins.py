@@ -27,7 +27,7 @@ GROUP = "bridgecli"
 
 #: Built-in plugins, registered exactly like third-party ones.
 DEFAULT_PLUGINS = (
-    "bridgecli.default_plugins.hold",
+    "bridgecli.default_plugins.hold_backend",
     "bridgecli.default_plugins.exec_backend",
     "bridgecli.default_plugins.subprocess_launcher",
 )

@@ -81,7 +81,7 @@ def test_installed_plugin_is_listed_with_everything_it_provides(bridge_home, plu
         "plugin_settings": ["sample", "sample-broken"],
     }
     builtins = {p["name"] for p in listing["plugins"] if p["builtin"]}
-    assert {"hold", "exec_backend", "subprocess_launcher"} <= builtins
+    assert {"hold_backend", "exec_backend", "subprocess_launcher"} <= builtins
     human = run_bridge("plugins", env=_env(bridge_home, plugin_site, "sample"))
     assert "sample 1.2.3 (plugin)" in human.stdout
 
@@ -216,8 +216,8 @@ def test_a_name_already_provided_is_refused_naming_the_owner(bridge_home, monkey
 
     _fake_plugin(monkeypatch, "fake.dup", register_delivery_backends=register_delivery_backends)
     loaded = plugins.load()
-    assert "already provided by hold" in loaded.failures["dup"]
-    assert loaded.providers["backends"]["hold"][0] == "hold"
+    assert "already provided by hold_backend" in loaded.failures["dup"]
+    assert loaded.providers["backends"]["hold"][0] == "hold_backend"
 
 
 def test_bad_command_target_names_the_target():

@@ -23,9 +23,9 @@ def dlq() -> None:
 @click.pass_obj
 def list_(app, limit: int, as_json: bool) -> None:
     """List dead letters (oldest first) without removing them."""
-    from bridgecli import deadletters
+    from bridgecli import dead_letter_queue
 
-    rows = deadletters.peek(app.config, limit)
+    rows = dead_letter_queue.peek(app.config, limit)
     if as_json:
         output.data({"dead_letters": rows})
         return
@@ -43,9 +43,9 @@ def list_(app, limit: int, as_json: bool) -> None:
 @click.pass_obj
 def show(app, msg_id: str, as_json: bool) -> None:
     """Show one dead letter with its headers and body."""
-    from bridgecli import deadletters
+    from bridgecli import dead_letter_queue
 
-    row = deadletters.find(app.config, msg_id)
+    row = dead_letter_queue.find(app.config, msg_id)
     if as_json:
         output.data(row)
         return
@@ -62,11 +62,11 @@ def show(app, msg_id: str, as_json: bool) -> None:
 @click.pass_obj
 def retry(app, msg_ids: tuple[str, ...], retry_all: bool, as_json: bool) -> None:
     """Re-publish dead letters to their original recipient's inbox."""
-    from bridgecli import deadletters
+    from bridgecli import dead_letter_queue
 
     if not msg_ids and not retry_all:
         raise click.UsageError("name the message ids to retry, or pass --all")
-    done = deadletters.retry(app.config, None if retry_all else set(msg_ids))
+    done = dead_letter_queue.retry(app.config, None if retry_all else set(msg_ids))
     if as_json:
         output.data({"retried": done})
     else:
@@ -78,9 +78,9 @@ def retry(app, msg_ids: tuple[str, ...], retry_all: bool, as_json: bool) -> None
 @click.pass_obj
 def purge(app, yes: bool) -> None:
     """Delete every dead letter (asks first unless --yes)."""
-    from bridgecli import deadletters
+    from bridgecli import dead_letter_queue
 
     if not yes:
         click.confirm("Delete every message in bridge.dlq?", abort=True, err=True)
-    count = deadletters.purge(app.config)
+    count = dead_letter_queue.purge(app.config)
     output.note(f"purged {count} message(s) from bridge.dlq")

@@ -147,9 +147,9 @@ def invite(host_id: str, expires: float, replace: bool, as_json: bool) -> None:
     addresses and CA (so the joining host trusts nothing else) and a secret the hub does not
     keep. Treat it like a password until it is used.
     """
-    from bridgecli.hub import operations
+    from bridgecli.hub import host_admin
 
-    made = operations.create_invite(host_id, expires, replace)
+    made = host_admin.create_invite(host_id, expires, replace)
     if as_json:
         output.data(made)
         return
@@ -166,13 +166,13 @@ def invite(host_id: str, expires: float, replace: bool, as_json: bool) -> None:
 @output.json_option
 def invites(revoke_id: str | None, show_all: bool, as_json: bool) -> None:
     """List open invites (or revoke one with --revoke ID)."""
-    from bridgecli.hub import operations
+    from bridgecli.hub import host_admin
 
     if revoke_id:
-        operations.revoke_invite(revoke_id)
+        host_admin.revoke_invite(revoke_id)
         output.note(f"bridge: invite {revoke_id} revoked")
         return
-    rows = [r for r in operations.list_invites() if show_all or r["state"] == "open"]
+    rows = [r for r in host_admin.list_invites() if show_all or r["state"] == "open"]
     if as_json:
         output.data({"invites": rows})
         return
@@ -227,9 +227,9 @@ def _with_announced(app: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]
 def hosts(app, as_json: bool) -> None:
     """List this hub's hosts: when each joined, whether its gateway is connected, its entities
     (as their hosts announce them, and as the hub recorded them)."""
-    from bridgecli.hub import operations
+    from bridgecli.hub import host_admin
 
-    rows = [_printable_host(r) for r in _with_announced(app, operations.list_hosts())]
+    rows = [_printable_host(r) for r in _with_announced(app, host_admin.list_hosts())]
     if as_json:
         output.data({"hosts": rows})
         return
@@ -256,9 +256,9 @@ def revoke(host_id: str, as_json: bool) -> None:
     Its inboxes stay, holding what was sent to them, and its gids stay its own: invite it
     again (same id) and it gets them back.
     """
-    from bridgecli.hub import operations
+    from bridgecli.hub import host_admin
 
-    result = operations.revoke_host(host_id)
+    result = host_admin.revoke_host(host_id)
     if as_json:
         output.data(result)
         return

@@ -63,30 +63,30 @@ class DeadLetterView:
         due = time.monotonic() - self._peeked_at > (30.0 if depth is not None else DLQ_PEEK_EVERY)
         if not due and depth == self._depth:
             return
-        from bridgecli import deadletters
+        from bridgecli import dead_letter_queue
 
         with self._lock:
             try:
-                self.rows, self.error = deadletters.peek(self.config, DLQ_LIMIT), None
+                self.rows, self.error = dead_letter_queue.peek(self.config, DLQ_LIMIT), None
             except BridgeError as exc:
                 self.error = str(exc)
             self._peeked_at, self._depth = time.monotonic(), depth
 
     def retry(self, ids: list[str] | None) -> list[str]:
-        from bridgecli import deadletters
+        from bridgecli import dead_letter_queue
 
         with self._lock:
             try:
-                return deadletters.retry(self.config, None if ids is None else set(ids))
+                return dead_letter_queue.retry(self.config, None if ids is None else set(ids))
             finally:
                 self._peeked_at = 0.0
 
     def purge(self) -> int:
-        from bridgecli import deadletters
+        from bridgecli import dead_letter_queue
 
         with self._lock:
             try:
-                return deadletters.purge(self.config)
+                return dead_letter_queue.purge(self.config)
             finally:
                 self._peeked_at = 0.0
 

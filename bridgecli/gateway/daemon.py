@@ -33,13 +33,13 @@ from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.elsewhere import Elsewhere
+from bridgecli.gateway.entity_worker import Delivery
 from bridgecli.gateway.inboxes import Consumer, Inboxes
 from bridgecli.gateway.intake import Intake
 from bridgecli.gateway.periodic import Periodic
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
 from bridgecli.gateway.waiters import Waiter, Waiters
-from bridgecli.gateway.worker import Delivery
 from bridgecli.hoststate.entities import Registry, open_registry
 from bridgecli.hoststate.store import Store, StoredMessage, open_store
 from bridgecli.hub.claims import claimer_for

@@ -17,7 +17,7 @@ from bridgecli.errors import BridgeError
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.deadletter import drain_to_dlq
-from bridgecli.gateway.worker import EntityWorker, WorkerHost, drain_queue
+from bridgecli.gateway.entity_worker import EntityWorker, WorkerHost, drain_queue
 from bridgecli.interfaces import Entity
 
 logger = logging.getLogger("bridgecli.gateway")

@@ -23,8 +23,8 @@ from bridgecli.gateway import identity
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
+from bridgecli.gateway.entity_worker import Delivery
 from bridgecli.gateway.inboxes import Inboxes
-from bridgecli.gateway.worker import Delivery
 from bridgecli.hoststate.store import Store
 from bridgecli.interfaces import DeliveryBackend, Entity
 

@@ -5,7 +5,7 @@ the protocol is described in :mod:`bridgecli.gateway.client`. The socket is serv
 gateway's one loop, by its I/O thread, which reads every request. A ``send`` is composed and published
 there, with no thread hand-off; ``confirm`` is one store write, done there too. A ``poll``
 looks there, and the first wait of either is held there (:mod:`.heldwaits`). Other operations
-that may wait, and later waits, run on worker threads (:mod:`.workers`). Why:
+that may wait, and later waits, run on worker threads (:mod:`.request_threads`). Why:
 docs/decisions/local-api-on-the-loop.md.
 """
 
@@ -30,6 +30,7 @@ from bridgecli.gateway.callers import WouldWait
 from bridgecli.gateway.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
 from bridgecli.gateway.heldwaits import HeldWaits, WaiterHost
 from bridgecli.gateway.publishing import confirm_timed_out
+from bridgecli.gateway.request_threads import Workers
 from bridgecli.gateway.requestlines import (
     MAX_REQUEST_BYTES,
     TOO_LARGE_FIX,
@@ -40,7 +41,6 @@ from bridgecli.gateway.requestlines import (
     response_of,
 )
 from bridgecli.gateway.waiters import Waiter
-from bridgecli.gateway.workers import Workers
 
 logger = logging.getLogger("bridgecli.gateway")
 #: operations run on the loop thread itself: they never wait

@@ -15,11 +15,11 @@ from bridgecli.config import HOST_ID_RE
 from bridgecli.errors import ConfigError, Conflict, NotFound
 from bridgecli.hub import invite as invite_mod
 from bridgecli.hub import layout, permissions
+from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import LOCAL_USER, HubSettings
 from bridgecli.hub.pki import HubPki
 from bridgecli.hub.rabbitadmin import RabbitAdmin
 from bridgecli.hub.registrar import check_host_tag
-from bridgecli.hub.store import HubStore
 
 DEFAULT_EXPIRY = 3600.0
 

@@ -22,9 +22,9 @@ from typing import Any
 from bridgecli import localbroker, paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, ConfigError, Timeout
 from bridgecli.hub import layout
+from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import DEFAULT_AMQPS_PORT, HubSettings
 from bridgecli.hub.pki import HubPki
-from bridgecli.hub.store import HubStore
 from bridgecli.nodeprocess import free_port, pid_alive, port_is_free
 
 

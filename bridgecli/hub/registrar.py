@@ -20,9 +20,9 @@ from bridgecli import gids
 from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.hub import invite as invite_mod
 from bridgecli.hub import layout, limits, permissions
+from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import MAX_CLOCK_SKEW
 from bridgecli.hub.registrar_loop import QUEUE, ROUTING_KEY, serve
-from bridgecli.hub.store import HubStore
 
 __all__ = ["QUEUE", "ROUTING_KEY", "Registrar", "apply_grants", "check_host_tag", "serve"]
 logger = logging.getLogger("bridgecli.hub.registrar")

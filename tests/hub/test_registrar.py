@@ -14,11 +14,11 @@ import pytest
 from bridgecli import gids
 from bridgecli.errors import Conflict
 from bridgecli.hub import limits
+from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.invite import ENROL_USER_PREFIX
 from bridgecli.hub.layout import LOCAL_USER
 from bridgecli.hub.rabbitadmin import ManagementRefused, RabbitAdmin
 from bridgecli.hub.registrar import ENROL_USER_GRACE, Registrar, check_host_tag
-from bridgecli.hub.store import HubStore
 from bridgecli.rabbitnode import LocalNode
 from bridgecli.sanitize import is_inert
 

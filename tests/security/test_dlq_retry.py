@@ -8,7 +8,7 @@ import json
 import time
 from types import SimpleNamespace
 
-from bridgecli import deadletters, gids
+from bridgecli import dead_letter_queue, gids
 from bridgecli.amqp import topology
 
 
@@ -51,9 +51,9 @@ def _props(user_id, queue, claimed):
 def test_only_the_inboxs_own_host_vouches_for_a_dead_letters_user():
     theirs, mine = gids.mint("hub"), gids.mint("hostb")
     # hostb dead-lettered a message from its own inbox: what it recorded is restored
-    assert deadletters.original_user(_props("hostb", f"agent.{mine}.inbox", "hub"), frozenset()) == "hub"
+    assert dead_letter_queue.original_user(_props("hostb", f"agent.{mine}.inbox", "hub"), frozenset()) == "hub"
     # hostb forged a dead letter for the hub's inbox, claiming the hub's user: nothing restored
-    assert deadletters.original_user(_props("hostb", f"agent.{theirs}.inbox", "hub"), frozenset()) is None
-    assert deadletters.original_user(_props(None, f"agent.{theirs}.inbox", "hub"), frozenset()) is None
+    assert dead_letter_queue.original_user(_props("hostb", f"agent.{theirs}.inbox", "hub"), frozenset()) is None
+    assert dead_letter_queue.original_user(_props(None, f"agent.{theirs}.inbox", "hub"), frozenset()) is None
     # the broker dead-lettered it (no reason of ours): its own user_id is the original
-    assert deadletters.original_user(SimpleNamespace(user_id="hostb", headers={"x-death": []})) == "hostb"
+    assert dead_letter_queue.original_user(SimpleNamespace(user_id="hostb", headers={"x-death": []})) == "hostb"

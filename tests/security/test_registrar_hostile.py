@@ -25,11 +25,11 @@ from bridgecli import config as config_mod
 from bridgecli import gids
 from bridgecli.errors import ExitCode, RateLimited
 from bridgecli.hub.claims import GrantClaimer
+from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.invite import ENROL_USER_PREFIX
 from bridgecli.hub.permissions import ENROL_PERMISSIONS
 from bridgecli.hub.rabbitadmin import RabbitAdmin
 from bridgecli.hub.registrar import Registrar, serve
-from bridgecli.hub.store import HubStore
 from bridgecli.nodeprocess import stop_epmd_if_idle
 from bridgecli.rabbitnode import LocalNode
 

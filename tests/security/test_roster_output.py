@@ -21,11 +21,11 @@ def test_the_roster_table_prints_no_control_character(capsys):
 
 
 def test_hub_hosts_prints_no_control_character_in_either_form(monkeypatch, capsys):
-    from bridgecli.hub import operations
+    from bridgecli.hub import host_admin
 
     row = {"host": "hostb", "user": "hostb", "hub": False, "joined": 1.0, "revoked": None, "gateway_connected": True}
     row["entities"] = [{"gid": "0123abcd-0000-4000-8000-000000000000", "label": EVIL}]
-    monkeypatch.setattr(operations, "list_hosts", lambda: [dict(row)])
+    monkeypatch.setattr(host_admin, "list_hosts", lambda: [dict(row)])
     # and one entity more, as its host announces it on the roster
     announced = {"gid": "0123abcd-0000-4000-8000-000000000001", "label": EVIL}
     monkeypatch.setattr(
