@@ -69,11 +69,18 @@ class Host:
     def db(self) -> Path:
         return Path(self.env["XDG_STATE_HOME"]) / "bridge" / "gateway.db"
 
-    def bridge(self, *args: str, input: str | None = None, env: dict[str, str] | None = None,
-               check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([BRIDGE, *args], env={**self.env, **(env or {})}, capture_output=True,
-                              text=True, input=input, timeout=300,
-                              stdin=None if input is not None else subprocess.DEVNULL)
+    def bridge(
+        self, *args: str, input: str | None = None, env: dict[str, str] | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [BRIDGE, *args],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=300,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
         if check and proc.returncode != 0:
             raise RuntimeError(f"bridge {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
         return proc
@@ -85,9 +92,14 @@ class Host:
     def start_gateway(self, argv: list[str] | None = None, timeout: float = 60) -> None:
         """Start ``bridge gateway`` (or ``argv``) and wait until its socket says connected."""
         with open(self.log_path, "ab") as log:
-            self.gateway = subprocess.Popen(argv or [BRIDGE, "gateway"], env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+            self.gateway = subprocess.Popen(
+                argv or [BRIDGE, "gateway"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         from bridgecli.gateway.client import ping
 
         deadline = time.monotonic() + timeout

@@ -34,8 +34,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -82,10 +83,14 @@ class RawCdp:
     def wait_load(self, loader_id: str) -> None:
         """Wait for the load of *this* navigation (the tab is shared with the cdp executor, so
         a bare Page.loadEventFired could be another client's)."""
+
         def match(event: dict[str, Any]) -> bool:
             params = event.get("params", {})
-            return (event.get("method") == "Page.lifecycleEvent" and params.get("name") == "load"
-                    and params.get("loaderId") == loader_id)
+            return (
+                event.get("method") == "Page.lifecycleEvent"
+                and params.get("name") == "load"
+                and params.get("loaderId") == loader_id
+            )
 
         for i, event in enumerate(self.events):  # those that came before Page.navigate's reply
             if match(event):
@@ -114,12 +119,19 @@ class RawCdp:
 
 
 def bridge_params(action: str, url: str) -> dict[str, Any]:
-    return {"navigate": {"url": url}, "type": {"selector": "#name", "text": "Ada"},
-            "click": {"selector": "#go"}, "text": {}, "snapshot": {}, "screenshot": {}}[action]
+    return {
+        "navigate": {"url": url},
+        "type": {"selector": "#name", "text": "Ada"},
+        "click": {"selector": "#go"},
+        "text": {},
+        "snapshot": {},
+        "screenshot": {},
+    }[action]
 
 
-def medians_ms(fns: list[Callable[[], Any]], runs: int, *, interleave: bool,
-               before: Callable[[int], Any] = lambda i: None) -> list[float]:
+def medians_ms(
+    fns: list[Callable[[], Any]], runs: int, *, interleave: bool, before: Callable[[int], Any] = lambda i: None
+) -> list[float]:
     """Median wall time of each function. Interleaved (raw, bridge, raw, bridge, …) so that a
     load spike on this shared machine hits every column alike; screenshots run in blocks
     instead (``before(i)`` runs ahead of block i), because each path must keep its own tab in
@@ -182,12 +194,18 @@ def main(runs: int = 20) -> list[dict[str, Any]]:
     ext = root / "extension"
     shutil.copytree(extension_dir(), ext)
     (ext / "config.json").write_text(json.dumps({"port": port, "token": token, "label": "ext"}))
-    browser = Chromium(extra_args=[f"--load-extension={ext}", f"--disable-extensions-except={ext}",
-                                   "--disable-features=DisableLoadExtensionCommandLineSwitch"]).start()
+    browser = Chromium(
+        extra_args=[
+            f"--load-extension={ext}",
+            f"--disable-extensions-except={ext}",
+            "--disable-features=DisableLoadExtensionCommandLineSwitch",
+        ]
+    ).start()
     stop = threading.Event()
     options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label="cdp", executor_id=None)
-    executor = threading.Thread(target=CdpTarget().attach, args=(options,),
-                                kwargs={"endpoint": browser.endpoint, "stop": stop}, daemon=True)
+    executor = threading.Thread(
+        target=CdpTarget().attach, args=(options,), kwargs={"endpoint": browser.endpoint, "stop": stop}, daemon=True
+    )
     executor.start()
     agent = None
     try:
@@ -198,27 +216,42 @@ def main(runs: int = 20) -> list[dict[str, Any]]:
             agent.send("open", group, {"url": f"{url}?{group}"}, target=target)
         listing = json.load(urllib.request.urlopen(f"{browser.endpoint}/json/list"))
         # Each baseline drives the very tab its bridge path drives, over that page's own socket.
-        raws = [RawCdp(next(t["webSocketDebuggerUrl"] for t in listing if t["url"] == f"{url}?{group}"))
-                for group, _, _ in paths]
+        raws = [
+            RawCdp(next(t["webSocketDebuggerUrl"] for t in listing if t["url"] == f"{url}?{group}"))
+            for group, _, _ in paths
+        ]
 
         rows = []
         for action in ACTIONS:
             n = max(5, runs // 2) if action == "screenshot" else runs
             fns: list[Callable[[], Any]] = []
-            for raw, (group, _, _) in zip(raws, paths):
-                fns += [lambda r=raw: r.do(action, url),
-                        lambda g=group: agent.send(action, g, bridge_params(action, url))]
+            for raw, (group, _, _) in zip(raws, paths, strict=True):
+                fns += [
+                    lambda r=raw, a=action: r.do(a, url),
+                    lambda g=group, a=action: agent.send(a, g, bridge_params(a, url)),
+                ]
             # a background tab waits for a frame to paint: each raw block brings its tab forward
-            medians = medians_ms(fns, n, interleave=action != "screenshot",
-                                 before=lambda i: i % 2 == 0 and raws[i // 2].call("Page.bringToFront"))
-            for (group, _, label), base, value in zip(paths, medians[::2], medians[1::2]):
+            medians = medians_ms(
+                fns,
+                n,
+                interleave=action != "screenshot",
+                before=lambda i: i % 2 == 0 and raws[i // 2].call("Page.bringToFront"),
+            )
+            for (group, _, label), base, value in zip(paths, medians[::2], medians[1::2], strict=True):
                 note = f"median of {n}"
                 if action == "screenshot" and group == "on-ext":
                     note += "; Chrome allows 2 captureVisibleTab calls/s per extension"
-                rows.append({"benchmark": "browser_actions", "metric": f"{action} via {label}",
-                             "value": round(value, 2), "unit": "ms",
-                             "baseline": f"raw CDP, same tab {base:.2f} ms", "ratio": round(value / base, 2),
-                             "note": note})
+                rows.append(
+                    {
+                        "benchmark": "browser_actions",
+                        "metric": f"{action} via {label}",
+                        "value": round(value, 2),
+                        "unit": "ms",
+                        "baseline": f"raw CDP, same tab {base:.2f} ms",
+                        "ratio": round(value / base, 2),
+                        "note": note,
+                    }
+                )
         for raw in raws:
             raw.ws.close()
         return rows

@@ -13,8 +13,9 @@ these rows are the relay's own overhead, nothing else. The same three paths are 
 with a **real executor**: bridgecli-cdp's executor doing ``text`` and ``click`` on a small page
 in headless Chromium (one executor per path, same browser, same page, each path's tab brought
 to the front for its turn; the direct baseline is that executor dialled into a bare server
-that answers its hello) — what the overhead means for actual commands. Every ratio is against the direct path measured in the same run,
-interleaved in rounds so load from other processes hits all paths alike. All parts (agents,
+that answers its hello) — what the overhead means for actual commands. Every ratio is
+against the direct path measured in the same run, interleaved in rounds so load from other
+processes hits all paths alike. All parts (agents,
 broker, executors) run in this one process, so they also share its GIL — except in the
 **separate-process** rows, which repeat the no-op comparison laid out as deployed: the
 executor (and the guest agent) in processes of their own, so each hop is a real context
@@ -43,8 +44,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 TOKEN = "bench-token-0123456789abcdef"
 
@@ -75,8 +77,18 @@ class EchoExecutor:
                 ws.settimeout(None)
                 self.ws = ws
                 if self.hello:
-                    ws.send(json.dumps({"v": 1, "type": "hello", "token": TOKEN,
-                                        "role": "extension", "id": "bench", "label": "bench"}))
+                    ws.send(
+                        json.dumps(
+                            {
+                                "v": 1,
+                                "type": "hello",
+                                "token": TOKEN,
+                                "role": "extension",
+                                "id": "bench",
+                                "label": "bench",
+                            }
+                        )
+                    )
                 else:
                     self.ready.set()
                 while True:
@@ -87,10 +99,12 @@ class EchoExecutor:
                     elif kind == "ping":
                         ws.send('{"type":"pong"}')
                     elif kind == "command":
-                        data = {"groups": [{"group": "g", "tabs": []}]} \
-                            if frame["action"] == "tabs" else {"text": "hello world"}
-                        ws.send(json.dumps({"type": "result", "id": frame["id"], "ok": True,
-                                            "data": data}))
+                        data = (
+                            {"groups": [{"group": "g", "tabs": []}]}
+                            if frame["action"] == "tabs"
+                            else {"text": "hello world"}
+                        )
+                        ws.send(json.dumps({"type": "result", "id": frame["id"], "ok": True, "data": data}))
             except Exception:
                 self.ready.clear()
                 self.stop.wait(0.1)
@@ -122,8 +136,7 @@ class DirectPath:
     hello); with ``hello=True`` the server answers the executor's hello with ``ready``, which
     is all a real executor (the CDP one) needs before it takes commands."""
 
-    def __init__(self, start_executor: Callable[[int], Any] | None = None,
-                 hello: bool = False) -> None:
+    def __init__(self, start_executor: Callable[[int], Any] | None = None, hello: bool = False) -> None:
         from websockets.sync.server import serve
 
         port = free_port()
@@ -134,8 +147,7 @@ class DirectPath:
         def handler(conn) -> None:
             if hello:
                 conn.recv(timeout=10)
-                conn.send(json.dumps({"v": 1, "type": "ready", "clientId": "c1",
-                                      "role": "extension"}))
+                conn.send(json.dumps({"v": 1, "type": "ready", "clientId": "c1", "role": "extension"}))
             holder["conn"] = conn
             got.set()
             self.done.wait()
@@ -147,12 +159,12 @@ class DirectPath:
         self.conn = holder["conn"]
         self.counter = iter(range(10**9))
 
-    def send(self, action: str = "text", group: str = "g",
-             params: dict[str, Any] | None = None) -> Any:
+    def send(self, action: str = "text", group: str = "g", params: dict[str, Any] | None = None) -> Any:
         """One command, its result's data (what ``BrowserBridge.send`` returns)."""
         frame_id = next(self.counter)
-        self.conn.send(json.dumps({"type": "command", "id": frame_id, "action": action,
-                                   "group": group, "params": params or {}}))
+        self.conn.send(
+            json.dumps({"type": "command", "id": frame_id, "action": action, "group": group, "params": params or {}})
+        )
         while True:
             frame = json.loads(self.conn.recv())
             if frame.get("type") == "ping":
@@ -187,8 +199,11 @@ def latencies(runs: int, rounds: int = 5) -> dict[str, list[float]]:
     try:
         host.send("open", "h")
         guest.send("open", "g2")
-        calls = {"direct": direct.call, "host": lambda: host.send("text", "h"),
-                 "guest": lambda: guest.send("text", "g2")}
+        calls = {
+            "direct": direct.call,
+            "host": lambda: host.send("text", "h"),
+            "guest": lambda: guest.send("text", "g2"),
+        }
         for _ in range(rounds):
             for name, call in calls.items():
                 samples[name] += time_calls(call, runs // rounds)
@@ -206,8 +221,9 @@ class ChildProcess:
     its stdin closes."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
 
     def ask(self, line: str) -> str:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -247,8 +263,7 @@ def process_latencies(runs: int, rounds: int = 5) -> dict[str, list[float]]:
     baseline's agent run here."""
     from bridgecli.browser.connect import BrowserBridge
 
-    direct = DirectPath(lambda p: ChildProcess("--role", "echo-executor", "--port", str(p),
-                                               "--no-hello"))
+    direct = DirectPath(lambda p: ChildProcess("--role", "echo-executor", "--port", str(p), "--no-hello"))
     port = free_port()
     host = BrowserBridge(port, TOKEN).start()
     executor = ChildProcess("--role", "echo-executor", "--port", str(port))
@@ -276,9 +291,11 @@ def process_latencies(runs: int, rounds: int = 5) -> dict[str, list[float]]:
 
 
 #: A small page for the real-executor rows (served as a data: URL, no HTTP server needed).
-PAGE_URL = ("data:text/html,<!doctype html><title>Bench</title><h1>Bench</h1>"
-            "<input id=name><button id=go onclick=\"out.textContent='Hi '+name.value\">Go</button>"
-            "<p id=out>-</p>")
+PAGE_URL = (
+    "data:text/html,<!doctype html><title>Bench</title><h1>Bench</h1>"
+    "<input id=name><button id=go onclick=\"out.textContent='Hi '+name.value\">Go</button>"
+    "<p id=out>-</p>"
+)
 #: The real actions timed through the CDP executor: a read and a DOM interaction.
 CDP_ACTIONS = {"text": {}, "click": {"selector": "#go"}}
 
@@ -297,10 +314,10 @@ def cdp_latencies(runs: int, rounds: int = 5) -> dict[str, dict[str, list[float]
     threads: list[threading.Thread] = []
 
     def start_cdp(port: int, label: str) -> None:
-        options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=TOKEN, label=label,
-                                  executor_id=label)
-        thread = threading.Thread(target=CdpTarget().attach, args=(options,), daemon=True,
-                                  kwargs={"endpoint": browser.endpoint, "stop": stop})
+        options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=TOKEN, label=label, executor_id=label)
+        thread = threading.Thread(
+            target=CdpTarget().attach, args=(options,), daemon=True, kwargs={"endpoint": browser.endpoint, "stop": stop}
+        )
         thread.start()
         threads.append(thread)
 
@@ -316,14 +333,18 @@ def cdp_latencies(runs: int, rounds: int = 5) -> dict[str, dict[str, list[float]
                 raise RuntimeError("the CDP executor never connected to the broker")
             time.sleep(0.05)
         guest = BrowserBridge(port, TOKEN).start()
-        tabs = {"direct": direct.send("open", "d", {"url": PAGE_URL})["tab"],
-                "host": host.send("open", "h", {"url": PAGE_URL})["tab"],
-                "guest": guest.send("open", "g", {"url": PAGE_URL})["tab"]}
+        tabs = {
+            "direct": direct.send("open", "d", {"url": PAGE_URL})["tab"],
+            "host": host.send("open", "h", {"url": PAGE_URL})["tab"],
+            "guest": guest.send("open", "g", {"url": PAGE_URL})["tab"],
+        }
         out: dict[str, dict[str, list[float]]] = {}
         for action, params in CDP_ACTIONS.items():
-            calls = {"direct": lambda: direct.send(action, "d", params),
-                     "host": lambda: host.send(action, "h", params),
-                     "guest": lambda: guest.send(action, "g", params)}
+            calls = {
+                "direct": lambda a=action, p=params: direct.send(a, "d", p),
+                "host": lambda a=action, p=params: host.send(a, "h", p),
+                "guest": lambda a=action, p=params: guest.send(a, "g", p),
+            }
             samples: dict[str, list[float]] = {name: [] for name in calls}
             for _ in range(rounds):
                 for name, call in calls.items():
@@ -353,8 +374,14 @@ def failover_once(env: dict[str, str]) -> float:
     port = free_port()
     env = dict(env, BRIDGE_BROWSER_PORT=str(port), BRIDGE_BROWSER_TOKEN=TOKEN)
     bridge_bin = str(Path(sys.executable).with_name("bridge"))
-    proc = subprocess.Popen([bridge_bin, "browser", "serve"], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [bridge_bin, "browser", "serve"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         proc.stderr.readline()  # "hosting …"
         guest = BrowserBridge(port, TOKEN).start()
@@ -399,44 +426,87 @@ def main(runs: int = 2000, failovers: int = 5, cdp_runs: int = 200) -> list[dict
     base = f"direct agent→executor WebSocket {direct * 1e3:.3f} ms"
     base_rate = f"direct {1 / direct:,.0f} cmd/s"
     rows = [
-        {"benchmark": "browser_broker", "metric": "round trip, host in-process agent",
-         "value": round(in_host * 1e3, 3), "unit": "ms", "baseline": base,
-         "ratio": round(in_host / direct, 2), "note": f"median of {runs}; echo executor; {load}"},
-        {"benchmark": "browser_broker", "metric": "round trip, guest agent (2 hops)",
-         "value": round(in_guest * 1e3, 3), "unit": "ms", "baseline": base,
-         "ratio": round(in_guest / direct, 2), "note": f"median of {runs}; echo executor; {load}"},
-        {"benchmark": "browser_broker", "metric": "round trip, host agent; executor in own process",
-         "value": round(p_host * 1e3, 3), "unit": "ms",
-         "baseline": f"direct, executor in own process {p_direct * 1e3:.3f} ms",
-         "ratio": round(p_host / p_direct, 2), "note": f"median of {runs}; echo executor; {load}"},
-        {"benchmark": "browser_broker",
-         "metric": "round trip, guest agent (2 hops); guest, executor in own processes",
-         "value": round(p_guest * 1e3, 3), "unit": "ms",
-         "baseline": f"direct, executor in own process {p_direct * 1e3:.3f} ms",
-         "ratio": round(p_guest / p_direct, 2), "note": f"median of {runs}; echo executor; {load}"},
-        {"benchmark": "browser_broker", "metric": "commands/s, host in-process agent",
-         "value": round(1 / in_host), "unit": "cmd/s", "baseline": base_rate,
-         "ratio": round(direct / in_host, 2), "note": "sequential"},
-        {"benchmark": "browser_broker", "metric": "commands/s, guest agent",
-         "value": round(1 / in_guest), "unit": "cmd/s", "baseline": base_rate,
-         "ratio": round(direct / in_guest, 2), "note": "sequential"},
-        {"benchmark": "browser_broker", "metric": "failover: host SIGKILL → first command ok",
-         "value": round(statistics.median(failover) * 1e3, 1), "unit": "ms",
-         "baseline": "goal 1000 ms", "ratio": round(statistics.median(failover) / 1.0, 3),
-         "note": f"median of {failovers}; executor reconnect delay 0.1 s; runs "
-                 + ", ".join(f"{f * 1e3:.0f}" for f in failover)},
+        {
+            "benchmark": "browser_broker",
+            "metric": "round trip, host in-process agent",
+            "value": round(in_host * 1e3, 3),
+            "unit": "ms",
+            "baseline": base,
+            "ratio": round(in_host / direct, 2),
+            "note": f"median of {runs}; echo executor; {load}",
+        },
+        {
+            "benchmark": "browser_broker",
+            "metric": "round trip, guest agent (2 hops)",
+            "value": round(in_guest * 1e3, 3),
+            "unit": "ms",
+            "baseline": base,
+            "ratio": round(in_guest / direct, 2),
+            "note": f"median of {runs}; echo executor; {load}",
+        },
+        {
+            "benchmark": "browser_broker",
+            "metric": "round trip, host agent; executor in own process",
+            "value": round(p_host * 1e3, 3),
+            "unit": "ms",
+            "baseline": f"direct, executor in own process {p_direct * 1e3:.3f} ms",
+            "ratio": round(p_host / p_direct, 2),
+            "note": f"median of {runs}; echo executor; {load}",
+        },
+        {
+            "benchmark": "browser_broker",
+            "metric": "round trip, guest agent (2 hops); guest, executor in own processes",
+            "value": round(p_guest * 1e3, 3),
+            "unit": "ms",
+            "baseline": f"direct, executor in own process {p_direct * 1e3:.3f} ms",
+            "ratio": round(p_guest / p_direct, 2),
+            "note": f"median of {runs}; echo executor; {load}",
+        },
+        {
+            "benchmark": "browser_broker",
+            "metric": "commands/s, host in-process agent",
+            "value": round(1 / in_host),
+            "unit": "cmd/s",
+            "baseline": base_rate,
+            "ratio": round(direct / in_host, 2),
+            "note": "sequential",
+        },
+        {
+            "benchmark": "browser_broker",
+            "metric": "commands/s, guest agent",
+            "value": round(1 / in_guest),
+            "unit": "cmd/s",
+            "baseline": base_rate,
+            "ratio": round(direct / in_guest, 2),
+            "note": "sequential",
+        },
+        {
+            "benchmark": "browser_broker",
+            "metric": "failover: host SIGKILL → first command ok",
+            "value": round(statistics.median(failover) * 1e3, 1),
+            "unit": "ms",
+            "baseline": "goal 1000 ms",
+            "ratio": round(statistics.median(failover) / 1.0, 3),
+            "note": f"median of {failovers}; executor reconnect delay 0.1 s; runs "
+            + ", ".join(f"{f * 1e3:.0f}" for f in failover),
+        },
     ]
     if cdp_runs:
         for action, by_path in cdp_latencies(cdp_runs).items():
             base_cdp = statistics.median(by_path["direct"])
             for path, label in (("host", "host in-process agent"), ("guest", "guest agent (2 hops)")):
                 value = statistics.median(by_path[path])
-                rows.append({
-                    "benchmark": "browser_broker", "metric": f"{action} via CDP executor, {label}",
-                    "value": round(value * 1e3, 3), "unit": "ms",
-                    "baseline": f"direct agent→CDP executor {base_cdp * 1e3:.3f} ms",
-                    "ratio": round(value / base_cdp, 2),
-                    "note": f"median of {cdp_runs}; real action in headless Chromium; {load}"})
+                rows.append(
+                    {
+                        "benchmark": "browser_broker",
+                        "metric": f"{action} via CDP executor, {label}",
+                        "value": round(value * 1e3, 3),
+                        "unit": "ms",
+                        "baseline": f"direct agent→CDP executor {base_cdp * 1e3:.3f} ms",
+                        "ratio": round(value / base_cdp, 2),
+                        "note": f"median of {cdp_runs}; real action in headless Chromium; {load}",
+                    }
+                )
     return rows
 
 
@@ -449,8 +519,9 @@ if __name__ == "__main__":
     parser.add_argument("--no-hello", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, default=2000, help="no-op round trips per path")
     parser.add_argument("--failovers", type=int, default=5, help="host kills to time")
-    parser.add_argument("--cdp-runs", type=int, default=200,
-                        help="real CDP actions per path and action (0: skip Chromium)")
+    parser.add_argument(
+        "--cdp-runs", type=int, default=200, help="real CDP actions per path and action (0: skip Chromium)"
+    )
     parser.add_argument("--quick", action="store_true", help="400 / 2 / 50: a rough look")
     args = parser.parse_args()
     if args.role == "echo-executor":
@@ -463,5 +534,7 @@ if __name__ == "__main__":
     width = max(len(r["metric"]) for r in results)
     print(f"{'metric':<{width}}  {'value':>10}  unit   ratio  baseline")
     for row in results:
-        print(f"{row['metric']:<{width}}  {row['value']:>10}  {row['unit']:<5}  "
-              f"{row['ratio']:>5}x  {row['baseline']}  ({row['note']})")
+        print(
+            f"{row['metric']:<{width}}  {row['value']:>10}  {row['unit']:<5}  "
+            f"{row['ratio']:>5}x  {row['baseline']}  ({row['note']})"
+        )

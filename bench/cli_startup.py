@@ -2,9 +2,10 @@
 
 Prints, from one run, the median wall time of ``bridge --version``, ``bridge --help`` and
 ``bridge send --help`` next to ``python -c pass`` (the venv's real interpreter, never a pyenv
-shim), all timed in interleaved rounds, and their ratio. Goals: ``--version`` and ``--help`` <= 4x the bare interpreter (the
-warm-up runs write the cached help text, as a user's first ``--help`` does). Also reports
-whether pika or a WebSocket library was imported on those paths (it must not be).
+shim), all timed in interleaved rounds, and their ratio. Goals: ``--version`` and ``--help``
+<= 4x the bare interpreter (the warm-up runs write the cached help text, as a user's first
+``--help`` does). Also reports whether pika or a WebSocket library was imported on those
+paths (it must not be).
 
 Run: ``.venv/bin/python bench/cli_startup.py [--runs N]``. Asserts nothing about time.
 """
@@ -23,8 +24,7 @@ from pathlib import Path
 VENV_BIN = Path(sys.executable).parent
 PYTHON = str(VENV_BIN / "python")
 BRIDGE = str(VENV_BIN / "bridge")
-CASES = [("bridge --version", ["--version"]), ("bridge --help", ["--help"]),
-         ("bridge send --help", ["send", "--help"])]
+CASES = [("bridge --version", ["--version"]), ("bridge --help", ["--help"]), ("bridge send --help", ["send", "--help"])]
 HEAVY = ("pika", "websockets", "websocket", "mcp")
 GOAL = {"bridge --version": 4, "bridge --help": 4}  # <= 4x the bare interpreter
 
@@ -63,10 +63,12 @@ def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
     """Which heavy modules are in sys.modules after running ``bridge ARGV`` in-process."""
     # through the console script's own entry point, so its click-free fast paths count
     # with the console script's sys.path, so the CLI snapshot its timed runs cached is the one used
-    probe = (f"import sys\nsys.path[0] = {str(VENV_BIN)!r}\nsys.argv = ['bridge', *{argv!r}]\n"
-             "from bridgecli.entry import main\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    probe = (
+        f"import sys\nsys.path[0] = {str(VENV_BIN)!r}\nsys.argv = ['bridge', *{argv!r}]\n"
+        "from bridgecli.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
     proc = subprocess.run([PYTHON, "-c", probe], env=env, capture_output=True, text=True)
     return [m for m in proc.stderr.strip().splitlines()[-1:][0].split(",") if m] if proc.stderr.strip() else []
 
@@ -88,9 +90,17 @@ def main(runs: int = 20) -> list[dict]:
             notes.append(f"goal <={GOAL[label]}x: {'met' if ratio <= GOAL[label] else 'MISSED'}")
         notes.append("imports " + ", ".join(heavy) if heavy else "no pika/websocket import")
         notes.append(f"median of {runs}, interleaved")
-        rows.append({"benchmark": "cli_startup", "metric": label, "value": round(ms, 1),
-                     "unit": "ms", "baseline": f"python -c pass {base:.1f} ms",
-                     "ratio": ratio, "note": "; ".join(notes)})
+        rows.append(
+            {
+                "benchmark": "cli_startup",
+                "metric": label,
+                "value": round(ms, 1),
+                "unit": "ms",
+                "baseline": f"python -c pass {base:.1f} ms",
+                "ratio": ratio,
+                "note": "; ".join(notes),
+            }
+        )
     return rows
 
 
@@ -106,5 +116,7 @@ if __name__ == "__main__":
     rows = main(parser.parse_args().runs)
     print_table(rows)
     version = rows[0]
-    print(f"\ngoal bridge --version <= 4x bare interpreter: "
-          f"{'met' if version['ratio'] <= 4 else 'MISSED'} ({version['ratio']}x)")
+    print(
+        f"\ngoal bridge --version <= 4x bare interpreter: "
+        f"{'met' if version['ratio'] <= 4 else 'MISSED'} ({version['ratio']}x)"
+    )

@@ -52,8 +52,10 @@ def _processes_under(root: Path) -> list[int]:
     mine = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if str(root).encode() + b"/" in (proc / "environ").read_bytes() \
-                    and b"epmd" not in (proc / "cmdline").read_bytes():
+            if (
+                str(root).encode() + b"/" in (proc / "environ").read_bytes()
+                and b"epmd" not in (proc / "cmdline").read_bytes()
+            ):
                 mine.append(int(proc.name))
         except OSError:
             pass
@@ -75,8 +77,11 @@ class Home:
 
     def __init__(self, root: Path, name: str, host_id: str | None = None) -> None:
         self.name, self.root = name, root / name
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("BRIDGE_", "XDG_", "OCB_")) and k != "PYTHONDONTWRITEBYTECODE"}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("BRIDGE_", "XDG_", "OCB_")) and k != "PYTHONDONTWRITEBYTECODE"
+        }
         for part in ("CONFIG", "DATA", "STATE", "CACHE", "RUNTIME"):
             path = self.root / part.lower()
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -102,17 +107,31 @@ class Home:
         return broker["uri"], broker["tls_ca"]
 
     def bridge(self, *args: str, timeout: float = 180) -> str:
-        proc = subprocess.run([BRIDGE, *args], check=False, env=self.env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [BRIDGE, *args],
+            check=False,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if proc.returncode != 0:
-            raise RuntimeError(f"{self.name}: bridge {' '.join(args[:2])} exited {proc.returncode}: "
-                               f"{proc.stderr.strip()[-2000:]}")
+            raise RuntimeError(
+                f"{self.name}: bridge {' '.join(args[:2])} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}"
+            )
         return proc.stdout
 
     def start_gateway(self, timeout: float = 60) -> None:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([BRIDGE, "gateway"], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [BRIDGE, "gateway"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -154,21 +173,26 @@ def setup(root: Path, homes: dict[str, Home]) -> str:
     status = json.loads(a.bridge("hub", "status", "--json"))
     # the hub home's administrator: RabbitAdmin without a user would read this process's home
     users = json.loads(a.data("broker", "credentials.json").read_text())
-    admin = RabbitAdmin(int(status["broker"]["management_port"]), users.get("admin_user", "bridge.admin"),
-                        users["admin_password"])
+    admin = RabbitAdmin(
+        int(status["broker"]["management_port"]), users.get("admin_user", "bridge.admin"), users["admin_password"]
+    )
     password = os.urandom(18).hex()
     admin.put_user("hostc", password)
     admin.set_permissions("hostc", ".*", ".*", ".*")
     port = status["addresses"][0].rsplit(":", 1)[1]
     _, ca = b.broker_settings()
-    for key, value in (("broker.uri", f"amqps://hostc:{password}@127.0.0.1:{port}/"),
-                       ("broker.tls_ca", ca), ("host.id", "hostc")):
+    for key, value in (
+        ("broker.uri", f"amqps://hostc:{password}@127.0.0.1:{port}/"),
+        ("broker.tls_ca", ca),
+        ("host.id", "hostc"),
+    ):
         c.bridge("config", "set", key, value)
     c.start_gateway()
     return json.loads(a.bridge("broker", "status", "--json"))["uri"]
 
 
 # --- registrar claims: one host's burst against the rate limit, another host's wait ---------
+
 
 def _connect(uri: str, ca: str | None = None) -> Any:
     """A blocking connection without heartbeats (the bench leaves it idle for minutes)."""
@@ -210,9 +234,16 @@ class ClaimLink:
 
         body = {"op": "claim", "entities": [{"gid": gids.mint(self.host), "label": f"c{correlation}"}]}
         self.channel.basic_publish(
-            self.claims.EXCHANGE, self.claims.ROUTING_KEY, json.dumps(body).encode(),
-            pika.BasicProperties(reply_to=self.claims.REPLY_TO, correlation_id=correlation, user_id=self.user,
-                                 content_type="application/json"))
+            self.claims.EXCHANGE,
+            self.claims.ROUTING_KEY,
+            json.dumps(body).encode(),
+            pika.BasicProperties(
+                reply_to=self.claims.REPLY_TO,
+                correlation_id=correlation,
+                user_id=self.user,
+                content_type="application/json",
+            ),
+        )
 
     def wait(self, correlations: set[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -300,12 +331,21 @@ def claims_burst(homes: dict[str, Home], count: int) -> dict[str, Any]:
         kind = "ok" if answer.get("ok") else str(answer.get("kind"))
         kinds[kind] = kinds.get(kind, 0) + 1
     last = max((at for at, _ in answers), default=published)
-    return {"count": count, "answered": len(answers), "kinds": kinds, "publish_s": published - t0,
-            "span_s": last - t0, "ms": [(at - sent[c]) * 1000 for c, (at, _) in link.answers.items() if c in sent],
-            "rate": limits.RATE, "burst": limits.BURST, "probes": probes}
+    return {
+        "count": count,
+        "answered": len(answers),
+        "kinds": kinds,
+        "publish_s": published - t0,
+        "span_s": last - t0,
+        "ms": [(at - sent[c]) * 1000 for c, (at, _) in link.answers.items() if c in sent],
+        "rate": limits.RATE,
+        "burst": limits.BURST,
+        "probes": probes,
+    }
 
 
 # --- register at scale -------------------------------------------------------------------
+
 
 def _register(client: Any, label: str) -> tuple[float, str]:
     t0 = time.perf_counter()
@@ -313,8 +353,9 @@ def _register(client: Any, label: str) -> tuple[float, str]:
     return (time.perf_counter() - t0) * 1000, answer["entity"]["gid"]
 
 
-def measure_sizes(homes: dict[str, Home], operator_uri: str, sizes: list[int], samples: int,
-                  deadline: float, result: dict[str, Any]) -> None:
+def measure_sizes(
+    homes: dict[str, Home], operator_uri: str, sizes: list[int], samples: int, deadline: float, result: dict[str, Any]
+) -> None:
     """Grow B and C together to each size (entities kept), then ``samples`` interleaved
     registers per host, every CHECK_EVERY-th followed by a consumer check; those are then
     unregistered. Each finished size is appended to ``result["sizes"]`` at once."""
@@ -349,8 +390,7 @@ def measure_sizes(homes: dict[str, Home], operator_uri: str, sizes: list[int], s
                     measured[case].append(gid)
                     if i % CHECK_EVERY == 0:
                         try:
-                            consumers = channel.queue_declare(f"agent.{gid}.inbox", passive=True) \
-                                .method.consumer_count
+                            consumers = channel.queue_declare(f"agent.{gid}.inbox", passive=True).method.consumer_count
                         except pika.exceptions.ChannelClosedByBroker:  # 404: no such inbox
                             consumers, channel = 0, operator.channel()
                         checks[case][0] += consumers == 1
@@ -358,13 +398,25 @@ def measure_sizes(homes: dict[str, Home], operator_uri: str, sizes: list[int], s
             for case, gids in measured.items():
                 for gid in gids:
                     clients[case].call("unregister", timeout=CALL_TIMEOUT, target=gid)
-            result["sizes"].append({
-                "size": size, "ms": ms, "checks": checks, "grow_s": grown_s,
-                "grow_ms_p50": {case: median(v) for case, v in grow.items()},
-                "rss_mb": {"B": _rss_mb(homes["B"].proc and homes["B"].proc.pid),
-                           "C": _rss_mb(homes["C"].proc and homes["C"].proc.pid), "node": _rss_mb(node_pid)}})
-            print(f"{NAME}: {size} entities per host done ({time.monotonic() - result['t0']:.0f} s)",
-                  file=sys.stderr, flush=True)
+            result["sizes"].append(
+                {
+                    "size": size,
+                    "ms": ms,
+                    "checks": checks,
+                    "grow_s": grown_s,
+                    "grow_ms_p50": {case: median(v) for case, v in grow.items()},
+                    "rss_mb": {
+                        "B": _rss_mb(homes["B"].proc and homes["B"].proc.pid),
+                        "C": _rss_mb(homes["C"].proc and homes["C"].proc.pid),
+                        "node": _rss_mb(node_pid),
+                    },
+                }
+            )
+            print(
+                f"{NAME}: {size} entities per host done ({time.monotonic() - result['t0']:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         for client in clients.values():
             client.close()
@@ -374,8 +426,9 @@ def measure_sizes(homes: dict[str, Home], operator_uri: str, sizes: list[int], s
             pass
 
 
-def run(sizes: list[int] | None = None, samples: int = SAMPLES, claims: int = CLAIMS,
-        budget_min: float = BUDGET_MIN) -> dict[str, Any]:
+def run(
+    sizes: list[int] | None = None, samples: int = SAMPLES, claims: int = CLAIMS, budget_min: float = BUDGET_MIN
+) -> dict[str, Any]:
     """The samples: the claims burst first (B has no entities yet), then each size."""
     from bridgecli.hub import limits
 
@@ -383,8 +436,13 @@ def run(sizes: list[int] | None = None, samples: int = SAMPLES, claims: int = CL
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="bhr", dir="/tmp"))  # short: socket paths have a limit
     homes: dict[str, Home] = {}
-    result: dict[str, Any] = {"samples": samples, "sizes": [], "roster_interval": float(ROSTER_INTERVAL),
-                              "budget_min": budget_min, "t0": started}
+    result: dict[str, Any] = {
+        "samples": samples,
+        "sizes": [],
+        "roster_interval": float(ROSTER_INTERVAL),
+        "budget_min": budget_min,
+        "t0": started,
+    }
     try:
         operator_uri = setup(root, homes)
         result["setup_s"] = time.monotonic() - started
@@ -414,7 +472,7 @@ def run(sizes: list[int] | None = None, samples: int = SAMPLES, claims: int = CL
 
 
 def _stats(ms: list[float]) -> str:
-    return f"p50 {pct(ms, .5):.2f} / p95 {pct(ms, .95):.2f} / p99 {pct(ms, .99):.2f} ms"
+    return f"p50 {pct(ms, 0.5):.2f} / p95 {pct(ms, 0.95):.2f} / p99 {pct(ms, 0.99):.2f} ms"
 
 
 def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -424,76 +482,103 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
     for entry in result["sizes"]:
         b, c = entry["ms"]["B"], entry["ms"]["C"]
         (ok_b, n_b), (ok_c, n_c) = entry["checks"]["B"], entry["checks"]["C"]
-        value, base = pct(b, .5), pct(c, .5)
+        value, base = pct(b, 0.5), pct(c, 0.5)
         ratio = value / base if base else None
         goal = "met" if ratio is not None and ratio <= 2 else "missed"
-        rows.append({
-            "benchmark": NAME,
-            "metric": f"register -> inbox usable, joined host with {entry['size']:,} entities, p50",
-            "value": round(value, 2), "unit": "ms",
-            "baseline": f"full-permission host, same size, p50 {base:.2f} ms",
-            "ratio": round(ratio, 3) if ratio else None,
-            "note": f"goal <=2x: {goal}; {len(b)} interleaved samples per host; joined {_stats(b)}, "
-                    f"baseline {_stats(c)}; 1 consumer in {ok_b}/{n_b} and {ok_c}/{n_c} checks; "
-                    f"grown to size by register ops (p50 {entry['grow_ms_p50']['B']:.1f} / "
-                    f"{entry['grow_ms_p50']['C']:.1f} ms); roster.interval {result['roster_interval']:g} s"})
+        rows.append(
+            {
+                "benchmark": NAME,
+                "metric": f"register -> inbox usable, joined host with {entry['size']:,} entities, p50",
+                "value": round(value, 2),
+                "unit": "ms",
+                "baseline": f"full-permission host, same size, p50 {base:.2f} ms",
+                "ratio": round(ratio, 3) if ratio else None,
+                "note": f"goal <=2x: {goal}; {len(b)} interleaved samples per host; joined {_stats(b)}, "
+                f"baseline {_stats(c)}; 1 consumer in {ok_b}/{n_b} and {ok_c}/{n_c} checks; "
+                f"grown to size by register ops (p50 {entry['grow_ms_p50']['B']:.1f} / "
+                f"{entry['grow_ms_p50']['C']:.1f} ms); roster.interval {result['roster_interval']:g} s",
+            }
+        )
     if result.get("stopped"):
-        rows.append({"benchmark": NAME, "metric": "register at scale: stopped", "value": None, "unit": "",
-                     "baseline": "", "ratio": None, "note": result["stopped"]})
+        rows.append(
+            {
+                "benchmark": NAME,
+                "metric": "register at scale: stopped",
+                "value": None,
+                "unit": "",
+                "baseline": "",
+                "ratio": None,
+                "note": result["stopped"],
+            }
+        )
     claims = result.get("claims")
     if claims:
         ok = claims["kinds"].get("ok", 0)
         allowed = claims["burst"] + claims["rate"] * claims["span_s"]
         others = ", ".join(f"{n} {k}" for k, n in sorted(claims["kinds"].items()) if k != "ok") or "none refused"
-        rows.append({
-            "benchmark": NAME,
-            "metric": f"registrar: claims accepted from one host sending {claims['count']:,} at once",
-            "value": ok, "unit": "claims",
-            "baseline": f"limit: burst {claims['burst']} + {claims['rate']:g}/s x {claims['span_s']:.2f} s "
-                        f"= {allowed:.0f}",
-            "ratio": round(ok / allowed, 3),
-            "note": f"{claims['answered']}/{claims['count']} answered ({others}) in {claims['span_s']:.2f} s: "
-                    f"{claims['answered'] / claims['span_s']:.0f} answers/s; published in "
-                    f"{claims['publish_s']:.2f} s; each answered within {_stats(claims['ms'])}"})
+        rows.append(
+            {
+                "benchmark": NAME,
+                "metric": f"registrar: claims accepted from one host sending {claims['count']:,} at once",
+                "value": ok,
+                "unit": "claims",
+                "baseline": f"limit: burst {claims['burst']} + {claims['rate']:g}/s x {claims['span_s']:.2f} s "
+                f"= {allowed:.0f}",
+                "ratio": round(ok / allowed, 3),
+                "note": f"{claims['answered']}/{claims['count']} answered ({others}) in {claims['span_s']:.2f} s: "
+                f"{claims['answered'] / claims['span_s']:.0f} answers/s; published in "
+                f"{claims['publish_s']:.2f} s; each answered within {_stats(claims['ms'])}",
+            }
+        )
         idle = [ms for ms, _ in claims["probes"]["idle"]]
         busy = [ms for ms, _ in claims["probes"]["busy"]]
         if idle and busy:
             kinds = sorted({k for _, k in claims["probes"]["idle"] + claims["probes"]["busy"]})
-            rows.append({
-                "benchmark": NAME,
-                "metric": "registrar: another joined host's claim answered during that burst, p50",
-                "value": round(pct(busy, .5), 2), "unit": "ms",
-                "baseline": f"same claim, registrar idle, p50 {pct(idle, .5):.2f} ms",
-                "ratio": round(pct(busy, .5) / pct(idle, .5), 3),
-                "note": f"{len(busy)} claims {PROBE_GAP * 1000:.0f} ms apart during the burst, max "
-                        f"{max(busy):.1f} ms; {len(idle)} idle, max {max(idle):.1f} ms; answers: {', '.join(kinds)}"})
+            rows.append(
+                {
+                    "benchmark": NAME,
+                    "metric": "registrar: another joined host's claim answered during that burst, p50",
+                    "value": round(pct(busy, 0.5), 2),
+                    "unit": "ms",
+                    "baseline": f"same claim, registrar idle, p50 {pct(idle, 0.5):.2f} ms",
+                    "ratio": round(pct(busy, 0.5) / pct(idle, 0.5), 3),
+                    "note": f"{len(busy)} claims {PROBE_GAP * 1000:.0f} ms apart during the burst, max "
+                    f"{max(busy):.1f} ms; {len(idle)} idle, max {max(idle):.1f} ms; answers: {', '.join(kinds)}",
+                }
+            )
     return rows
 
 
-SIZE_TABLE = (Column("entities", 8, lambda r: f"{r['size']:,}", ">"),
-              Column("B p50", 7, lambda r: f"{pct(r['ms']['B'], .5):.1f}", ">"),
-              Column("C p50", 7, lambda r: f"{pct(r['ms']['C'], .5):.1f}", ">"),
-              Column("B/C", 6, lambda r: f"{pct(r['ms']['B'], .5) / pct(r['ms']['C'], .5):.2f}x", ">"),
-              Column("B p95", 7, lambda r: f"{pct(r['ms']['B'], .95):.1f}", ">"),
-              Column("C p95", 7, lambda r: f"{pct(r['ms']['C'], .95):.1f}", ">"),
-              Column("B p99", 7, lambda r: f"{pct(r['ms']['B'], .99):.1f}", ">"),
-              Column("C p99", 7, lambda r: f"{pct(r['ms']['C'], .99):.1f}", ">"),
-              Column("usable", 9, lambda r: "{}/{} {}/{}".format(*r["checks"]["B"], *r["checks"]["C"]), ">"),
-              Column("grow p50 B/C", 13, lambda r: "{B:.1f}/{C:.1f}".format(**r["grow_ms_p50"]), ">"),
-              Column("RSS MB B/C/node", 16, lambda r: "{B:.0f}/{C:.0f}/{node:.0f}".format(**r["rss_mb"]), ">"))
+SIZE_TABLE = (
+    Column("entities", 8, lambda r: f"{r['size']:,}", ">"),
+    Column("B p50", 7, lambda r: f"{pct(r['ms']['B'], 0.5):.1f}", ">"),
+    Column("C p50", 7, lambda r: f"{pct(r['ms']['C'], 0.5):.1f}", ">"),
+    Column("B/C", 6, lambda r: f"{pct(r['ms']['B'], 0.5) / pct(r['ms']['C'], 0.5):.2f}x", ">"),
+    Column("B p95", 7, lambda r: f"{pct(r['ms']['B'], 0.95):.1f}", ">"),
+    Column("C p95", 7, lambda r: f"{pct(r['ms']['C'], 0.95):.1f}", ">"),
+    Column("B p99", 7, lambda r: f"{pct(r['ms']['B'], 0.99):.1f}", ">"),
+    Column("C p99", 7, lambda r: f"{pct(r['ms']['C'], 0.99):.1f}", ">"),
+    Column("usable", 9, lambda r: "{}/{} {}/{}".format(*r["checks"]["B"], *r["checks"]["C"]), ">"),
+    Column("grow p50 B/C", 13, lambda r: "{B:.1f}/{C:.1f}".format(**r["grow_ms_p50"]), ">"),
+    Column("RSS MB B/C/node", 16, lambda r: "{B:.0f}/{C:.0f}/{node:.0f}".format(**r["rss_mb"]), ">"),
+)
 
 
 def show_table(result: dict[str, Any]) -> None:
     print_table(result["sizes"], SIZE_TABLE)
-    print(f"ms per register op; B joined (tagged gids, no claim), C full permissions; {result['samples']} "
-          f"interleaved samples per host and size; usable = inbox had 1 consumer (B, C checks)")
+    print(
+        f"ms per register op; B joined (tagged gids, no claim), C full permissions; {result['samples']} "
+        f"interleaved samples per host and size; usable = inbox had 1 consumer (B, C checks)"
+    )
     if result.get("stopped"):
         print(f"stopped: {result['stopped']}")
     claims = result.get("claims")
     if claims:
-        print(f"claims burst of {claims['count']} from host B: {claims['answered']} answered "
-              f"{claims['kinds']} in {claims['span_s']:.2f} s ({claims['answered'] / claims['span_s']:.0f}/s); "
-              f"limit {claims['rate']:g}/s + burst {claims['burst']}")
+        print(
+            f"claims burst of {claims['count']} from host B: {claims['answered']} answered "
+            f"{claims['kinds']} in {claims['span_s']:.2f} s ({claims['answered'] / claims['span_s']:.0f}/s); "
+            f"limit {claims['rate']:g}/s + burst {claims['burst']}"
+        )
         for phase in ("idle", "busy"):
             ms = [m for m, _ in claims["probes"][phase]]
             if ms:
@@ -510,16 +595,30 @@ def main(sizes: list[int] | None = None) -> list[dict[str, Any]]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
-                        help="entities kept per host, comma-separated (default %(default)s)")
-    parser.add_argument("--samples", type=int, default=SAMPLES, help=f"measured registers per host and size "
-                        f"(default {SAMPLES})")
-    parser.add_argument("--claims", type=int, default=CLAIMS, help=f"claims in host B's burst (default {CLAIMS}; "
-                        "0: no claims part)")
-    parser.add_argument("--budget-min", type=float, default=BUDGET_MIN,
-                        help=f"stop growing after this many minutes (default {BUDGET_MIN:g})")
-    parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                        help="print rows and raw samples as JSON (or write them to FILE)")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, SIZES)),
+        help="entities kept per host, comma-separated (default %(default)s)",
+    )
+    parser.add_argument(
+        "--samples", type=int, default=SAMPLES, help=f"measured registers per host and size (default {SAMPLES})"
+    )
+    parser.add_argument(
+        "--claims", type=int, default=CLAIMS, help=f"claims in host B's burst (default {CLAIMS}; 0: no claims part)"
+    )
+    parser.add_argument(
+        "--budget-min",
+        type=float,
+        default=BUDGET_MIN,
+        help=f"stop growing after this many minutes (default {BUDGET_MIN:g})",
+    )
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="print rows and raw samples as JSON (or write them to FILE)",
+    )
     args = parser.parse_args()
     result = run([int(s) for s in args.sizes.split(",") if s.strip()], args.samples, args.claims, args.budget_min)
     if args.json is None:

@@ -38,8 +38,13 @@ PAGE = b"""<!doctype html><html><head><title>Bench</title></head><body><h1>Bench
 document.getElementById('name').value">Go</button><p id="out">-</p></body></html>"""
 
 #: (tool / action, params) measured on each path
-CALLS = (("targets", {}), ("text", {"selector": "#out"}), ("type", {"selector": "#name", "text": "Ada"}),
-         ("click", {"selector": "#go"}), ("snapshot", {}))
+CALLS = (
+    ("targets", {}),
+    ("text", {"selector": "#out"}),
+    ("type", {"selector": "#name", "text": "Ada"}),
+    ("click", {"selector": "#go"}),
+    ("snapshot", {}),
+)
 
 
 class _Page(http.server.BaseHTTPRequestHandler):
@@ -88,8 +93,9 @@ def main(runs: int = 30) -> list[dict[str, Any]]:
     browser = Chromium().start()
     stop = threading.Event()
     options = ExecutorOptions(url=f"ws://127.0.0.1:{port}/", token=token, label="cdp", executor_id=None)
-    executor = threading.Thread(target=CdpTarget().attach, args=(options,),
-                                kwargs={"endpoint": browser.endpoint, "stop": stop}, daemon=True)
+    executor = threading.Thread(
+        target=CdpTarget().attach, args=(options,), kwargs={"endpoint": browser.endpoint, "stop": stop}, daemon=True
+    )
     executor.start()
     agent = BrowserBridge(port, token, label="bench-direct", allow_host=False, failover=False).start()
     bridge_bin = str(Path(sys.executable).with_name("bridge"))
@@ -127,10 +133,17 @@ def main(runs: int = 30) -> list[dict[str, Any]]:
                                 samples["mcp"].append(mcp_ms)
                                 samples["direct"].append(direct_ms)
                         value, base = (statistics.median(samples[k]) for k in ("mcp", "direct"))
-                        rows.append({"benchmark": "mcp_browser", "metric": f"browser_{action} via bridge mcp",
-                                     "value": round(value, 2), "unit": "ms",
-                                     "baseline": f"direct guest agent {base:.2f} ms",
-                                     "ratio": round(value / base, 2), "note": f"median of {runs}"})
+                        rows.append(
+                            {
+                                "benchmark": "mcp_browser",
+                                "metric": f"browser_{action} via bridge mcp",
+                                "value": round(value, 2),
+                                "unit": "ms",
+                                "baseline": f"direct guest agent {base:.2f} ms",
+                                "ratio": round(value / base, 2),
+                                "note": f"median of {runs}",
+                            }
+                        )
                     return rows
 
     try:

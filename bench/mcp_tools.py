@@ -75,8 +75,13 @@ async def _mcp_side(host: Any, main: str, worker: str, n: int, push_n: int) -> d
     params = StdioServerParameters(command=BRIDGE, args=["mcp", "--label", main, "--no-browser"], env=host.env)
     with open(host.root / "mcp.log", "a") as log:
         async with stdio_client(params, errlog=log) as (read, write):
-            async with ClientSession(read, write, notification_bindings=[NotificationBinding(
-                    method="notifications/claude/channel", params_type=Channel, handler=on_channel)]) as session:
+            async with ClientSession(
+                read,
+                write,
+                notification_bindings=[
+                    NotificationBinding(method="notifications/claude/channel", params_type=Channel, handler=on_channel)
+                ],
+            ) as session:
                 await session.initialize()
                 for i in range(n + 5):
                     began = time.perf_counter()
@@ -99,8 +104,11 @@ async def _mcp_side(host: Any, main: str, worker: str, n: int, push_n: int) -> d
                     await anyio.sleep(2.5)  # let the watcher see the empty inbox and long-poll again
                     box["event"] = anyio.Event()
                     began = time.perf_counter()
-                    await anyio.to_thread.run_sync(lambda: _socket_call(
-                        host, "send", command="send", sender=worker, target=main, content=f"p{i}"))
+                    await anyio.to_thread.run_sync(
+                        lambda i=i: _socket_call(
+                            host, "send", command="send", sender=worker, target=main, content=f"p{i}"
+                        )
+                    )
                     with anyio.fail_after(30):
                         await box["event"].wait()
                     out["push"].append((time.perf_counter() - began) * 1000)
@@ -122,8 +130,9 @@ def _socket_side(host: Any, main: str, worker: str, n: int, push_n: int) -> dict
     for i in range(push_n):
         _socket_call(host, "poll", gid=main)
         done = threading.Event()
-        threading.Thread(target=lambda: (_socket_call(host, "held", gid=main, wait=30), done.set()),
-                         daemon=True).start()
+        threading.Thread(
+            target=lambda done=done: (_socket_call(host, "held", gid=main, wait=30), done.set()), daemon=True
+        ).start()
         time.sleep(0.3)  # the long-poll is parked in the gateway
         began = time.perf_counter()
         _socket_call(host, "send", command="send", sender=worker, target=main, content=f"p{i}")
@@ -153,14 +162,24 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
             stop.set()
             thread.join(5)
     rows = []
-    for key, metric, base in (("floor", "tool call answered without the gateway, p50", "op send on the socket"),
-                              ("send", "bridge_send tool call (no wait), p50", "op send on the socket"),
-                              ("rtt", "U1 round trip bridge_send wait, p50", "op send --wait on the socket"),
-                              ("push", "held message → channel notification, p50", "op held long-poll returns")):
+    for key, metric, base in (
+        ("floor", "tool call answered without the gateway, p50", "op send on the socket"),
+        ("send", "bridge_send tool call (no wait), p50", "op send on the socket"),
+        ("rtt", "U1 round trip bridge_send wait, p50", "op send --wait on the socket"),
+        ("push", "held message → channel notification, p50", "op held long-poll returns"),
+    ):
         value, baseline = median(mcp[key]), median(raw.get(key) or raw["send"])
-        rows.append({"benchmark": "mcp_tools", "metric": metric, "value": round(value, 2), "unit": "ms",
-                     "baseline": f"{base} {baseline:.2f} ms", "ratio": round(value / baseline, 2),
-                     "note": f"{len(mcp[key])} samples, one host"})
+        rows.append(
+            {
+                "benchmark": "mcp_tools",
+                "metric": metric,
+                "value": round(value, 2),
+                "unit": "ms",
+                "baseline": f"{base} {baseline:.2f} ms",
+                "ratio": round(value / baseline, 2),
+                "note": f"{len(mcp[key])} samples, one host",
+            }
+        )
     for row in rows:
         print(f"{row['metric']:<45} {row['value']:>8} ms   vs {row['baseline']:<40} {row['ratio']}x")
     return rows

@@ -25,50 +25,126 @@ from messaging_send import bench_oneshot  # noqa: E402
 # --- table -------------------------------------------------------------------------------
 
 
-def _row(metric: str, value: float, unit: str, baseline: str, ratio: float | None, goal: str, met: bool | None,
-         note: str = "") -> dict[str, Any]:
+def _row(
+    metric: str,
+    value: float,
+    unit: str,
+    baseline: str,
+    ratio: float | None,
+    goal: str,
+    met: bool | None,
+    note: str = "",
+) -> dict[str, Any]:
     verdict = "" if met is None else ("met" if met else "MISSED")
     text = "; ".join(part for part in (f"goal {goal}: {verdict}" if goal else "", note) if part)
-    return {"benchmark": "messaging", "metric": metric, "value": round(value, 1), "unit": unit,
-            "baseline": baseline, "ratio": None if ratio is None else round(ratio, 2), "note": text,
-            "goal": goal, "met": met}
+    return {
+        "benchmark": "messaging",
+        "metric": metric,
+        "value": round(value, 1),
+        "unit": unit,
+        "baseline": baseline,
+        "ratio": None if ratio is None else round(ratio, 2),
+        "note": text,
+        "goal": goal,
+        "met": met,
+    }
 
 
 def rows_from(delivery: dict, oneshot: dict, rtt: dict) -> list[dict[str, Any]]:
     """run_all rows (plus ``goal``/``met`` for the printed table) from the raw samples."""
     rows = []
     gw, raw = median(delivery["gateway"]), median(delivery["raw"])
-    rows.append(_row(f"(a) delivery into noop backend, prefetch {delivery['prefetch']}, dedup on", gw, "msg/s",
-                     f"raw pika manual-ack consumer {raw:.0f} msg/s", gw / raw, ">= 1.0x", gw / raw >= 1.0,
-                     f"N={delivery['n']}, median of {len(delivery['gateway'])} rounds"))
+    rows.append(
+        _row(
+            f"(a) delivery into noop backend, prefetch {delivery['prefetch']}, dedup on",
+            gw,
+            "msg/s",
+            f"raw pika manual-ack consumer {raw:.0f} msg/s",
+            gw / raw,
+            ">= 1.0x",
+            gw / raw >= 1.0,
+            f"N={delivery['n']}, median of {len(delivery['gateway'])} rounds",
+        )
+    )
     s = {name: median(v) for name, v in oneshot["samples"].items()}
     pika_import = "imports pika" if oneshot["gateway_imports_pika"] else "no pika import"
-    rows.append(_row("(b) bridge send via gateway vs pika script", s["gateway"], "ms",
-                     f"pika connect+confirm+publish script {s['pika']:.1f} ms", s["gateway"] / s["pika"],
-                     "<= 0.45x", s["gateway"] / s["pika"] <= 0.45 and not oneshot["gateway_imports_pika"],
-                     f"{pika_import} (-X importtime); median of {oneshot['runs']}"))
-    rows.append(_row("(b) bridge send via gateway vs amqp-publish", s["gateway"], "ms",
-                     f"amqp-publish -p {s['amqp-publish']:.1f} ms", s["gateway"] / s["amqp-publish"],
-                     "<= 4x", s["gateway"] / s["amqp-publish"] <= 4))
-    rows.append(_row("(b) floor: least Python gateway client vs amqp-publish", s["floor"], "ms",
-                     f"amqp-publish -p {s['amqp-publish']:.1f} ms", s["floor"] / s["amqp-publish"], "", None,
-                     f"console script's interpreter: import _socket and bridgecli.wirejson, one send line "
-                     f"(bench/messaging_send.py); bridge send = {s['gateway'] / s['floor']:.2f}x this"))
-    rows.append(_row("(b) bridge send direct (no gateway) vs pika script", s["direct"], "ms",
-                     f"pika connect+confirm+publish script {s['pika']:.1f} ms", s["direct"] / s["pika"], "", None,
-                     f"{'imports pika' if oneshot['direct_imports_pika'] else 'no pika import'}; "
-                     f"{s['direct'] / s['amqp-publish']:.1f}x amqp-publish"))
+    rows.append(
+        _row(
+            "(b) bridge send via gateway vs pika script",
+            s["gateway"],
+            "ms",
+            f"pika connect+confirm+publish script {s['pika']:.1f} ms",
+            s["gateway"] / s["pika"],
+            "<= 0.45x",
+            s["gateway"] / s["pika"] <= 0.45 and not oneshot["gateway_imports_pika"],
+            f"{pika_import} (-X importtime); median of {oneshot['runs']}",
+        )
+    )
+    rows.append(
+        _row(
+            "(b) bridge send via gateway vs amqp-publish",
+            s["gateway"],
+            "ms",
+            f"amqp-publish -p {s['amqp-publish']:.1f} ms",
+            s["gateway"] / s["amqp-publish"],
+            "<= 4x",
+            s["gateway"] / s["amqp-publish"] <= 4,
+        )
+    )
+    rows.append(
+        _row(
+            "(b) floor: least Python gateway client vs amqp-publish",
+            s["floor"],
+            "ms",
+            f"amqp-publish -p {s['amqp-publish']:.1f} ms",
+            s["floor"] / s["amqp-publish"],
+            "",
+            None,
+            f"console script's interpreter: import _socket and bridgecli.wirejson, one send line "
+            f"(bench/messaging_send.py); bridge send = {s['gateway'] / s['floor']:.2f}x this",
+        )
+    )
+    rows.append(
+        _row(
+            "(b) bridge send direct (no gateway) vs pika script",
+            s["direct"],
+            "ms",
+            f"pika connect+confirm+publish script {s['pika']:.1f} ms",
+            s["direct"] / s["pika"],
+            "",
+            None,
+            f"{'imports pika' if oneshot['direct_imports_pika'] else 'no pika import'}; "
+            f"{s['direct'] / s['amqp-publish']:.1f}x amqp-publish",
+        )
+    )
     bb, ba = median(oneshot["bulk_bridge"]), median(oneshot["bulk_amqp"])
-    rows.append(_row(f"(b2) bridge send - --lines, {oneshot['bulk_n']} lines via gateway", bb, "ms",
-                     f"{oneshot['bulk_n']} x amqp-publish -p {ba:.0f} ms", bb / ba, ">= 5x faster (<= 0.2x)",
-                     ba / bb >= 5, f"{ba / bb:.1f}x faster; median of {len(oneshot['bulk_bridge'])}"))
+    rows.append(
+        _row(
+            f"(b2) bridge send - --lines, {oneshot['bulk_n']} lines via gateway",
+            bb,
+            "ms",
+            f"{oneshot['bulk_n']} x amqp-publish -p {ba:.0f} ms",
+            bb / ba,
+            ">= 5x faster (<= 0.2x)",
+            ba / bb >= 5,
+            f"{ba / bb:.1f}x faster; median of {len(oneshot['bulk_bridge'])}",
+        )
+    )
     for label, q in (("p50", 0.5), ("p99", 0.99)):
         bv, rv = pct(rtt["bridge"], q), pct(rtt["raw"], q)
         goal = 3.0 if label == "p50" else None  # p99's goal is against the floor (u1_floor)
-        rows.append(_row(f"(c) U1 round trip {label}, two gateways", bv, "ms",
-                         f"raw pika request/reply (confirms, persistent) {rv:.2f} ms", bv / rv,
-                         f"<= {goal:g}x" if goal else "", None if goal is None else bv / rv <= goal,
-                         f"{rtt['count']} sequential round trips each, {rtt['rounds']} interleaved rounds"))
+        rows.append(
+            _row(
+                f"(c) U1 round trip {label}, two gateways",
+                bv,
+                "ms",
+                f"raw pika request/reply (confirms, persistent) {rv:.2f} ms",
+                bv / rv,
+                f"<= {goal:g}x" if goal else "",
+                None if goal is None else bv / rv <= goal,
+                f"{rtt['count']} sequential round trips each, {rtt['rounds']} interleaved rounds",
+            )
+        )
     return rows
 
 
@@ -76,12 +152,14 @@ def _met(row: dict[str, Any]) -> str:
     return "" if row["met"] is None else ("yes" if row["met"] else "NO")
 
 
-TABLE = (Column("metric", 58, key("metric")),
-         Column("bridge", 11, lambda r: f"{r['value']:>7} {r['unit']:<3}", ">"),
-         Column("baseline", 44, key("baseline"), ">"),
-         Column("ratio", 7, lambda r: "" if r["ratio"] is None else f"{r['ratio']}x", ">"),
-         Column("goal", 22, key("goal"), ">"),
-         Column("met?", 4, _met))
+TABLE = (
+    Column("metric", 58, key("metric")),
+    Column("bridge", 11, lambda r: f"{r['value']:>7} {r['unit']:<3}", ">"),
+    Column("baseline", 44, key("baseline"), ">"),
+    Column("ratio", 7, lambda r: "" if r["ratio"] is None else f"{r['ratio']}x", ">"),
+    Column("goal", 22, key("goal"), ">"),
+    Column("met?", 4, _met),
+)
 
 
 def main(quick: bool = False, profile: str | None = None) -> list[dict[str, Any]]:
@@ -89,8 +167,7 @@ def main(quick: bool = False, profile: str | None = None) -> list[dict[str, Any]
     load_before = os.getloadavg()[0]
     with Bench(quick) as bench:
         delivery = bench_delivery(bench, rounds=1 if quick else 3, n=2000 if quick else 10000)
-        oneshot = bench_oneshot(bench, runs=10 if quick else 30, bulk_rounds=1 if quick else 3,
-                                bulk_n=1000)
+        oneshot = bench_oneshot(bench, runs=10 if quick else 30, bulk_rounds=1 if quick else 3, bulk_n=1000)
         rtt = bench_round_trip(bench, count=100 if quick else 500, rounds=2 if quick else 5)
         if profile:
             out = Path(profile)

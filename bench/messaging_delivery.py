@@ -75,7 +75,8 @@ def _delivered_span(db: Path, n: int, timeout: float) -> tuple[float, float]:
                 conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
                 try:
                     count, first, last = conn.execute(
-                        "SELECT COUNT(*), MIN(received), MAX(received) FROM messages").fetchall()[0]
+                        "SELECT COUNT(*), MIN(received), MAX(received) FROM messages"
+                    ).fetchall()[0]
                 finally:
                     conn.close()
             except sqlite3.Error:
@@ -100,8 +101,7 @@ def _queue_empty(bench: Bench, name: str, timeout: float = 30) -> None:
         conn.close()
 
 
-def gateway_round(bench: Bench, bodies_for: Callable[[str], list], n: int,
-                   profile_to: Path | None = None) -> float:
+def gateway_round(bench: Bench, bodies_for: Callable[[str], list], n: int, profile_to: Path | None = None) -> float:
     """One gateway drain on a fresh host; returns msg/s."""
     from bridgecli.amqp import topology
 
@@ -127,8 +127,13 @@ def _raw_round(bench: Bench, bodies_for: Callable[[str], list], n: int, prefetch
     raw_gid = str(uuid.uuid4())
     queue_obj = topology.inbox_queue(raw_gid)
     _fill(bench, queue_obj, bodies_for(raw_gid))
-    proc = subprocess.run([PYTHON, "-c", _RAW_CONSUMER, bench.node.uri, queue_obj.name, str(n), str(prefetch)],
-                          env=clean_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [PYTHON, "-c", _RAW_CONSUMER, bench.node.uri, queue_obj.name, str(n), str(prefetch)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"raw consumer failed: {proc.stderr.strip()[-500:]}")
     state = json.loads(proc.stdout)
@@ -148,8 +153,14 @@ def bodies(n: int) -> Callable[[str], list[tuple[bytes, dict]]]:
     def make(recipient: str) -> list[tuple[bytes, dict]]:
         out = []
         for i in range(n):
-            env = Envelope(kind="SEND", sender=sender, recipient=recipient, content=f"bench message {i:06d}",
-                           sender_label="bench", sender_host="bench")
+            env = Envelope(
+                kind="SEND",
+                sender=sender,
+                recipient=recipient,
+                content=f"bench message {i:06d}",
+                sender_label="bench",
+                sender_host="bench",
+            )
             out.append((env.to_bytes(), env.amqp_properties()))
         return out
 

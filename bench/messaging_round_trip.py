@@ -76,8 +76,9 @@ def bridge_round_trips(
     worker_gid = b.register("worker", "hold")
     a.start_gateway()
     b.start_gateway()
-    worker = subprocess.Popen([PYTHON, "-c", _BRIDGE_WORKER, str(b.socket), worker_gid], env=b.env,
-                              stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [PYTHON, "-c", _BRIDGE_WORKER, str(b.socket), worker_gid], env=b.env, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
         samples = []
@@ -85,8 +86,15 @@ def bridge_round_trips(
             deadline = time.monotonic() + 30
             while True:  # until gateway A's roster announces the worker (no --force)
                 try:
-                    client.call("send", command="send", target=worker_gid, content="warm-up",
-                                sender=main_gid, wait=30, timeout=60)
+                    client.call(
+                        "send",
+                        command="send",
+                        target=worker_gid,
+                        content="warm-up",
+                        sender=main_gid,
+                        wait=30,
+                        timeout=60,
+                    )
                     break
                 except NotFound:
                     if time.monotonic() > deadline:
@@ -98,8 +106,16 @@ def bridge_round_trips(
                     meter.start()
                 began = time.perf_counter()
                 # as `bridge send --wait` does: the reply is taken until the caller confirms it
-                answer = client.call("send", command="send", target=worker_gid, content=f"task {i}",
-                                     sender=main_gid, wait=30, timeout=60, confirm=True)
+                answer = client.call(
+                    "send",
+                    command="send",
+                    target=worker_gid,
+                    content=f"task {i}",
+                    sender=main_gid,
+                    wait=30,
+                    timeout=60,
+                    confirm=True,
+                )
                 if i >= warmup:
                     samples.append((time.perf_counter() - began) * 1000)
                 client.confirm_pending(answer)  # after the reply is "printed", as the CLI does
@@ -118,8 +134,9 @@ def raw_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
     import pika
 
     queue = f"bench.rpc.{uuid.uuid4().hex[:8]}"
-    worker = subprocess.Popen([PYTHON, "-c", _RAW_WORKER, bench.node.uri, queue], env=clean_env(),
-                              stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [PYTHON, "-c", _RAW_WORKER, bench.node.uri, queue], env=clean_env(), stdout=subprocess.PIPE, text=True
+    )
     conn = bench.pika()
     try:
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
@@ -138,8 +155,12 @@ def raw_round_trips(bench: Bench, count: int, warmup: int) -> list[float]:
         for i in range(warmup + count):
             state["want"], state["got"] = str(uuid.uuid4()), False
             began = time.perf_counter()
-            ch.basic_publish("", queue, f"task {i}".encode(), pika.BasicProperties(
-                reply_to=reply_queue, correlation_id=state["want"], delivery_mode=2))
+            ch.basic_publish(
+                "",
+                queue,
+                f"task {i}".encode(),
+                pika.BasicProperties(reply_to=reply_queue, correlation_id=state["want"], delivery_mode=2),
+            )
             while not state["got"]:
                 conn.process_data_events(time_limit=None)
             if i >= warmup:

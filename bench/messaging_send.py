@@ -20,11 +20,13 @@ from bench_hosts import BRIDGE, PYTHON, Bench  # noqa: E402
 
 ONESHOT_QUEUE = "bench.oneshot"
 
-_PIKA_PUBLISH = ("import pika, sys\n"
-                 "c = pika.BlockingConnection(pika.URLParameters(sys.argv[1]))\n"
-                 "ch = c.channel()\nch.confirm_delivery()\n"
-                 "ch.basic_publish('', sys.argv[2], b'hello', pika.BasicProperties(delivery_mode=2))\n"
-                 "c.close()\n")
+_PIKA_PUBLISH = (
+    "import pika, sys\n"
+    "c = pika.BlockingConnection(pika.URLParameters(sys.argv[1]))\n"
+    "ch = c.channel()\nch.confirm_delivery()\n"
+    "ch.basic_publish('', sys.argv[2], b'hello', pika.BasicProperties(delivery_mode=2))\n"
+    "c.close()\n"
+)
 
 
 _FLOOR = """\
@@ -65,8 +67,14 @@ def floor_script(root: Path, main_gid: str, sink_gid: str) -> tuple[Path, str]:
 
 def _timed(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> float:
     began = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          stdin=None if stdin is not None else subprocess.DEVNULL)
+    proc = subprocess.run(
+        cmd,
+        env=env,
+        input=stdin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
     elapsed = (time.perf_counter() - began) * 1000
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} … exited {proc.returncode}: {proc.stderr.decode()[-400:]}")
@@ -76,13 +84,14 @@ def _timed(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> f
 def _imports_pika(cmd: list[str], env: dict[str, str]) -> tuple[bool, float]:
     """Run ``cmd`` with ``-X importtime`` (PYTHONPROFILEIMPORTTIME); (pika imported?, total
     cumulative import ms of top-level modules)."""
-    proc = subprocess.run(cmd, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        cmd, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     pika_seen, total_us = False, 0
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
-        parts = line[len("import time:"):].rstrip("\n").split("|")
+        parts = line[len("import time:") :].rstrip("\n").split("|")
         if len(parts) != 3 or not parts[1].strip().isdigit():
             continue
         name = parts[2][1:]  # one space after the bar, then two per nesting level
@@ -124,12 +133,12 @@ def bench_oneshot(bench: Bench, runs: int, bulk_rounds: int, bulk_n: int) -> dic
     direct_pika, direct_import_ms = _imports_pika(cases["direct"][0], direct_env)
 
     lines = "".join(f"bulk line {i:04d}\n" for i in range(bulk_n)).encode()
-    loop = (f'for i in $(seq {bulk_n}); do amqp-publish -u "$1" -r {ONESHOT_QUEUE} -p -b "bulk line $i" '
-            f'|| exit 1; done')
+    loop = f'for i in $(seq {bulk_n}); do amqp-publish -u "$1" -r {ONESHOT_QUEUE} -p -b "bulk line $i" || exit 1; done'
     bulk_bridge, bulk_amqp = [], []
     for _ in range(bulk_rounds):
-        bulk_bridge.append(_timed([BRIDGE, "send", sink_gid, "-", "--lines", "--from", main_gid],
-                                  host.env, stdin=lines))
+        bulk_bridge.append(
+            _timed([BRIDGE, "send", sink_gid, "-", "--lines", "--from", main_gid], host.env, stdin=lines)
+        )
         bulk_amqp.append(_timed(["bash", "-c", loop, "loop", uri], host.env))
     host.stop_gateway()
     conn = bench.pika()
@@ -137,6 +146,14 @@ def bench_oneshot(bench: Bench, runs: int, bulk_rounds: int, bulk_n: int) -> dic
         conn.channel().queue_delete(ONESHOT_QUEUE)
     finally:
         conn.close()
-    return {"samples": samples, "gateway_imports_pika": gw_pika, "gateway_import_ms": gw_import_ms,
-            "direct_imports_pika": direct_pika, "direct_import_ms": direct_import_ms,
-            "bulk_bridge": bulk_bridge, "bulk_amqp": bulk_amqp, "bulk_n": bulk_n, "runs": runs}
+    return {
+        "samples": samples,
+        "gateway_imports_pika": gw_pika,
+        "gateway_import_ms": gw_import_ms,
+        "direct_imports_pika": direct_pika,
+        "direct_import_ms": direct_import_ms,
+        "bulk_bridge": bulk_bridge,
+        "bulk_amqp": bulk_amqp,
+        "bulk_n": bulk_n,
+        "runs": runs,
+    }

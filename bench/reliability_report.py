@@ -78,16 +78,22 @@ def run(names: list[str]) -> dict[str, dict]:
 
 
 def render(results: dict[str, dict]) -> str:
-    lines = [START, "",
-             f"Last run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()} "
-             f"({platform.machine()}, Python {platform.python_version()}).", "",
-             "| fault | sent | delivered | lost | duplicated | delivered but unconfirmed | refused sends |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        START,
+        "",
+        f"Last run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()} "
+        f"({platform.machine()}, Python {platform.python_version()}).",
+        "",
+        "| fault | sent | delivered | lost | duplicated | delivered but unconfirmed | refused sends |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     order = [n for n in (*NETNS, *CLUSTER) if n in results]
     for name in order:
         r = results[name]
-        lines.append(f"| {r['fault']} | {r['sent']} | {r['delivered']} | {r['lost']} | {r['duplicated']} | "
-                     f"{r['unconfirmed_delivered']} | {r['send_errors']} |")
+        lines.append(
+            f"| {r['fault']} | {r['sent']} | {r['delivered']} | {r['lost']} | {r['duplicated']} | "
+            f"{r['unconfirmed_delivered']} | {r['send_errors']} |"
+        )
     lines += ["", "Measured times (seconds):", ""]
     for name in order:
         r = results[name]

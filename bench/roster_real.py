@@ -59,8 +59,9 @@ class RealGateway:
             path = self.root / part.lower()
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.env[f"XDG_{part}_{'DIR' if part == 'RUNTIME' else 'HOME'}"] = str(path)
-        self.env.update({"BRIDGE_HOST_ID": self.host, "BRIDGE_BROKER_URI": uri,
-                         "BRIDGE_ROSTER_INTERVAL": f"{interval:g}"})
+        self.env.update(
+            {"BRIDGE_HOST_ID": self.host, "BRIDGE_BROKER_URI": uri, "BRIDGE_ROSTER_INTERVAL": f"{interval:g}"}
+        )
         self.proc: subprocess.Popen | None = None
         self.log_path = self.root / "gateway.log"
 
@@ -70,8 +71,14 @@ class RealGateway:
 
     def register(self, count: int) -> None:
         for i in range(count):
-            proc = subprocess.run([BRIDGE, "register", "--label", f"e{i}", "--deliver", "hold"], env=self.env,
-                                  capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [BRIDGE, "register", "--label", f"e{i}", "--deliver", "hold"],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f"bridge register exited {proc.returncode}: {proc.stderr.strip()}")
 
@@ -80,13 +87,23 @@ class RealGateway:
         that isolates its cost; bench only)."""
         argv = [BRIDGE, "gateway"]
         if no_cache:
-            argv = [PYTHON, "-c", "import sys; from bridgecli import cache; cache.save_roster = lambda view: True; "
-                    "from bridgecli.cli import main; sys.argv = ['bridge', 'gateway']; main()"]
+            argv = [
+                PYTHON,
+                "-c",
+                "import sys; from bridgecli import cache; cache.save_roster = lambda view: True; "
+                "from bridgecli.cli import main; sys.argv = ['bridge', 'gateway']; main()",
+            ]
         if profile_to is not None:
             argv = [PYTHON, "-m", "cProfile", "-o", str(profile_to), "-m", "bridgecli", "gateway"]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -109,7 +126,7 @@ class RealGateway:
         match = re.search(r"(\d+) entities on (\d+) gateways; heartbeats sent (\d+), received (\d+)", text)
         if not match:
             return {}
-        return dict(zip(("entities", "gateways", "sent", "received"), map(int, match.groups())))
+        return dict(zip(("entities", "gateways", "sent", "received"), map(int, match.groups()), strict=True))
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

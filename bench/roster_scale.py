@@ -72,6 +72,7 @@ from roster_sim import Worker, worker  # noqa: E402
 
 # --- the benchmark ----------------------------------------------------------------------
 
+
 class Fleet:
     """Owns the private broker node, the real gateway, the workers and the temp dir."""
 
@@ -87,7 +88,7 @@ class Fleet:
         self.workers: list[Worker] = []
         self.probe: Worker | None = None
 
-    def __enter__(self) -> "Fleet":
+    def __enter__(self) -> Fleet:
         self.node.start()
         return self
 
@@ -109,8 +110,9 @@ class Fleet:
         for i in range(WORKERS):
             chunk = hosts[i::WORKERS]
             if chunk:
-                self.workers.append(Worker(self.node.uri, chunk, self.entities, self.interval,
-                                           self.root / f"worker{i}.log"))
+                self.workers.append(
+                    Worker(self.node.uri, chunk, self.entities, self.interval, self.root / f"worker{i}.log")
+                )
         for w in self.workers:
             w.wait_consuming()
 
@@ -121,8 +123,14 @@ class Fleet:
             self.probe.stop()
             time.sleep(0.5)  # its gone frames reach the others
         target = self.gateways * self.entities
-        self.probe = Worker(self.node.uri, [f"new-{uuid.uuid4().hex[:6]}"], self.entities, self.interval,
-                            self.root / "probe.log", target=target)
+        self.probe = Worker(
+            self.node.uri,
+            [f"new-{uuid.uuid4().hex[:6]}"],
+            self.entities,
+            self.interval,
+            self.root / "probe.log",
+            target=target,
+        )
         event = self.probe.wait_event("converged", PROBE_INTERVALS * self.interval + 10)
         return event or {"event": "timeout", "view": self.probe.last.get("view", 0)}
 
@@ -139,21 +147,27 @@ class Fleet:
         before_real = self.real.roster_counters()
         before = [dict(w.last) for w in members]
         t0 = time.monotonic()
-        cpu0 = {"real": cpu_seconds(real_pid), "broker": cpu_seconds(vm_pid) if vm_pid else 0.0,
-                "sim": sum(cpu_seconds(w.proc.pid) for w in self.workers),
-                "broker_runq": runq_wait_seconds(vm_pid) if vm_pid else 0.0}
+        cpu0 = {
+            "real": cpu_seconds(real_pid),
+            "broker": cpu_seconds(vm_pid) if vm_pid else 0.0,
+            "sim": sum(cpu_seconds(w.proc.pid) for w in self.workers),
+            "broker_runq": runq_wait_seconds(vm_pid) if vm_pid else 0.0,
+        }
         busy0, total0 = machine_ticks()
         time.sleep(seconds)
         elapsed = time.monotonic() - t0
-        cpu1 = {"real": cpu_seconds(real_pid), "broker": cpu_seconds(vm_pid) if vm_pid else 0.0,
-                "sim": sum(cpu_seconds(w.proc.pid) for w in self.workers),
-                "broker_runq": runq_wait_seconds(vm_pid) if vm_pid else 0.0}
+        cpu1 = {
+            "real": cpu_seconds(real_pid),
+            "broker": cpu_seconds(vm_pid) if vm_pid else 0.0,
+            "sim": sum(cpu_seconds(w.proc.pid) for w in self.workers),
+            "broker_runq": runq_wait_seconds(vm_pid) if vm_pid else 0.0,
+        }
         busy1, total1 = machine_ticks()
         after = [dict(w.last) for w in members]
         after_real = self.real.roster_counters()
         sent = received = 0.0
         real_received = float("nan")  # unknown when its status call timed out (a starved broker)
-        for b, a in zip(before, after):
+        for b, a in zip(before, after, strict=False):
             dt = a.get("t", 0) - b.get("t", 0)
             if dt > 0:
                 sent += (a["sent"] - b["sent"]) / dt
@@ -170,7 +184,8 @@ class Fleet:
             "real_received": real_received,
             "sim_cpu_pct_per_gateway": 100 * (cpu1["sim"] - cpu0["sim"]) / elapsed / max(1, sims),
             "machine_busy_pct": 100 * (busy1 - busy0) / max(1, total1 - total0),
-            "published": sent, "delivered": received,
+            "published": sent,
+            "delivered": received,
             "real_view": float(after_real.get("entities", "nan")),
             "real_gateways": float(after_real.get("gateways", "nan")),
             "load1": os.getloadavg()[0],
@@ -197,10 +212,17 @@ def profile_summary(prof: Path, top: int = 25) -> str:
     return out.getvalue()
 
 
-def run(interval: float = 5.0, probes: int = 5, windows: int = 3, window_s: float | None = None,
-        profile: str | None = None, gateways: tuple[int, ...] = (GATEWAYS,),
-        entities: int = ENTITIES, profile_at: int | None = None,
-        ab_cache_at: int | None = None) -> dict[str, Any]:
+def run(
+    interval: float = 5.0,
+    probes: int = 5,
+    windows: int = 3,
+    window_s: float | None = None,
+    profile: str | None = None,
+    gateways: tuple[int, ...] = (GATEWAYS,),
+    entities: int = ENTITIES,
+    profile_at: int | None = None,
+    ab_cache_at: int | None = None,
+) -> dict[str, Any]:
     """Measure the fleet at each size in ``gateways`` (ascending: a saturated size last)."""
     e = entities
     window_s = window_s or max(15.0, 6 * interval)
@@ -224,15 +246,20 @@ def run(interval: float = 5.0, probes: int = 5, windows: int = 3, window_s: floa
             for i in range(windows):
                 point["steady"].append(fleet.window(window_s))
                 point["steady"][-1]["backlog"] = fleet.roster_backlog()
-                print(f"G={g} steady {i}: " + ", ".join(f"{k} {v:.4g}" for k, v in point["steady"][-1].items()),
-                      file=sys.stderr)
+                print(
+                    f"G={g} steady {i}: " + ", ".join(f"{k} {v:.4g}" for k, v in point["steady"][-1].items()),
+                    file=sys.stderr,
+                )
             if g == ab_cache_at and fleet.real is not None:
                 fleet.real.stop()
                 fleet.real.start(no_cache=True)
                 time.sleep(fleet.interval)
                 point["steady_no_cache"] = [fleet.window(window_s) for _ in range(windows)]
-                print(f"G={g} without roster.json writes: "
-                      f"{[round(w['real_cpu_pct'], 2) for w in point['steady_no_cache']]} % CPU", file=sys.stderr)
+                print(
+                    f"G={g} without roster.json writes: "
+                    f"{[round(w['real_cpu_pct'], 2) for w in point['steady_no_cache']]} % CPU",
+                    file=sys.stderr,
+                )
                 fleet.real.stop()
                 fleet.real.start()
             result["points"].append(point)
@@ -259,8 +286,11 @@ def profile_real(fleet: Fleet, out: Path, window_s: float) -> dict[str, float]:
     fleet.real.stop()
     summary = profile_summary(prof)
     (out / "gateway-roster.txt").write_text(summary)
-    print(f"profiled window (under cProfile): real gateway {profiled['real_cpu_pct']:.2f} % CPU, "
-          f"{profiled['real_received']:.0f} frames/s\n{summary}", file=sys.stderr)
+    print(
+        f"profiled window (under cProfile): real gateway {profiled['real_cpu_pct']:.2f} % CPU, "
+        f"{profiled['real_received']:.0f} frames/s\n{summary}",
+        file=sys.stderr,
+    )
     fleet.real.start()
     return profiled
 
@@ -271,10 +301,17 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
     interval, e, alone = result["interval"], result["entities"], result["alone"]
 
     def row(metric: str, value: float, unit: str, baseline: str, ratio: float | None, note: str = "") -> None:
-        rows.append({"benchmark": NAME, "metric": metric,
-                     "value": value if value != value else round(value, 3 if value < 10 else 1),
-                     "unit": unit, "baseline": baseline,
-                     "ratio": None if ratio is None or ratio != ratio else round(ratio, 3), "note": note})
+        rows.append(
+            {
+                "benchmark": NAME,
+                "metric": metric,
+                "value": value if value != value else round(value, 3 if value < 10 else 1),
+                "unit": unit,
+                "baseline": baseline,
+                "ratio": None if ratio is None or ratio != ratio else round(ratio, 3),
+                "note": note,
+            }
+        )
 
     for point in result["points"]:
         g, steady = point["gateways"], point["steady"]
@@ -289,8 +326,10 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
         if len(conv) > len(stuck):  # the median is a converged join
             stuck_iv = [float("inf")] * len(stuck)
             value = median(conv_iv + stuck_iv)
-            note = (f"median of {len(events)} joins (max {max(conv_iv):.2f}; "
-                    f"{median([ev['converged_at'] - ev['started_at'] for ev in conv]):.2f} s from process start)")
+            note = (
+                f"median of {len(events)} joins (max {max(conv_iv):.2f}; "
+                f"{median([ev['converged_at'] - ev['started_at'] for ev in conv]):.2f} s from process start)"
+            )
         else:
             value = float("nan")
             note = f"only {len(conv)} of {len(events)} joins converged within {PROBE_INTERVALS} intervals"
@@ -300,44 +339,76 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
         row(metric, value, "intervals", "goal <= 2 intervals", value / 2, note)
         pub_formula = g * (e + 1) / interval
         del_formula = g * g * (e + 1) / interval
-        row(f"heartbeats published broker-wide ({tag})", med("published"), "msg/s",
-            f"G(E+1)/interval = {pub_formula:.0f} msg/s", med("published") / pub_formula, f"median of {n} windows")
-        row(f"heartbeats delivered broker-wide ({tag})", med("delivered"), "msg/s",
-            f"G^2(E+1)/interval = {del_formula:.0f} msg/s", med("delivered") / del_formula,
+        row(
+            f"heartbeats published broker-wide ({tag})",
+            med("published"),
+            "msg/s",
+            f"G(E+1)/interval = {pub_formula:.0f} msg/s",
+            med("published") / pub_formula,
+            f"median of {n} windows",
+        )
+        row(
+            f"heartbeats delivered broker-wide ({tag})",
+            med("delivered"),
+            "msg/s",
+            f"G^2(E+1)/interval = {del_formula:.0f} msg/s",
+            med("delivered") / del_formula,
             f"median of {n} windows; roster queues' backlog at window end {med('backlog'):.0f} msgs; broker "
             f"CPU {med('broker_cpu_pct'):.0f} % core, waiting for a CPU {med('broker_runq_pct'):.0f} % "
-            f"(machine busy {med('machine_busy_pct'):.0f} %, load1 {med('load1'):.1f})")
+            f"(machine busy {med('machine_busy_pct'):.0f} %, load1 {med('load1'):.1f})",
+        )
         # marginal CPU per received frame over the gateway alone, and the CPU it projects at
         # the full formula rate (when a starved broker delivered less than that)
         base_cpu, base_frames = med("real_cpu_pct", alone), med("real_received", alone)
-        per_frame = [1e4 * (r["real_cpu_pct"] - base_cpu) / (r["real_received"] - base_frames)
-                     for r in steady if r["real_received"] == r["real_received"]
-                     and r["real_received"] > base_frames + 1]
+        per_frame = [
+            1e4 * (r["real_cpu_pct"] - base_cpu) / (r["real_received"] - base_frames)
+            for r in steady
+            if r["real_received"] == r["real_received"] and r["real_received"] > base_frames + 1
+        ]
         projected = base_cpu + median(per_frame) * (pub_formula - base_frames) / 1e4 if per_frame else float("nan")
-        row(f"real gateway CPU, roster at {tag}", med("real_cpu_pct"), "% core", "goal < 5 % of one core",
+        row(
+            f"real gateway CPU, roster at {tag}",
+            med("real_cpu_pct"),
+            "% core",
+            "goal < 5 % of one core",
             med("real_cpu_pct") / 5,
             f"median of {n} x {result['window_s']:g} s windows; it decoded {med('real_received'):.0f} of "
             f"{pub_formula:.0f} frames/s ({median(per_frame):.0f} us of CPU per extra frame => "
             f"{projected:.2f} % at the full rate); alone (its {e} entities, no fleet) "
             f"{med('real_cpu_pct', alone):.2f} %; view {med('real_view'):.0f} entities on "
-            f"{med('real_gateways'):.0f} gateways")
+            f"{med('real_gateways'):.0f} gateways",
+        )
         if point.get("steady_no_cache"):
             nc = point["steady_no_cache"]
             value = med("real_cpu_pct", nc)
-            row(f"real gateway CPU without its roster.json writes ({tag})", value, "% core",
-                f"stock gateway {med('real_cpu_pct'):.2f} %", value / med("real_cpu_pct"),
-                f"bench-only A/B: cache.save_roster stubbed out; median of {len(nc)} windows")
-        row(f"simulated gateway CPU, each ({tag})", med("sim_cpu_pct_per_gateway"), "% core",
+            row(
+                f"real gateway CPU without its roster.json writes ({tag})",
+                value,
+                "% core",
+                f"stock gateway {med('real_cpu_pct'):.2f} %",
+                value / med("real_cpu_pct"),
+                f"bench-only A/B: cache.save_roster stubbed out; median of {len(nc)} windows",
+            )
+        row(
+            f"simulated gateway CPU, each ({tag})",
+            med("sim_cpu_pct_per_gateway"),
+            "% core",
             f"real gateway {med('real_cpu_pct'):.2f} %",
             med("sim_cpu_pct_per_gateway") / med("real_cpu_pct") if med("real_cpu_pct") else None,
             f"pika SelectConnection, {min(WORKERS, g - 2)} processes sharing {g - 2} gateways; "
-            "same frames and RosterView")
+            "same frames and RosterView",
+        )
     return rows
 
 
-TABLE = (Column("metric", 62, key("metric")), Column("value", 9, key("value"), ">"), Column("unit", 9, key("unit")),
-         Column("baseline", 34, key("baseline")), Column("ratio", 7, ratio_cell, ">"),
-         Column(" note", 0, lambda r: " " + r["note"]))
+TABLE = (
+    Column("metric", 62, key("metric")),
+    Column("value", 9, key("value"), ">"),
+    Column("unit", 9, key("unit")),
+    Column("baseline", 34, key("baseline")),
+    Column("ratio", 7, ratio_cell, ">"),
+    Column(" note", 0, lambda r: " " + r["note"]),
+)
 
 
 def main(interval: float = 5.0, probes: int = 5, windows: int = 3, profile: str | None = None) -> list[dict[str, Any]]:
@@ -355,11 +426,18 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--windows", type=int, default=3, help="steady-state measuring windows")
     parser.add_argument("--profile", metavar="DIR", help="also profile the real gateway for one window")
     parser.add_argument("--profile-at", type=int, metavar="G", help="fleet size to profile at (default the largest)")
-    parser.add_argument("--ab-cache-at", type=int, metavar="G",
-                        help="at fleet size G also measure the real gateway with its roster.json write stubbed out")
+    parser.add_argument(
+        "--ab-cache-at",
+        type=int,
+        metavar="G",
+        help="at fleet size G also measure the real gateway with its roster.json write stubbed out",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the raw measurements as JSON")
-    parser.add_argument("--gateways", default=str(GATEWAYS),
-                        help="G, gateways in the fleet (default 50); a comma list sweeps sizes, e.g. 10,20,30,40,50")
+    parser.add_argument(
+        "--gateways",
+        default=str(GATEWAYS),
+        help="G, gateways in the fleet (default 50); a comma list sweeps sizes, e.g. 10,20,30,40,50",
+    )
     parser.add_argument("--window", type=float, help="seconds per steady window (default 6 intervals, >= 15)")
     # internal: a worker process of simulated gateways
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -375,8 +453,17 @@ if __name__ == "__main__":
     if args.worker:
         sys.exit(worker(args))
     sizes = tuple(int(g) for g in args.gateways.split(","))
-    result = run(args.interval, args.probes, args.windows, args.window, profile=args.profile,
-                 gateways=sizes, entities=args.entities, profile_at=args.profile_at, ab_cache_at=args.ab_cache_at)
+    result = run(
+        args.interval,
+        args.probes,
+        args.windows,
+        args.window,
+        profile=args.profile,
+        gateways=sizes,
+        entities=args.entities,
+        profile_at=args.profile_at,
+        ab_cache_at=args.ab_cache_at,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print_table(rows_from(result), TABLE)

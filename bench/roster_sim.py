@@ -32,8 +32,17 @@ if str(REPO) not in sys.path:  # loaded from anywhere
 class SimGateway:
     """One simulated gateway on a shared pika I/O loop: the presence half of a real one."""
 
-    def __init__(self, host: str, entities: int, interval: float, ioloop: Any, uri: str,
-                 emit: Any, target: int = 0, random_phase: bool = True) -> None:
+    def __init__(
+        self,
+        host: str,
+        entities: int,
+        interval: float,
+        ioloop: Any,
+        uri: str,
+        emit: Any,
+        target: int = 0,
+        random_phase: bool = True,
+    ) -> None:
         from bridgecli import roster
         from bridgecli.interfaces import Entity
 
@@ -45,8 +54,12 @@ class SimGateway:
         self.target = target
         self.random_phase = random_phase
         created = time.time()
-        self.entities = [Entity(gid=str(uuid.uuid4()), label=f"{host}-e{i}", role="agent", deliver="hold",
-                                host=host, created=created) for i in range(entities)]
+        self.entities = [
+            Entity(
+                gid=str(uuid.uuid4()), label=f"{host}-e{i}", role="agent", deliver="hold", host=host, created=created
+            )
+            for i in range(entities)
+        ]
         self.view = roster.RosterView()
         self.sent = 0
         self.received = 0
@@ -62,10 +75,11 @@ class SimGateway:
         import pika
 
         self.connection = pika.SelectConnection(
-            pika.URLParameters(self.uri), on_open_callback=self._on_open,
-            on_open_error_callback=lambda _c, exc: self.emit({"event": "error", "host": self.host,
-                                                               "error": repr(exc)}),
-            custom_ioloop=self.ioloop)
+            pika.URLParameters(self.uri),
+            on_open_callback=self._on_open,
+            on_open_error_callback=lambda _c, exc: self.emit({"event": "error", "host": self.host, "error": repr(exc)}),
+            custom_ioloop=self.ioloop,
+        )
 
     def _on_open(self, connection: Any) -> None:
         connection.channel(on_open_callback=self._on_channel)
@@ -76,16 +90,21 @@ class SimGateway:
         self.channel = channel
         queue = topology.roster_queue(self.host)
         self.binding = queue.bindings[0]
-        channel.queue_declare(queue.name, durable=queue.durable, exclusive=queue.exclusive,
-                              auto_delete=queue.auto_delete, callback=self._on_declared)
+        channel.queue_declare(
+            queue.name,
+            durable=queue.durable,
+            exclusive=queue.exclusive,
+            auto_delete=queue.auto_delete,
+            callback=self._on_declared,
+        )
 
     def _on_declared(self, _frame: Any) -> None:
-        self.channel.queue_bind(f"roster.{self.host}", self.binding.exchange,
-                                routing_key=self.binding.routing_key, callback=self._on_bound)
+        self.channel.queue_bind(
+            f"roster.{self.host}", self.binding.exchange, routing_key=self.binding.routing_key, callback=self._on_bound
+        )
 
     def _on_bound(self, _frame: Any) -> None:
-        self.channel.basic_consume(f"roster.{self.host}", self._on_frame, auto_ack=True,
-                                   callback=self._on_consuming)
+        self.channel.basic_consume(f"roster.{self.host}", self._on_frame, auto_ack=True, callback=self._on_consuming)
 
     def _on_consuming(self, _frame: Any) -> None:
         self.consuming_at = time.time()
@@ -106,8 +125,9 @@ class SimGateway:
         from bridgecli import roster
         from bridgecli.amqp import topology
 
-        props = pika.BasicProperties(content_type="application/json", delivery_mode=1,
-                                     expiration=str(int(self.interval * 1000 * 3)))
+        props = pika.BasicProperties(
+            content_type="application/json", delivery_mode=1, expiration=str(int(self.interval * 1000 * 3))
+        )
         self.channel.basic_publish(topology.ROSTER, roster.routing_key(self.host, gid), body, props)
         self.sent += 1
 
@@ -115,11 +135,18 @@ class SimGateway:
         from bridgecli import __version__, roster
 
         for entity in self.entities:
-            self._publish(entity.gid, roster.heartbeat_frame(host=self.host, version=__version__,
-                                                             interval=self.interval, entity=entity,
-                                                             status="idle"))
-        self._publish(roster.GATEWAY_KEY, roster.heartbeat_frame(
-            host=self.host, version=__version__, interval=self.interval, entities=len(self.entities)))
+            self._publish(
+                entity.gid,
+                roster.heartbeat_frame(
+                    host=self.host, version=__version__, interval=self.interval, entity=entity, status="idle"
+                ),
+            )
+        self._publish(
+            roster.GATEWAY_KEY,
+            roster.heartbeat_frame(
+                host=self.host, version=__version__, interval=self.interval, entities=len(self.entities)
+            ),
+        )
 
     def _schedule(self, due: float) -> None:
         def tick() -> None:
@@ -139,9 +166,17 @@ class SimGateway:
             return
         if len(self.view.entries()) >= self.target:
             self.converged_at = time.time()
-            self.emit({"event": "converged", "host": self.host, "started_at": self.started_at,
-                       "consuming_at": self.consuming_at, "converged_at": self.converged_at,
-                       "gateways": len(self.view.gateways()), "received": self.received})
+            self.emit(
+                {
+                    "event": "converged",
+                    "host": self.host,
+                    "started_at": self.started_at,
+                    "consuming_at": self.consuming_at,
+                    "converged_at": self.converged_at,
+                    "gateways": len(self.view.gateways()),
+                    "received": self.received,
+                }
+            )
             return
         self.ioloop.call_later(0.02, self._check_converged)
 
@@ -152,10 +187,10 @@ class SimGateway:
         self.closing = True
         if self.channel is not None and self.channel.is_open:
             for entity in self.entities:
-                self._publish(entity.gid, roster.gone_frame(host=self.host, gid=entity.gid,
-                                                            reason="gateway stopped"))
-            self._publish(roster.GATEWAY_KEY, roster.gone_frame(host=self.host, gid=roster.GATEWAY_KEY,
-                                                                reason="gateway stopped"))
+                self._publish(entity.gid, roster.gone_frame(host=self.host, gid=entity.gid, reason="gateway stopped"))
+            self._publish(
+                roster.GATEWAY_KEY, roster.gone_frame(host=self.host, gid=roster.GATEWAY_KEY, reason="gateway stopped")
+            )
         if self.connection is not None and self.connection.is_open:
             self.connection.close()
 
@@ -174,19 +209,27 @@ def worker(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(obj) + "\n")
             sys.stdout.flush()
 
-    gateways = [SimGateway(host, args.entities, args.interval, ioloop, args.uri, emit, target=args.target,
-                           random_phase=not args.target)
-                for host in args.hosts.split(",")]
+    gateways = [
+        SimGateway(
+            host, args.entities, args.interval, ioloop, args.uri, emit, target=args.target, random_phase=not args.target
+        )
+        for host in args.hosts.split(",")
+    ]
     for gw in gateways:
         # a fleet in steady state did not boot in the same second: spread the connects (and
         # the announce burst each makes) over one interval; a joining gateway starts at once
         ioloop.call_later(0 if args.target else random.uniform(0, args.interval), gw.connect)
 
     def report() -> None:
-        emit({"t": time.time(), "sent": sum(g.sent for g in gateways),
-              "received": sum(g.received for g in gateways),
-              "consuming": sum(g.consuming_at is not None for g in gateways),
-              "view": len(gateways[0].view.entries())})
+        emit(
+            {
+                "t": time.time(),
+                "sent": sum(g.sent for g in gateways),
+                "received": sum(g.received for g in gateways),
+                "consuming": sum(g.consuming_at is not None for g in gateways),
+                "view": len(gateways[0].view.entries()),
+            }
+        )
         ioloop.call_later(0.5, report)
 
     def stop() -> None:
@@ -209,14 +252,32 @@ def worker(args: argparse.Namespace) -> int:
 class Worker:
     """The parent's handle on one worker process: its latest report and its events."""
 
-    def __init__(self, uri: str, hosts: list[str], entities: int, interval: float, log: Path,
-                 target: int = 0) -> None:
-        argv = [PYTHON, str(ENTRY), "--worker", "--uri", uri, "--hosts", ",".join(hosts),
-                "--entities", str(entities), "--interval", str(interval), "--target", str(target)]
+    def __init__(self, uri: str, hosts: list[str], entities: int, interval: float, log: Path, target: int = 0) -> None:
+        argv = [
+            PYTHON,
+            str(ENTRY),
+            "--worker",
+            "--uri",
+            uri,
+            "--hosts",
+            ",".join(hosts),
+            "--entities",
+            str(entities),
+            "--interval",
+            str(interval),
+            "--target",
+            str(target),
+        ]
         self.hosts = hosts
         self.log = log
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(log, "ab"), text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(log, "ab"),
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         self.last: dict[str, Any] = {}
         self.events: list[dict[str, Any]] = []
         self.changed = threading.Condition()

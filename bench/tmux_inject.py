@@ -22,8 +22,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SENDER = "0b5e0000-aaaa-4bbb-8ccc-dddddddddddd"
@@ -45,7 +46,9 @@ def _envelope(i: int) -> Any:
 def _entity(deliver: str) -> Any:
     from bridgecli.interfaces import Entity
 
-    return Entity(gid=str(uuid.uuid4()), label="bench", role="agent", deliver=deliver, host="bench", created=time.time())
+    return Entity(
+        gid=str(uuid.uuid4()), label="bench", role="agent", deliver=deliver, host="bench", created=time.time()
+    )
 
 
 def bench_tmux(n: int, tmp: Path) -> list[dict[str, Any]]:
@@ -55,8 +58,26 @@ def bench_tmux(n: int, tmp: Path) -> list[dict[str, Any]]:
     sock = str(tmp / "s")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
     # `cat` with the tty's echo: what is typed shows up, nothing is executed
-    subprocess.run(["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "b", "-x", "200",
-                    "-y", "50", "cat >/dev/null"], check=True, env=env)
+    subprocess.run(
+        [
+            "tmux",
+            "-S",
+            sock,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "b",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "cat >/dev/null",
+        ],
+        check=True,
+        env=env,
+    )
     try:
         tmux = Tmux(sock)
         pane = tmux.pane("b:").pane_id
@@ -85,7 +106,12 @@ def bench_tmux(n: int, tmp: Path) -> list[dict[str, Any]]:
     return [
         {"target": "tmux", "path": "raw send-keys (unconfirmed)", "per_s": raw_rate, "ratio": 1.0},
         {"target": "tmux", "path": "raw send-keys + wait visible", "per_s": wait_rate, "ratio": wait_rate / raw_rate},
-        {"target": "tmux", "path": "bridge tmux backend (confirmed)", "per_s": bridge_rate, "ratio": bridge_rate / raw_rate},
+        {
+            "target": "tmux",
+            "path": "bridge tmux backend (confirmed)",
+            "per_s": bridge_rate,
+            "ratio": bridge_rate / raw_rate,
+        },
     ]
 
 
@@ -118,7 +144,12 @@ def bench_herdr(n: int, tmp: Path) -> list[dict[str, Any]]:
         fake.stop()
     return [
         {"target": "herdr fake", "path": "raw pane.send_input (unconfirmed)", "per_s": raw_rate, "ratio": 1.0},
-        {"target": "herdr fake", "path": "bridge herdr backend (confirmed)", "per_s": bridge_rate, "ratio": bridge_rate / raw_rate},
+        {
+            "target": "herdr fake",
+            "path": "bridge herdr backend (confirmed)",
+            "per_s": bridge_rate,
+            "ratio": bridge_rate / raw_rate,
+        },
     ]
 
 
@@ -148,10 +179,17 @@ def _contract_rows(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
         base = next(r for r in rows if r["target"] == row["target"])
         if row is base:
             continue
-        out.append({"benchmark": "tmux_inject", "metric": f"{row['target']}: {row['path']}",
-                    "value": round(row["per_s"], 1), "unit": "msg/s",
-                    "baseline": f"{base['path']} {base['per_s']:.0f} msg/s", "ratio": round(row["ratio"], 2),
-                    "note": f"{n} messages"})
+        out.append(
+            {
+                "benchmark": "tmux_inject",
+                "metric": f"{row['target']}: {row['path']}",
+                "value": round(row["per_s"], 1),
+                "unit": "msg/s",
+                "baseline": f"{base['path']} {base['per_s']:.0f} msg/s",
+                "ratio": round(row["ratio"], 2),
+                "note": f"{n} messages",
+            }
+        )
     return out
 
 

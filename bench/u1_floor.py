@@ -24,7 +24,7 @@ from _common import CpuPerRound, median, pct  # noqa: E402
 from bench_hosts import PYTHON, Bench, clean_env  # noqa: E402
 from messaging_round_trip import bridge_round_trips, raw_round_trips  # noqa: E402
 
-_RELAY = r'''
+_RELAY = r"""
 import json, logging, socket, sys, time
 from pathlib import Path
 import pika
@@ -188,9 +188,9 @@ pika.SelectConnection(params, custom_ioloop=loop,
 pika.SelectConnection(params, custom_ioloop=loop,
                       on_open_callback=lambda c: c.channel(on_open_callback=on_publish_channel))
 loop.start()
-'''
+"""
 
-_WORKER = r'''
+_WORKER = r"""
 import json, socket, sys
 sock = socket.socket(socket.AF_UNIX)
 sock.connect(sys.argv[1])
@@ -205,7 +205,7 @@ while True:
             sys.exit(0)
         sock.sendall(json.dumps({"op": "reply", "msg_id": msg["msgId"], "content": "ok"}).encode() + b"\n")
         lines.readline()
-'''
+"""
 
 
 def floor_round_trips(
@@ -222,11 +222,25 @@ def floor_round_trips(
     ch.exchange_declare("bridge.dlx", "fanout", durable=True)
     conn.close()
     gids = {"a": str(uuid.uuid4()), "b": str(uuid.uuid4())}
-    relays = {name: subprocess.Popen([PYTHON, "-c", _RELAY, bench.node.uri, str(root / f"{name}.sock"), gid,
-                                      str(root / f"{name}.db"), str(root / f"{name}.log"),
-                                      *([str(marks / f"{name}.marks")] if marks else [])],
-                                     stdout=subprocess.PIPE, text=True, env=clean_env())
-              for name, gid in gids.items()}
+    relays = {
+        name: subprocess.Popen(
+            [
+                PYTHON,
+                "-c",
+                _RELAY,
+                bench.node.uri,
+                str(root / f"{name}.sock"),
+                gid,
+                str(root / f"{name}.db"),
+                str(root / f"{name}.log"),
+                *([str(marks / f"{name}.marks")] if marks else []),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+        )
+        for name, gid in gids.items()
+    }
     worker = None
     try:
         for relay in relays.values():
@@ -285,17 +299,47 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
         return f"goal <= {goal:g}x: {'met' if ratio <= goal else 'MISSED'}"
 
     rows = [
-        ("U1 p50, floor: single-threaded relays doing the gateway's least work", floor,
-         f"raw pika request/reply {raw:.2f} ms", floor / raw, every),
-        ("U1 p50, the gateway against the floor", gateway, f"floor p50 {floor:.2f} ms", gateway / floor,
-         f"{met(gateway / floor, 1.15)}; {gateway / raw:.2f}x raw ({met(gateway / raw, 3)}); {every}"),
-        ("U1 p99, the gateway against the floor", gateway99, f"floor p99 {floor99:.2f} ms", gateway99 / floor99,
-         f"{met(gateway99 / floor99, 1.5)}; {every}"),
-        ("U1 CPU per round trip, both gateways against both floor relays", gateway_cpu,
-         f"floor {floor_cpu:.2f} ms", gateway_cpu / floor_cpu, f"median of the rounds; {every}"),
+        (
+            "U1 p50, floor: single-threaded relays doing the gateway's least work",
+            floor,
+            f"raw pika request/reply {raw:.2f} ms",
+            floor / raw,
+            every,
+        ),
+        (
+            "U1 p50, the gateway against the floor",
+            gateway,
+            f"floor p50 {floor:.2f} ms",
+            gateway / floor,
+            f"{met(gateway / floor, 1.15)}; {gateway / raw:.2f}x raw ({met(gateway / raw, 3)}); {every}",
+        ),
+        (
+            "U1 p99, the gateway against the floor",
+            gateway99,
+            f"floor p99 {floor99:.2f} ms",
+            gateway99 / floor99,
+            f"{met(gateway99 / floor99, 1.5)}; {every}",
+        ),
+        (
+            "U1 CPU per round trip, both gateways against both floor relays",
+            gateway_cpu,
+            f"floor {floor_cpu:.2f} ms",
+            gateway_cpu / floor_cpu,
+            f"median of the rounds; {every}",
+        ),
     ]
-    out = [{"benchmark": "u1_floor", "metric": metric, "value": round(value, 2), "unit": "ms", "baseline": baseline,
-            "ratio": round(ratio, 2), "note": note} for metric, value, baseline, ratio, note in rows]
+    out = [
+        {
+            "benchmark": "u1_floor",
+            "metric": metric,
+            "value": round(value, 2),
+            "unit": "ms",
+            "baseline": baseline,
+            "ratio": round(ratio, 2),
+            "note": note,
+        }
+        for metric, value, baseline, ratio, note in rows
+    ]
     for row in out:
         print(f"{row['metric']:<72} {row['value']:>7} ms  {row['ratio']}x ({row['baseline']}; {row['note']})")
     return out

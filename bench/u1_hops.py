@@ -21,7 +21,7 @@ from bench_hosts import Bench  # noqa: E402
 from messaging_round_trip import bridge_round_trips  # noqa: E402
 from u1_floor import floor_round_trips  # noqa: E402
 
-_HOOKS = r'''
+_HOOKS = r"""
 import functools, os, time
 _PATH = os.environ.get("U1_HOPS_FILE")
 if _PATH:
@@ -62,7 +62,7 @@ if _PATH:
     around(Burst, "commit", None, "io.committed")
     around(SocketAnswer, "answer", None, "answer.sent")
     around(Store, "sync", "io.sync", "io.synced")
-'''
+"""
 
 
 #: the U1 path as (gateway, event) pairs, in order; A is the sender's host, B the worker's.
@@ -146,8 +146,10 @@ def run(quick: bool = False) -> None:
         print(f"  {ms:6.3f} ms  {stage}")
     hand_offs = sum(ms for ms, (_, _, stage) in zip(stages, PATH, strict=False) if "hand-off" in stage)
     inside = median((t[-1] - t[0]) / 1e6 for t in walked)
-    print(f"  sum of stage medians {sum(stages):.2f} ms; inside A's send --wait {inside:.2f} ms;"
-          f" hand-offs {hand_offs:.2f} ms")
+    print(
+        f"  sum of stage medians {sum(stages):.2f} ms; inside A's send --wait {inside:.2f} ms;"
+        f" hand-offs {hand_offs:.2f} ms"
+    )
     during, apart = _confirms_by_sync(timed)
     print(
         f"  B's confirm while B's I/O thread syncs the store: {len(during)} rounds, p50 {median(during):.3f} ms;"
