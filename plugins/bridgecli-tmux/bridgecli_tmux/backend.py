@@ -1,9 +1,11 @@
 """The ``tmux`` delivery backend: type a framed message into a pane and confirm it is there.
 
-``--deliver tmux:<target>`` (a pane id ``%3`` or ``session:window.pane``). One tmux call types
-the frame's header as literal keys (agent TUIs fold big pastes into a placeholder that would
-hide the marker), pastes the rest from a private buffer with ``-p`` and sends Enter as a key;
-the marker in ``capture-pane`` confirms it. Text comes from :func:`bridgecli.framing.render`,
+``--deliver tmux:<target>`` (a pane id ``%3`` or ``session:window.pane``). The frame's header
+is typed as literal keys (agent TUIs fold big pastes into a placeholder that would hide the
+marker), the rest pasted from a private buffer with ``-p``, then Enter sent as a key; each step
+waits until the pane shows the one before (the marker, then the end line or a paste fold),
+because Claude Code applies a paste asynchronously: keys in the same burst land out of order
+and an early Enter submits the header alone. Text comes from :func:`bridgecli.framing.render`,
 as ``#`` comments in a shell pane (docs/security.md). An open approval dialog is waited out
 with backoff, then fails retryably, as does a pane that is gone.
 """
@@ -39,6 +41,9 @@ DEFAULT_BLOCKED_PATTERNS = (r"Do you want to proceed\?", r"^[\s│┃|>]*❯\s*1
 #: how many non-blank lines at the bottom of the screen a dialog is looked for in
 BLOCKED_SCAN_LINES = 20
 _FRAME_END = re.compile(r"\[end bridge [^\]\s]{1,8}\]")
+#: how an agent composer shows a paste it folded away: Claude Code's "[Pasted text #1 +41 lines]"
+#: (a false match only lets Enter go before the paste is shown, as it did before)
+PASTE_FOLD = re.compile(r"\[Pasted (?:text|content)\b", re.I)
 
 
 def _float(settings: Mapping[str, Any], key: str, default: float) -> float:
@@ -271,52 +276,55 @@ class TmuxBackend:
         args: list[str] = []
         if info.in_mode:  # keys would drive copy mode instead of reaching the program
             args += ["send-keys", "-t", pane, "-X", "cancel", SEP]
-        payload: bytes | None = None
-        if self.settings.multiline == "line":
-            args += ["send-keys", "-t", pane, "-l", "--", frame.one_line()]
-        else:
-            buffer = f"bridge-{os.getpid()}-{next(_counter)}"
-            args += ["send-keys", "-t", pane, "-l", "--", frame.header]
-            if len(frame.lines) > 1:
-                payload = ("\n" + frame.body).encode("utf-8")
-                args += [
-                    SEP,
-                    "load-buffer",
-                    "-b",
-                    buffer,
-                    "-",
-                    SEP,
-                    "paste-buffer",
-                    "-p",
-                    "-d",
-                    "-b",
-                    buffer,
-                    "-t",
-                    pane,
-                ]
-        if self.settings.enter_delay > 0:
-            self.tmux.run(*args, input=payload)
-            time.sleep(self.settings.enter_delay)
-            self.tmux.run("send-keys", "-t", pane, "Enter")
-        else:
-            self.tmux.run(*args, SEP, "send-keys", "-t", pane, "Enter", input=payload)
+        if self.settings.multiline == "line" or len(frame.lines) == 1:
+            text = frame.one_line() if self.settings.multiline == "line" else frame.header
+            self._enter(pane, [*args, "send-keys", "-t", pane, "-l", "--", text])
+            return
+        self.tmux.run(*args, "send-keys", "-t", pane, "-l", "--", frame.header)
+        if not self._until_shown(pane, frame, lambda shown: frame.marker in shown):
+            raise self._unconfirmed(pane, frame)
+        buffer = f"bridge-{os.getpid()}-{next(_counter)}"
+        self.tmux.run(
+            *("load-buffer", "-b", buffer, "-", SEP, "paste-buffer", "-p", "-d", "-b", buffer, "-t", pane),
+            input=("\n" + frame.body).encode("utf-8"),
+        )
+        # not shown in time (a composer that shows pastes some other way): Enter all the same
+        self._until_shown(pane, frame, lambda shown: _pasted(shown, frame))
+        self._enter(pane, [])
 
-    def _confirm(self, pane_id: str, frame: Frame) -> None:
+    def _enter(self, pane: str, args: list[str]) -> None:
+        """Run ``args`` (if any) and press Enter: in one call, or after ``enter_delay``."""
+        if args and self.settings.enter_delay > 0:
+            self.tmux.run(*args)
+            args = []
+        if self.settings.enter_delay > 0:
+            time.sleep(self.settings.enter_delay)
+        self.tmux.run(*args, *([SEP] if args else []), "send-keys", "-t", pane, "Enter")
+
+    def _until_shown(self, pane_id: str, frame: Frame, shown: Callable[[str], bool]) -> bool:
+        """Whether ``shown(screen)`` came true within ``confirm_timeout``, polling with backoff."""
         deadline = time.monotonic() + self.settings.confirm_timeout
         history = len(frame.lines) + 20
         delay = 0.002
         while True:
-            if frame.marker in self.tmux.capture(pane_id, history):
-                return
+            if shown(self.tmux.capture(pane_id, history)):
+                return True
             if time.monotonic() >= deadline:
-                raise DeliveryError(
-                    f"message {frame.msg_id} was typed into tmux pane {pane_id} but its header "
-                    f"{frame.marker} did not appear within {self.settings.confirm_timeout:g}s",
-                    "the program there may not echo input; check the pane",
-                    retryable=True,
-                )
+                return False
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def _confirm(self, pane_id: str, frame: Frame) -> None:
+        if not self._until_shown(pane_id, frame, lambda shown: frame.marker in shown):
+            raise self._unconfirmed(pane_id, frame)
+
+    def _unconfirmed(self, pane_id: str, frame: Frame) -> DeliveryError:
+        return DeliveryError(
+            f"message {frame.msg_id} was typed into tmux pane {pane_id} but its header "
+            f"{frame.marker} did not appear within {self.settings.confirm_timeout:g}s",
+            "the program there may not echo input; check the pane",
+            retryable=True,
+        )
 
     def _gone(self, target: str, exc: TmuxError) -> DeliveryError:
         # retryable: the gateway retries with backoff and dead-letters after
@@ -338,3 +346,9 @@ def pane_status(info: PaneInfo, dialog: str | None = None) -> PaneStatus:
     if info.shell_in_foreground:
         return PaneStatus("unknown", command, f"no agent running: the shell {command} is in front")
     return PaneStatus("running", command, f"{command} is in front")
+
+
+def _pasted(screen: str, frame: Frame) -> bool:
+    """Whether ``screen`` shows the paste after the frame's header: its end line, or a fold."""
+    after = screen.rsplit(frame.marker, 1)[-1]
+    return f"[end {frame.marker[1:]}" in after or PASTE_FOLD.search(after) is not None

@@ -20,7 +20,7 @@ PLUGIN_SETTINGS = (
         "confirm_timeout",
         float,
         TmuxSettings.confirm_timeout,
-        "Seconds to wait for the header to show.",
+        "Seconds to wait for the header to show, and for the paste.",
         check=non_negative,
     ),
     Setting("enter_delay", float, TmuxSettings.enter_delay, "Seconds between paste and Enter.", check=non_negative),

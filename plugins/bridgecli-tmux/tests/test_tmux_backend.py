@@ -353,8 +353,26 @@ def test_multiline_frame_is_one_submission_with_bracketed_paste(
     pane = new_pane(f"{sys.executable} {Path(__file__).with_name('paste_reader.py')} {log}", ready="READY")
     env = message("first line\nsecond line\n\n  fourth, indented")
     backend.deliver(entity(pane), env)
+    wait_for(log.exists, what="the submission")
     submissions = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(submissions) == 1 and submissions[0]["pasted"] is True
     text = submissions[0]["text"].replace("\r", "\n")  # tmux pastes line ends as CR, as terminals do
     assert text.split("\n") == list(backend.frame(env, backend.tmux.pane(pane)).lines)
     assert "│   fourth, indented" in text
+
+
+def test_enter_waits_until_the_program_shows_the_paste(make_backend, new_pane, short_tmp) -> None:
+    """Claude Code applies a paste a moment after it arrives, and an Enter sent before that
+    submits the header alone (the body is lost); the backend presses Enter only once the pane
+    shows the pasted text, so the one submission is the whole frame."""
+    import json
+
+    backend = make_backend()
+    log = short_tmp / "submissions"
+    pane = new_pane(f"{sys.executable} {Path(__file__).with_name('paste_reader.py')} {log} 0.5", ready="READY")
+    env = message("first line\nsecond line")
+    backend.deliver(entity(pane), env)
+    wait_for(log.exists, what="the submission")
+    [submission] = [json.loads(line) for line in log.read_text().splitlines()]
+    text = submission["text"].replace("\r", "\n")
+    assert text.split("\n") == list(backend.frame(env, backend.tmux.pane(pane)).lines)
