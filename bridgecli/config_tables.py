@@ -16,17 +16,32 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridgecli import config, config_edit, paths
+from bridgecli import agent_kinds, config, config_edit, paths
+from bridgecli.agent_kinds import DEFAULT_LAUNCHER, KIND_NAMES
 from bridgecli.config import FREE_FORM_SECTIONS, Config, Setting
 from bridgecli.errors import BridgeError, ConfigError, PluginError
 from bridgecli.hoststate.entities import LABEL_RE, ROLES
-
-DEFAULT_LAUNCHER = "subprocess"
 
 
 def _label(value: str) -> str:
     if not LABEL_RE.match(value):
         raise ValueError("a label of 1-64 letters, digits and _ . @ - starting with a letter or digit")
+    return value
+
+
+def _prompt_args(value: list[str]) -> list[str]:
+    try:
+        agent_kinds.check_prompt_args(value, "prompt_args")
+    except ConfigError as exc:
+        raise ValueError(f"{exc.message.removeprefix('prompt_args: ')}; {exc.hint}") from None
+    return value
+
+
+def _prompt(value: str) -> str:
+    try:
+        agent_kinds.check_prompt(value)
+    except BridgeError as exc:
+        raise ValueError(exc.message) from None
     return value
 
 
@@ -36,9 +51,26 @@ PROFILE_SETTINGS: tuple[Setting, ...] = (
         "launcher",
         str,
         DEFAULT_LAUNCHER,
-        "Launcher that starts the profile (`bridge plugins` lists the installed ones).",
+        "Launcher that starts the profile (`bridge plugins` lists the installed ones; an agent kind's: tmux).",
+    ),
+    Setting(
+        "agent",
+        str,
+        None,
+        "Built-in agent kind whose command, launcher (tmux), ready_pattern and prompt_args the profile starts from.",
+        choices=KIND_NAMES,
     ),
     Setting("command", list, None, "What to run: a string for the shell, or a list of strings run as is."),
+    Setting(
+        "prompt_args",
+        list,
+        None,
+        'Arguments that carry a first prompt after command: ["--", "{prompt}"] or ["--flag={prompt}"].',
+        check=_prompt_args,
+    ),
+    Setting(
+        "prompt", str, None, "First prompt when spawn gets no --prompt (needs agent or prompt_args).", check=_prompt
+    ),
     Setting("cwd", str, None, "Working directory of the command."),
     Setting("env", dict, None, "Extra environment variables: set one with profiles.NAME.env.VAR."),
     Setting("label", str, None, "Label of the new entity (default NAME-xxxxxx; spawn --label wins).", check=_label),
@@ -185,7 +217,7 @@ class Declarations:
         table, name, rest = parts[1], parts[2], parts[3:]
         if section == "profiles":
             profile = tables.get("profiles", {}).get(table, {})
-            launcher = str(profile.get("launcher", DEFAULT_LAUNCHER))
+            launcher = agent_kinds.launcher_of(profile)
             if name in COMMON:
                 keys = COMMON
             else:
@@ -229,12 +261,15 @@ class Declarations:
         target = self.parse_key(key, data)
         value = target.setting.parse(raw, where)
         table = data.get(target.section, {}).get(target.table, {})
-        if target.section == "profiles" and target.name == "launcher":
-            keys = self.launcher_keys(value)
+        if target.section == "profiles" and target.name in ("launcher", "agent"):
+            launcher = agent_kinds.launcher_of({**table, target.name: value})
+            # an agent kind's launcher is checked only when the profile has keys to check
+            own = target.name == "launcher" or any(k not in COMMON for k in table)
+            keys = self.launcher_keys(launcher) if own else COMMON
             stray = [k for k in table if k not in keys]
             if stray:
                 raise ConfigError(
-                    f"{where}: launcher {value} does not take key(s) {', '.join(stray)} of profile {target.table!r}",
+                    f"{where}: launcher {launcher} does not take key(s) {', '.join(stray)} of profile {target.table!r}",
                     f"remove them first with `bridge config unset profiles.{target.table}.KEY`",
                 )
         data.setdefault(target.section, {}).setdefault(target.table, {})
@@ -253,12 +288,17 @@ class Declarations:
         declared default."""
         target = self.parse_key(key, cfg.tables)
         table = cfg.tables.get(target.section, {}).get(target.table, {})
+        sources: Mapping[str, str] = {}
+        if target.section == "profiles":
+            profile = _merged(target.table, table)
+            table, sources = (profile.table, profile.sources) if profile else (table, {})
         value = table.get(target.name, _MISSING)
         if target.entry is not None:
             value = value.get(target.entry, _MISSING) if isinstance(value, dict) else _MISSING
         if value is _MISSING:
             return target.setting.default, "default"
-        return value, str(cfg.path)
+        source = sources.get(target.name, "file")
+        return value, str(cfg.path) if source == "file" else source
 
     def rows(self, cfg: Config) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
         """What ``bridge config show`` lists: every key of every profile, every declared key
@@ -272,6 +312,12 @@ class Declarations:
             for key, value in _flat(f"profiles.{name}", profile):
                 setting = self._check(key, value, cfg, problems)
                 rows.append(_row(key, value, source, setting))
+            merged = _merged(name, profile)
+            if merged is not None:  # what its agent kind adds, marked as such
+                for key, origin in merged.sources.items():
+                    if origin != "file":
+                        value = merged.table[key]
+                        rows.append(_row(f"profiles.{name}.{key}", value, origin, COMMON.get(key)))
         file_plugins = cfg.tables.get("plugins", {})
         for table in sorted(set(self.plugin_targets) | set(file_plugins)):
             present = file_plugins.get(table, {})
@@ -306,6 +352,15 @@ class Declarations:
 
 
 _MISSING = object()
+
+
+def _merged(name: str, table: Mapping[str, Any]) -> agent_kinds.Profile | None:
+    """The profile merged with its agent kind, or None when its ``agent`` is unknown (that
+    key is then reported as a problem on its own)."""
+    try:
+        return agent_kinds.resolve(name, table)
+    except ConfigError:
+        return None
 
 
 def _flat(prefix: str, table: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:

@@ -43,11 +43,21 @@ def requester_identity(registry: Any, sender: str | None, host: str) -> dict[str
 
 
 def spawn(
-    config: Config, *, profile: str, host: str, label: str | None, wait_ready: float | None, requester: dict[str, Any]
+    config: Config,
+    *,
+    profile: str,
+    host: str,
+    label: str | None,
+    wait_ready: float | None,
+    requester: dict[str, Any],
+    prompt: str | None = None,
 ) -> dict[str, Any]:
-    """Ask ``host`` to spawn ``profile``. Without ``wait_ready`` the target gateway applies
-    the profile's ``ready_timeout`` (default 30 s) and tells us so before it launches."""
+    """Ask ``host`` to spawn ``profile`` (with a first ``prompt``, if any). Without
+    ``wait_ready`` the target gateway applies the profile's ``ready_timeout`` (default 30 s)
+    and tells us so before it launches."""
     payload = {"type": "spawn", "profile": profile, "label": label, "waitReady": wait_ready, "requester": requester}
+    if prompt:
+        payload["prompt"] = prompt
     return request(config, host, payload, timeout=(wait_ready or DEFAULT_READY_TIMEOUT) + ANSWER_SLACK)
 
 

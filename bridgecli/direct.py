@@ -300,6 +300,7 @@ class DirectSession:
             label=request.label,
             wait_ready=request.wait_ready,
             requester=requester,
+            prompt=request.prompt,
         )
 
     def stop(self, request: StopRequest) -> dict[str, Any]:

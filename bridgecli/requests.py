@@ -217,16 +217,25 @@ class ShowRequest(_Request):
 
 class SpawnRequest(_Request):
     """Start an entity from ``profile`` on ``host``; ``wait_ready`` bounds its readiness
-    (None: the profile's own ``ready_timeout``); ``sender`` is the requester, logged there."""
+    (None: the profile's own ``ready_timeout``); ``prompt`` is its first prompt (None: the
+    profile's own); ``sender`` is the requester, logged there."""
 
-    __slots__ = ("profile", "host", "label", "wait_ready", "sender")
+    __slots__ = ("profile", "host", "label", "wait_ready", "prompt", "sender")
     OP = "spawn"
-    FIELDS = {"profile": "", "host": "", "label": None, "wait_ready": None, "sender": None}
+    FIELDS = {"profile": "", "host": "", "label": None, "wait_ready": None, "prompt": None, "sender": None}
     profile: str
     host: str
     label: str | None
     wait_ready: float | None
+    prompt: str | None
     sender: str | None
+
+    def _validate(self) -> None:
+        # refused here already, so an oversized prompt never reaches the broker; the target
+        # gateway checks it again (agent_kinds.check_prompt) since another host may send anything
+        from bridgecli.agent_kinds import check_prompt
+
+        check_prompt(self.prompt)
 
 
 class StopRequest(_Request):

@@ -14,9 +14,9 @@ def config() -> None:
     Precedence: command-line flag > BRIDGE_* environment variable > file > default. Every
     key's variable is BRIDGE_ plus the key in capitals with dots as underscores
     (broker.uri -> BRIDGE_BROKER_URI). Spawn profiles live in [profiles.NAME] tables, set as
-    profiles.NAME.KEY (launcher, command, cwd, env.VAR, label, role, ready_timeout and the
-    launcher's own keys); plugin settings in [plugins.NAME], set as plugins.NAME.KEY. Both are
-    checked against what the launcher or plugin declares.
+    profiles.NAME.KEY (agent, launcher, command, prompt_args, prompt, cwd, env.VAR, label, role,
+    ready_timeout and the launcher's own keys); plugin settings in [plugins.NAME], set as
+    plugins.NAME.KEY. Both are checked against what the launcher or plugin declares.
     """
 
 

@@ -27,6 +27,14 @@ from bridgecli.cli.params import DURATION
     help="How long the launcher may take to become ready (default: the profile's ready_timeout on host H, else 30s).",
 )
 @click.option(
+    "--prompt",
+    "-p",
+    metavar="TEXT",
+    default=None,
+    help="First prompt for the agent, passed on its command line as text, never as an option "
+    "(default: the profile's prompt; at most 16 KiB).",
+)
+@click.option(
     "--from",
     "sender",
     metavar="GID|LABEL",
@@ -37,19 +45,28 @@ from bridgecli.cli.params import DURATION
 @output.json_option
 @click.pass_obj
 def spawn(
-    app, profile: str, host: str, label: str | None, wait_ready: float | None, sender: str | None, as_json: bool
+    app,
+    profile: str,
+    host: str,
+    label: str | None,
+    wait_ready: float | None,
+    prompt: str | None,
+    sender: str | None,
+    as_json: bool,
 ) -> None:
     """Start an agent from a profile on a host (cross-host spawn).
 
-    Gateway H looks PROFILE up in its own bridge.toml ([profiles.PROFILE]: launcher,
+    Gateway H looks PROFILE up in its own bridge.toml ([profiles.PROFILE]: agent, launcher,
     command, cwd, env, ready_timeout …), launches it locally, waits until it is ready
     (--wait-ready, else the profile's ready_timeout), registers it and announces it on the
-    roster. Prints the new gid (JSON: gid, host, label).
+    roster. A profile with agent = claude-code, codex, opencode or gemini gets that CLI's
+    command, tmux launcher, readiness check and prompt form. Prints the new gid (JSON: gid,
+    host, label).
     """
     from bridgecli.requests import SpawnRequest
     from bridgecli.session import open_session
 
-    request = SpawnRequest(profile=profile, host=host, label=label, wait_ready=wait_ready, sender=sender)
+    request = SpawnRequest(profile=profile, host=host, label=label, wait_ready=wait_ready, prompt=prompt, sender=sender)
     with open_session(lambda: app.config, output.warn) as session:
         result = session.spawn(request)
     if as_json:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import pika
 
-from bridgecli import gids, paths
+from bridgecli import agent_kinds, gids, paths
 from bridgecli.amqp import topology
 from bridgecli.control_client import DEFAULT_READY_TIMEOUT
 from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PermissionProblem, PluginError
@@ -201,21 +201,28 @@ class Control:
         *,
         requester_host: str | None = None,
     ) -> dict[str, Any]:
-        """Run a profile; ``accepted(seconds)`` is called with the readiness gate that applies
+        """Run a profile (merged with its agent kind, with the request's or profile's first
+        ``prompt`` on its command line); ``accepted(seconds)`` is called with the readiness gate that applies
         (the request's ``waitReady``, else the profile's ``ready_timeout``, else 30 s) once the
         request passed every check and just before the launcher starts. The entity records
         ``requester_host`` (authenticated) as its owner: that host may stop it."""
         gw = self.gw
         name = str(request.get("profile") or "")
-        profiles = gw.config.profiles()
-        profile = profiles.get(name)
-        if profile is None:
-            known = ", ".join(sorted(profiles)) or "none"
+        tables = gw.config.profiles()
+        table = tables.get(name)
+        if table is None:
+            known = ", ".join(sorted(tables)) or "none"
             raise NotFound(
                 f"host {gw.host} has no profile {name!r} (profiles: {known})",
                 f"add [profiles.{name}] to bridge.toml on {gw.host}",
             )
-        launcher_name = str(profile.get("launcher", "subprocess"))
+        profile = agent_kinds.resolve(name, table)
+        # the prompt came over the wire: bounded and made inert before it goes anywhere
+        prompt = agent_kinds.check_prompt(request.get("prompt")) or agent_kinds.check_prompt(
+            profile.table.get("prompt")
+        )
+        command = profile.argv(prompt, gw.host)
+        launcher_name = profile.launcher
         try:
             launcher = gw.plugins.provider("launchers", launcher_name)(gw.config)
         except BridgeError:
@@ -223,19 +230,16 @@ class Control:
         except Exception as exc:
             raise PluginError(f"launcher {launcher_name} failed to load: {exc}", "check `bridge plugins`") from exc
         gid = gids.mint(gw.host)
-        label = str(request.get("label") or profile.get("label") or f"{name}-{gid[:6]}")
-        role = str(profile.get("role", "agent"))
+        label = str(request.get("label") or profile.table.get("label") or f"{name}-{gid[:6]}")
+        role = str(profile.table.get("role", "agent"))
         # the label came over the wire and names a directory below: check it (and that it is
         # free) before anything touches the filesystem or starts a process
         validate_label(label)
         validate_role(role)
         if any(e.label == label for e in gw.registry.all()):
             raise Conflict(f"label {label!r} is already used on {gw.host}", "pass another --label")
-        env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
+        env = {str(k): str(v) for k, v in (profile.table.get("env") or {}).items()}
         env.update({"BRIDGE_GID": gid, "BRIDGE_HOST_ID": gw.host, "BRIDGE_GATEWAY_SOCKET": str(paths.gateway_socket())})
-        command = profile.get("command")
-        if not command:
-            raise NotFound(f"profile {name!r} on {gw.host} has no command", f"set [profiles.{name}] command")
         spawn_root = (paths.state_dir() / "spawn").resolve()
         log_dir = (spawn_root / label).resolve()
         if log_dir.parent != spawn_root:  # belt and braces: validate_label already refuses this
@@ -247,13 +251,13 @@ class Control:
             role=role,
             profile_name=name,
             command=command,
-            cwd=profile.get("cwd"),
+            cwd=profile.table.get("cwd"),
             env=env,
-            profile=profile,
+            profile=profile.table,
             log_dir=log_dir,
         )
         try:
-            timeout = float(request.get("waitReady") or profile.get("ready_timeout") or DEFAULT_READY_TIMEOUT)
+            timeout = float(request.get("waitReady") or profile.table.get("ready_timeout") or DEFAULT_READY_TIMEOUT)
         except (TypeError, ValueError):
             raise ConfigError(
                 f"profile {name!r} on {gw.host} has a bad ready_timeout",

@@ -187,6 +187,7 @@ def op_spawn(gw: Gateway, **wire: Any) -> dict[str, Any]:
         label=request.label,
         wait_ready=float(request.wait_ready) if request.wait_ready else None,
         requester=_requester(gw, request.sender),
+        prompt=request.prompt,
     )
     # the answer can overtake the new entity's first heartbeat: put it in our view now, so
     # `bridge send <new gid>` right after `bridge spawn` is not refused as unannounced

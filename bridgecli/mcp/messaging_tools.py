@@ -14,6 +14,7 @@ import dataclasses
 import time
 from typing import Any
 
+from bridgecli.agent_kinds import MAX_PROMPT_BYTES
 from bridgecli.errors import Timeout
 from bridgecli.mcp import render
 from bridgecli.mcp.link import GatewayLink
@@ -153,6 +154,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             host=args["host"],
             label=args.get("label") or None,
             wait_ready=wait_ready,
+            prompt=args.get("prompt") or None,
             sender=link.gid,
         )
         # without wait_ready the target applies its profile's ready_timeout, which only the
@@ -257,6 +259,12 @@ def _tools(link: GatewayLink) -> list[Tool]:
                         "minimum": 0,
                         "maximum": MAX_WAIT,
                         "description": "Seconds to wait until the agent is ready (default: do not wait).",
+                    },
+                    "prompt": {
+                        "type": "string",
+                        "maxLength": MAX_PROMPT_BYTES,
+                        "description": "First prompt for the new agent (default: the profile's own). "
+                        "The profile needs an agent kind or prompt_args.",
                     },
                 },
                 ["profile", "host"],
