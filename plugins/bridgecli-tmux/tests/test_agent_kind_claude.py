@@ -1,0 +1,82 @@
+"""A real Claude Code spawned from a profile that says only ``agent = "claude-code"``.
+
+The gateway starts it in a tmux pane, waits for the built-in readiness check (its real input
+line), and only then answers the spawn; a message sent the moment ``bridge spawn`` returns
+shows up in that TUI exactly once, and ``--prompt`` arrives as its first prompt. Claude Code
+runs offline with a made-up key (tests/support/agent_clis.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from tmux_helpers import wait_for
+
+from bridgecli_tmux.client import Tmux, tmux_available
+from tests.support import agent_clis
+from tests.support.tmux import server_pid, stop_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")]
+
+
+@pytest.fixture
+def claude_host(host_factory, short_tmp: Path):
+    """Host b with a tmux server whose programs see Claude Code's offline environment, and a
+    profile that starts it in a HOME where it opens straight on its prompt; yields (host,
+    tmux, the PATH with Claude Code on it)."""
+    bin_dir = agent_clis.install("claude")
+    b = host_factory("b", extra_env={"BRIDGE_ROSTER_INTERVAL": "0.5"})
+    home, project = b.root / "agent-home", b.root / "project"
+    project.mkdir(parents=True)
+    agent_clis.claude_home(home, project)
+    sock = str(short_tmp / "s")
+    env = {k: v for k, v in b.env.items() if not k.startswith("TMUX")}
+    env.update(agent_clis.client_env(home, bin_dir))
+    env.update({k: v for k, v in b.env.items() if k.startswith(("XDG_", "BRIDGE_"))})
+    # the server's environment is what a spawned program inherits; tmux looks the command up
+    # on the PATH of the client that opens the window: the gateway's
+    subprocess.run(
+        ["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "bridge", "-x", "200", "-y", "50"],
+        check=True,
+        env=env,
+    )
+    b.write_config(f"""
+[plugins.tmux]
+socket = "{sock}"
+
+[profiles.claude]
+agent = "claude-code"
+cwd = "{project}"
+env = {{ HOME = "{home}" }}
+""")
+    tmux = Tmux(sock)
+    pid = server_pid(sock)
+    yield b, tmux, env["PATH"]
+    stop_server(sock, pid)
+
+
+def test_spawned_claude_is_ready_and_gets_a_message_once(host_factory, claude_host) -> None:
+    b, tmux, path = claude_host
+    a = host_factory("a", extra_env={"BRIDGE_ROSTER_INTERVAL": "0.5"})
+    a.register("main", role="main")
+    b.start_gateway(env={"PATH": path}), a.start_gateway()
+    first = f"first-{uuid.uuid4().hex[:8]}"
+    word = f"ping-{uuid.uuid4().hex[:8]}"
+
+    handle = a.bridge_json("spawn", "claude", "-H", b.name, "-l", "cc1", "--prompt", first, timeout=180)
+    sent = a.bridge_json("send", "cc1", word, "--from", "main")
+    pane = handle["deliver"].removeprefix("tmux:")
+    marker = f"[bridge {sent['msgId'][:8]}]"
+
+    wait_for(lambda: marker in tmux.capture(pane, 300), timeout=60, what="the message in Claude Code's pane")
+    wait_for(lambda: first in tmux.capture(pane, 300), timeout=60, what="the first prompt in Claude Code's pane")
+    screen = tmux.capture(pane, 300)
+    assert "Do you want to use this API key?" not in screen
+    # the header is typed as keys and stays visible; Claude Code may fold the pasted body away
+    assert screen.count(marker) == 1 and screen.count(word) <= 1, screen
+    assert screen.count(first) == 1, screen
+    assert b.log().count("delivery failed") == 0, b.log()
+    a.bridge("stop", "cc1", check=True)
