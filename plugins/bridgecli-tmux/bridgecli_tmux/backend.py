@@ -1,13 +1,11 @@
 """The ``tmux`` delivery backend: type a framed message into a pane and confirm it is there.
 
-``--deliver tmux:<target>`` (a pane id ``%3`` or ``session:window.pane``). The frame's header
-is typed as literal keys (agent TUIs fold big pastes into a placeholder that would hide the
-marker), the rest pasted from a private buffer with ``-p``, then Enter sent as a key; each step
-waits until the pane shows the one before (the marker, then the end line or a paste fold),
-because Claude Code applies a paste asynchronously: keys in the same burst land out of order
-and an early Enter submits the header alone. Text comes from :func:`bridgecli.framing.render`,
-as ``#`` comments in a shell pane (docs/security.md). An open approval dialog is waited out
-with backoff, then fails retryably, as does a pane that is gone.
+``--deliver tmux:<target>`` (a pane id ``%3`` or ``session:window.pane``). The header is typed
+as literal keys (a folded paste would hide the marker), the rest pasted from a private buffer
+with ``-p``, then Enter pressed; each waits until the pane shows the step before, as
+Claude Code applies a paste late and an early Enter submits the header alone. A shell pane
+gets ``#`` comments (docs/security.md). An approval dialog is waited out with backoff,
+then fails retryably, as does a pane that is gone.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ DEFAULT_BLOCKED_PATTERNS = (r"Do you want to proceed\?", r"^[\s│┃|>]*❯\s*1
 #: how many non-blank lines at the bottom of the screen a dialog is looked for in
 BLOCKED_SCAN_LINES = 20
 _FRAME_END = re.compile(r"\[end bridge [^\]\s]{1,8}\]")
-#: how an agent composer shows a paste it folded away: Claude Code's "[Pasted text #1 +41 lines]"
+#: how an agent composer shows a paste it folded away: Claude Code's "[Pasted text #N +41 lines]"
 #: (a false match only lets Enter go before the paste is shown, as it did before)
 PASTE_FOLD = re.compile(r"\[Pasted (?:text|content)\b", re.I)
 

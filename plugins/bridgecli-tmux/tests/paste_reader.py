@@ -1,12 +1,10 @@
 """A stand-in for an agent composer that enabled bracketed paste (DECSET 2004).
 
-Usage: ``python paste_reader.py LOG [LATE]``. Raw terminal; turns bracketed paste on and
-prints READY. Keys accumulate into a submission and are echoed, as a composer shows what is
-typed; text between ``ESC[200~`` and ``ESC[201~`` is pasted (its newlines stay inside the
-submission); a CR or LF *outside* a paste submits. With LATE (seconds) a paste is applied and
-shown only once no input came for that long, as Claude Code applies one a moment later; keys
-meanwhile act on the text without it. Each submission is appended to LOG as one JSON line
-``{"text", "pasted"}``.
+Usage: ``python paste_reader.py LOG [LATE]``. Raw terminal; prints READY. Typed keys are echoed
+and gather into a submission; text between ``ESC[200~`` and ``ESC[201~`` is pasted (newlines
+stay inside); a CR or LF outside a paste submits. With LATE (seconds) a paste is applied only
+once no input came for that long, as Claude Code applies one late. Each submission is appended
+to LOG as one JSON line ``{"text", "pasted"}``.
 """
 
 from __future__ import annotations
