@@ -19,6 +19,16 @@ _TAG_RE = re.compile(r"^[0-9a-f]{8}\Z")
 REST = r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
+#: characters of a gid that tables show: the tag and 16 random bits, so entities of one host
+#: differ, and what is shown still resolves as a gid prefix
+SHORT = 13
+
+
+def short(gid: str) -> str:
+    """A gid as tables and listings show it (its first :data:`SHORT` characters)."""
+    return gid[:SHORT]
+
+
 def host_tag(host: str) -> str:
     """The eight hex digits that begin every gid minted on ``host``."""
     return hashlib.sha256(b"bridge-host:" + host.encode()).hexdigest()[:TAG_HEX]

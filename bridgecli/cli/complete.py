@@ -245,7 +245,7 @@ def _messages(incomplete: str, kinds: tuple[str, ...] | None) -> list[Completion
             continue
         try:
             wire = wirejson.loads(body)
-            who = wire.get("fromLabel") or str(wire.get("from", "?"))[:8]
+            who = wire.get("fromLabel") or str(wire.get("from", "?"))[:13]
             content = wire.get("content", "")
         except (ValueError, AttributeError):
             who, content = "?", ""

@@ -240,7 +240,7 @@ def hosts(app, as_json: bool) -> None:
                 r["host"] + (" (hub)" if r["hub"] else ""),
                 "revoked " + _when(r["revoked"]) if r["revoked"] else _when(r["joined"]),
                 "connected" if r["gateway_connected"] else "-",
-                ", ".join(e["label"] or e["gid"][:8] for e in r["entities"]) or "-",
+                ", ".join(e["label"] or e["gid"][:13] for e in r["entities"]) or "-",
             )
             for r in rows
         ],

@@ -16,7 +16,7 @@ def _human(message: dict) -> None:
     from bridgecli.sanitize import sanitize, sanitize_line
 
     when = datetime.datetime.fromtimestamp(message["ts"]).strftime("%H:%M:%S")
-    who = sanitize_line(message.get("fromLabel") or message["from"][:8], max_chars=64)
+    who = sanitize_line(message.get("fromLabel") or message["from"][:13], max_chars=64)
     host = f"@{sanitize_line(message['fromHost'], max_chars=64)}" if message.get("fromHost") else ""
     header = f"[{when}] {message['kind']} {message['msgId']} from {who}{host}"
     if message.get("inReplyTo"):

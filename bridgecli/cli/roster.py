@@ -31,7 +31,7 @@ def _render(result: dict) -> None:
         [
             (
                 text(e["label"]),
-                text(e["gid"][:8]),
+                text(e["gid"][:13]),
                 text(e["host"]),
                 text(e["role"]),
                 text(e["status"]),

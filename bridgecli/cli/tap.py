@@ -36,7 +36,7 @@ def tap(app, count: int | None, as_json: bool) -> None:
             elif "invalid" in row:
                 output.line(f"INVALID ({row['invalid']}) -> {sanitize_line(row['routing_key'])}: {row['body']!r}")
             else:  # message text is untrusted: no control character reaches the terminal
-                who = sanitize_line(row["fromLabel"] or row["from"][:8], max_chars=40)
+                who = sanitize_line(row["fromLabel"] or row["from"][:13], max_chars=40)
                 text = sanitize_line(row["content"], max_chars=100)
                 output.line(f"{row['kind']:6} {who} -> {row['to'][:8]} {row['msgId'][:8]}: {text}")
             seen += 1

@@ -230,7 +230,7 @@ class Control:
         except Exception as exc:
             raise PluginError(f"launcher {launcher_name} failed to load: {exc}", "check `bridge plugins`") from exc
         gid = gids.mint(gw.host)
-        label = str(request.get("label") or profile.table.get("label") or f"{name}-{gid[:6]}")
+        label = str(request.get("label") or profile.table.get("label") or f"{name}-{gid[-6:]}")
         role = str(profile.table.get("role", "agent"))
         # the label came over the wire and names a directory below: check it (and that it is
         # free) before anything touches the filesystem or starts a process

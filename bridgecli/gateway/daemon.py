@@ -21,7 +21,7 @@ import pika
 import pika.exceptions
 import tenacity
 
-from bridgecli import __version__
+from bridgecli import __version__, gids
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import Publisher
@@ -382,7 +382,7 @@ class Gateway:
             entity=entity.label,
             kind=envelope.kind,
             msg=envelope.msg_id,
-            sender=envelope.sender_label or envelope.sender[:8],
+            sender=envelope.sender_label or gids.short(envelope.sender),
         )
 
     def call_soon(self, fn: Callable[[], None]) -> None:

@@ -52,8 +52,8 @@ def validate_role(role: str) -> str:
 
 
 def short(gid: str) -> str:
-    """The first 8 characters of a gid, as tables show it."""
-    return gid[:8]
+    """A gid as tables show it: :func:`bridgecli.gids.short`."""
+    return gids.short(gid)
 
 
 _MISSING = object()

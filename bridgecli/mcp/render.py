@@ -19,7 +19,7 @@ GUTTER = "│ "
 
 def sender(message: dict[str, Any]) -> str:
     """``label@host`` when known, else the short gid."""
-    who = message.get("fromLabel") or str(message.get("from", "?"))[:8]
+    who = message.get("fromLabel") or str(message.get("from", "?"))[:13]
     host = message.get("fromHost")
     return sanitize_line(f"{who}@{host}" if host else who, max_chars=80)
 

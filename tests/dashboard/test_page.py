@@ -214,7 +214,7 @@ def test_the_page_live(host_factory, dashboard_factory, chromium_factory, host_b
         )
         wait_for(lambda: not page.texts("#missing li"), 15, "the gateway back on the page")
         wait_for(
-            lambda: ["main", main[:8], "main", "4"] == page.texts("#held tbody td")[:4],
+            lambda: ["main", main[:13], "main", "4"] == page.texts("#held tbody td")[:4],
             15,
             "main's four held messages after the restart",
         )

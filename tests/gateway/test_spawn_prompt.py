@@ -72,9 +72,11 @@ def test_a_prompt_reaches_the_command_line_as_text(host_factory, tmp_path) -> No
     # no --prompt: the profile's own, in its --flag= form
     third = a.bridge_json("spawn", "defaulted", "-H", b.name, "-l", "p3")
     assert _argv(out, third["gid"]) == ["--task=from the profile"]
-    # a plain spawn is unchanged
-    fourth = a.bridge_json("spawn", "plain", "-H", b.name, "-l", "p4")
-    assert _argv(out, fourth["gid"]) == []
+    # a plain spawn is unchanged; twice with no label, each gets a default label of its own
+    # (its gid's last digits: the first ones are the host's tag, the same for every entity)
+    plain = [a.bridge_json("spawn", "plain", "-H", b.name) for _ in range(2)]
+    assert [_argv(out, s["gid"]) for s in plain] == [[], []]
+    assert [s["label"] for s in plain] == [f"plain-{s['gid'][-6:]}" for s in plain]
 
 
 def test_a_prompt_is_refused_where_it_cannot_go_safely(host_factory, tmp_path) -> None:

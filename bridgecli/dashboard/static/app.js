@@ -34,7 +34,7 @@ function fill(tableId, rows) {
 }
 
 const now = () => Date.now() / 1000 + page.skew;
-const short = (gid) => (gid || "").slice(0, 8);
+const short = (gid) => (gid || "").slice(0, 13); // the host tag and 16 random bits
 
 function duration(seconds) {
   if (seconds == null || isNaN(seconds)) return "?";
