@@ -34,7 +34,7 @@ class AgentKind:
     """One agent CLI: what a profile with ``agent = NAME`` gets unless it says otherwise.
 
     ``ready_pattern`` is searched in the tmux pane's screen; each was read off the real
-    program's TUI (the versions are in docs/architecture.md, "Agent kinds").
+    program's TUI (the versions are in docs/agents.md).
     """
 
     name: str
