@@ -72,8 +72,8 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
     from bridgecli.amqp import connection as amqp_conn
     from bridgecli.amqp.connection import connect
     from bridgecli.amqp.publisher import Publisher
+    from bridgecli.error_wire import from_wire as error_from_wire
     from bridgecli.errors import Rejected
-    from bridgecli.gateway.client import error_from_wire
     from bridgecli.gateway.identity import IdentityPolicy
 
     policy = IdentityPolicy.from_config(config.values)

@@ -146,3 +146,17 @@ class DeliveryError(BridgeError):
     def __init__(self, message: str, hint: str | None = None, *, retryable: bool = True) -> None:
         super().__init__(message, hint)
         self.retryable = retryable
+
+
+def error_class(code: str) -> type[BridgeError]:
+    """The class of this module that declares exit code ``code`` (its name, as the wire
+    carries it); :class:`BridgeError` for ``FAILURE`` and any code no class declares. Each
+    class's ``exit_code`` is the one list of the pairs, so a new error needs no table."""
+    found: type[BridgeError] = BridgeError
+    queue: list[type[BridgeError]] = [BridgeError]
+    while queue:  # breadth first: a base declaring a code comes before its subclasses
+        cls = queue.pop(0)
+        if cls.__module__ == __name__ and "exit_code" in vars(cls) and cls.exit_code.name == code:
+            return cls
+        queue += cls.__subclasses__()
+    return found

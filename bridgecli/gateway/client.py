@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from bridgecli.errors import BridgeError
     from bridgecli.requests import (
         PollRequest,
         RegisterRequest,
@@ -32,40 +31,6 @@ if TYPE_CHECKING:
         StopRequest,
         UnregisterRequest,
     )
-
-
-def error_from_wire(payload: dict[str, Any]) -> BridgeError:
-    """Rebuild the typed error a gateway sent back, so the CLI exits with the same code."""
-    from bridgecli import errors
-
-    codes = errors.ExitCode
-    kinds: dict[str, type[BridgeError]] = {
-        codes.CONFIG.name: errors.ConfigError,
-        codes.BROKER_UNAVAILABLE.name: errors.BrokerUnavailable,
-        codes.GATEWAY_UNAVAILABLE.name: errors.GatewayUnavailable,
-        codes.NOT_FOUND.name: errors.NotFound,
-        codes.AMBIGUOUS.name: errors.Ambiguous,
-        codes.TIMEOUT.name: errors.Timeout,
-        codes.REJECTED.name: errors.Rejected,
-        codes.PLUGIN.name: errors.PluginError,
-        codes.MISSING_DEPENDENCY.name: errors.MissingDependency,
-        codes.PERMISSION.name: errors.PermissionProblem,
-        codes.CONFLICT.name: errors.Conflict,
-        codes.BROWSER.name: errors.BrowserError,
-        codes.CANNOT_WRITE.name: errors.CannotWrite,
-        codes.INVITE.name: errors.InviteError,
-        codes.TLS.name: errors.TlsError,
-        codes.CLOCK.name: errors.ClockSkew,
-        codes.RATE_LIMITED.name: errors.RateLimited,
-    }
-    kind = kinds.get(str(payload.get("code")), errors.BridgeError)
-    return kind(str(payload.get("message", "gateway error")), payload.get("hint"))
-
-
-def error_to_wire(exc: BridgeError) -> dict[str, Any]:
-    from bridgecli.errors import ExitCode
-
-    return {"code": ExitCode(exc.exit_code).name, "message": exc.message, "hint": exc.hint}
 
 
 class LineConnection:
@@ -185,7 +150,9 @@ class GatewayClient:
             )
         response = wirejson.loads(line)
         if not response.get("ok"):
-            raise error_from_wire(response.get("error") or {})
+            from bridgecli.error_wire import from_wire
+
+            raise from_wire(response.get("error") or {})
         return response
 
     def confirm_pending(self, result: dict[str, Any]) -> None:

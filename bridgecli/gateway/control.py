@@ -21,10 +21,10 @@ import pika
 from bridgecli import agent_kinds, gids, paths
 from bridgecli.amqp import topology
 from bridgecli.control_client import DEFAULT_READY_TIMEOUT
+from bridgecli.error_wire import to_wire as error_to_wire
 from bridgecli.errors import BridgeError, ConfigError, Conflict, NotFound, PermissionProblem, PluginError
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import registration
-from bridgecli.gateway.client import error_to_wire
 from bridgecli.gateway.identity import IdentityPolicy
 from bridgecli.hoststate.entities import validate_label, validate_role
 from bridgecli.interfaces import Entity, LaunchHandle, LaunchSpec

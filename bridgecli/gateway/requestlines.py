@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 from bridgecli import wirejson
+from bridgecli.error_wire import to_wire as error_to_wire
 from bridgecli.errors import BridgeError, Rejected
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import operations
 from bridgecli.gateway.callers import WouldWait
-from bridgecli.gateway.client import error_to_wire
 
 logger = logging.getLogger("bridgecli.gateway")
 
