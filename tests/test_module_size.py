@@ -1,7 +1,8 @@
-"""Every module of the package and of the bundled plugins stays under the size limit.
+"""Every module of the package and of the bundled plugins stays within its line budget.
 
 Small modules with self-explaining names are a rule of the codebase (``docs/architecture.md``,
-"Module map"); a formatter run or a growing feature can break it silently, so the suite checks it.
+"Module map"), but they are split at seams, not where a count falls: a module that is one
+cohesive thing may pass :data:`MAX_LINES` when :data:`OVER_BUDGET` says why and how far.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 500
+#: modules allowed past MAX_LINES: path -> (their own limit, why they are one thing)
+OVER_BUDGET: dict[str, tuple[int, str]] = {}
 
 
 def package_modules() -> list[Path]:
@@ -28,10 +31,22 @@ def test_the_modules_are_found():
     assert any(name.startswith("plugins/bridgecli-tmux/bridgecli_tmux/") for name in names)
 
 
-def test_no_module_is_over_the_line_limit():
+def test_no_module_is_over_its_budget():
+    """Each module within MAX_LINES, or within its OVER_BUDGET entry, which must still be true:
+    the module exists, needs the room, and the entry says why."""
     over = []
     for path in package_modules():
+        name = path.relative_to(ROOT).as_posix()
+        limit = OVER_BUDGET.get(name, (MAX_LINES, ""))[0]
         count = len(path.read_text(encoding="utf-8").splitlines())
-        if count > MAX_LINES:
-            over.append(f"{path.relative_to(ROOT).as_posix()} ({count} lines)")
-    assert not over, f"over {MAX_LINES} lines — split them into well-named modules: " + ", ".join(over)
+        if count > limit:
+            over.append(f"{name} ({count} lines, budget {limit})")
+    assert not over, (
+        f"over budget: split them at a seam, or, if one is a single cohesive thing, list it in "
+        f"OVER_BUDGET with why: {', '.join(over)}"
+    )
+    for name, (limit, why) in OVER_BUDGET.items():
+        path = ROOT / name
+        assert path.is_file(), f"{name} is gone: drop it from OVER_BUDGET"
+        assert len(path.read_text(encoding="utf-8").splitlines()) > MAX_LINES, f"{name} fits: drop it"
+        assert limit > MAX_LINES and why.strip(), name
