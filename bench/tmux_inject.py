@@ -6,7 +6,10 @@ Baselines, measured in the same run against the same pane:
   process per message, fire-and-forget: no framing, no sanitising, no confirmation);
 * ``raw send-keys + wait`` — the same, then poll ``capture-pane`` until the text shows
   (what "confirmed" costs with no bridge code at all);
-* ``raw send_input`` — one ``pane.send_input`` request per message on the herdr socket.
+* ``raw send_input`` — one ``pane.send_input`` request per message on the herdr socket;
+* ``raw header + paste + Enter + wait`` — for a 5-line message: the header typed, the body
+  pasted and Enter in one tmux call, then poll until the header shows (the backend's old
+  sequence, before it waited for each step to show).
 
 Run: ``.venv/bin/python bench/tmux_inject.py [-n 200]``. Prints a table; ``main()`` returns
 the rows. Timing is never asserted in tests.
@@ -37,10 +40,11 @@ def _rate(n: int, fn: Callable[[int], None]) -> float:
     return n / (time.perf_counter() - started)
 
 
-def _envelope(i: int) -> Any:
+def _envelope(i: int, lines: int = 1) -> Any:
     from bridgecli.envelope import Envelope
 
-    return Envelope(kind="SEND", sender=SENDER, recipient=SENDER, content=f"hello {i}", sender_label="bench")
+    content = "\n".join(f"line {k} of message {i}" for k in range(lines))
+    return Envelope(kind="SEND", sender=SENDER, recipient=SENDER, content=content, sender_label="bench")
 
 
 def _entity(deliver: str) -> Any:
@@ -97,10 +101,27 @@ def bench_tmux(n: int, tmp: Path) -> list[dict[str, Any]]:
         def bridge(i: int) -> None:
             backend.deliver(entity, _envelope(i))
 
-        raw(0), bridge(0), raw_wait(0)  # warm up
+        body = "".join(f"\nline {k} of the message" for k in range(5)).encode()
+
+        def raw_paste(i: int) -> None:
+            header = f"[rawpaste {uuid.uuid4().hex[:8]}] x"
+            tmux.run(
+                *("send-keys", "-t", pane, "-l", header, ";", "load-buffer", "-b", "bb", "-", ";"),
+                *("paste-buffer", "-p", "-d", "-b", "bb", "-t", pane, ";", "send-keys", "-t", pane, "Enter"),
+                input=body,
+            )
+            while header not in tmux.capture(pane, 12):
+                time.sleep(0.002)
+
+        def bridge_lines(i: int) -> None:
+            backend.deliver(entity, _envelope(i, lines=5))
+
+        raw(0), bridge(0), raw_wait(0), raw_paste(0), bridge_lines(0)  # warm up
         raw_rate = _rate(n, raw)
         wait_rate = _rate(n, raw_wait)
         bridge_rate = _rate(n, bridge)
+        paste_rate = _rate(n, raw_paste)
+        lines_rate = _rate(n, bridge_lines)
     finally:
         subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
     return [
@@ -111,6 +132,13 @@ def bench_tmux(n: int, tmp: Path) -> list[dict[str, Any]]:
             "path": "bridge tmux backend (confirmed)",
             "per_s": bridge_rate,
             "ratio": bridge_rate / raw_rate,
+        },
+        {"target": "tmux 5-line", "path": "raw header + paste + Enter + wait", "per_s": paste_rate, "ratio": 1.0},
+        {
+            "target": "tmux 5-line",
+            "path": "bridge tmux backend (confirmed)",
+            "per_s": lines_rate,
+            "ratio": lines_rate / paste_rate,
         },
     ]
 
