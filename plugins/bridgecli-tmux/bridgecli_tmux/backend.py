@@ -1,11 +1,11 @@
 """The ``tmux`` delivery backend: type a framed message into a pane and confirm it is there.
 
 ``--deliver tmux:<target>`` (a pane id ``%3`` or ``session:window.pane``). The header is typed
-as literal keys (a folded paste would hide the marker), the rest pasted from a private buffer
-with ``-p``, then Enter pressed; each waits until the pane shows the step before, as
-Claude Code applies a paste late and an early Enter submits the header alone. A shell pane
-gets ``#`` comments (docs/security.md). An approval dialog is waited out with backoff,
-then fails retryably, as does a pane that is gone.
+as keys (a folded paste would hide the marker), the rest pasted with ``-p``, then
+Enter pressed; each step waits until the pane shows the one before, counting only what
+appeared after the attempt began, as Claude Code applies a paste late and an early Enter
+submits the header alone. Shell panes get ``#`` comments (docs/security.md). An approval
+dialog is waited out, then fails retryably, as does a gone pane.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from bridgecli.blocking import wait_unblocked
 from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
 from bridgecli.framing import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, SHELL_PREFIX, Frame, render
-from bridgecli_tmux.client import SEP, PaneGone, PaneInfo, Tmux, TmuxError, socket_from
+from bridgecli_tmux.client import _INFO_FORMAT, SEP, PaneGone, PaneInfo, Tmux, TmuxError, socket_from
 
 if TYPE_CHECKING:
     from bridgecli.envelope import Envelope
@@ -42,6 +43,19 @@ _FRAME_END = re.compile(r"\[end bridge [^\]\s]{1,8}\]")
 #: how an agent composer shows a paste it folded away: Claude Code's "[Pasted text #N +41 lines]"
 #: (a false match only lets Enter go before the paste is shown, as it did before)
 PASTE_FOLD = re.compile(r"\[Pasted (?:text|content)\b", re.I)
+#: a one-line frame longer than this is typed in two steps, header first: Claude Code takes a
+#: burst of typed keys over about 800 characters for a paste and applies it late, like one
+TYPED_BURST = 400
+
+
+@dataclass(frozen=True)
+class Before:
+    """How many copies of the frame's marker the pane showed before this attempt typed, in
+    the capture every wait then uses: ``history`` lines above the screen, or the whole history
+    (``None``) when a copy was already there (a retry), so scrolling cannot hide an old one."""
+
+    history: int | None
+    count: int
 
 
 def _float(settings: Mapping[str, Any], key: str, default: float) -> float:
@@ -186,11 +200,13 @@ class TmuxBackend:
                 "re-register it with --deliver tmux:%N",
                 retryable=False,
             )
-        info = self._live_pane(target)
+        history = len(render(envelope, max_bytes=self.settings.max_bytes, max_lines=self.settings.max_lines).lines)
+        info, window = self._live_pane(target, history + 20)
         frame = self.frame(envelope, info)
         try:
-            self._type(info, frame)
-            self._confirm(info.pane_id, frame)
+            before = self._before(info.pane_id, frame, window, history + 20)
+            self._type(info, frame, before)
+            self._confirm(info.pane_id, frame, before)
         except PaneGone as exc:
             raise self._gone(target, exc) from None
         except TmuxError as exc:
@@ -236,13 +252,15 @@ class TmuxBackend:
             line_prefix=SHELL_PREFIX if shell else "",
         )
 
-    def _live_pane(self, target: str) -> PaneInfo:
-        """The pane, once no approval dialog is open in it; never type into a dialog."""
+    def _live_pane(self, target: str, history: int) -> tuple[PaneInfo, str]:
+        """The pane, once no approval dialog is open in it (never type into a dialog), and
+        what it showed then, ``history`` lines above the screen included."""
         patterns = self.settings.blocked_patterns
         if not patterns:
-            return self._lookup(target, lambda: (self.tmux.pane(target), ""))[0]
-        info, _ = wait_unblocked(
-            lambda: self._lookup(target, lambda: self.tmux.pane_and_screen(target)),
+            info, _, window = self._lookup(target, lambda: self._probe(target, history))
+            return info, window
+        info, _, window = wait_unblocked(
+            lambda: self._lookup(target, lambda: self._probe(target, history)),
             lambda state: dialog_on_screen(state[1], patterns) is not None,
             timeout=self.settings.blocked_wait,
             failure=lambda: DeliveryError(
@@ -252,11 +270,24 @@ class TmuxBackend:
                 retryable=True,
             ),
         )
-        return info
+        return info, window
 
-    def _lookup(self, target: str, probe: Callable[[], tuple[PaneInfo, str]]) -> tuple[PaneInfo, str]:
+    def _probe(self, target: str, history: int) -> tuple[PaneInfo, str, str]:
+        """The pane, its screen (dialogs are looked for there) and the capture the waits use
+        (``history`` lines above the screen too), in one tmux call."""
+        split = f"bridge-split-{uuid.uuid4().hex}"
+        out = self.tmux.run(
+            *("display-message", "-p", "-t", target, _INFO_FORMAT, SEP, "capture-pane", "-p", "-J", "-t", target),
+            *(SEP, "display-message", "-p", "-t", target, split),
+            *(SEP, "capture-pane", "-p", "-J", "-S", f"-{history}", "-t", target),
+        )
+        first, _, rest = out.partition("\n")
+        screen, _, window = rest.partition(split + "\n")
+        return self.tmux._parse_info(target, first), screen, window
+
+    def _lookup(self, target: str, probe: Callable[[], tuple[PaneInfo, str, str]]) -> tuple[PaneInfo, str, str]:
         try:
-            info, screen = probe()
+            info, screen, window = probe()
         except PaneGone as exc:
             raise self._gone(target, exc) from None
         except TmuxError as exc:
@@ -267,27 +298,38 @@ class TmuxBackend:
                 "restart the agent there and re-register it",
                 retryable=True,
             )
-        return info, screen
+        return info, screen, window
 
-    def _type(self, info: PaneInfo, frame: Frame) -> None:
+    def _before(self, pane: str, frame: Frame, window: str, history: int) -> Before:
+        """Count the marker's copies on screen before typing (see :class:`Before`)."""
+        if frame.marker not in window:
+            return Before(history, 0)  # scrolling only moves older copies further out of this window
+        return Before(None, self._capture(pane, None).count(frame.marker))
+
+    def _type(self, info: PaneInfo, frame: Frame, before: Before) -> None:
         pane = info.pane_id
         args: list[str] = []
         if info.in_mode:  # keys would drive copy mode instead of reaching the program
             args += ["send-keys", "-t", pane, "-X", "cancel", SEP]
-        if self.settings.multiline == "line" or len(frame.lines) == 1:
-            text = frame.one_line() if self.settings.multiline == "line" else frame.header
-            self._enter(pane, [*args, "send-keys", "-t", pane, "-l", "--", text])
+        text = frame.one_line()
+        if self.settings.multiline == "line" and len(text) <= TYPED_BURST:
+            self._enter(pane, [*args, "send-keys", "-t", pane, "-l", "--", text])  # the hot path: one call
             return
         self.tmux.run(*args, "send-keys", "-t", pane, "-l", "--", frame.header)
-        if not self._until_shown(pane, frame, lambda shown: frame.marker in shown):
+        if not self._until_shown(pane, before, lambda shown: shown.count(frame.marker) > before.count):
             raise self._unconfirmed(pane, frame)
-        buffer = f"bridge-{os.getpid()}-{next(_counter)}"
-        self.tmux.run(
-            *("load-buffer", "-b", buffer, "-", SEP, "paste-buffer", "-p", "-d", "-b", buffer, "-t", pane),
-            input=("\n" + frame.body).encode("utf-8"),
-        )
+        if self.settings.multiline == "line":
+            self.tmux.run("send-keys", "-t", pane, "-l", "--", text[len(frame.header) :])
+        else:
+            buffer = f"bridge-{os.getpid()}-{next(_counter)}"
+            self.tmux.run(
+                *("load-buffer", "-b", buffer, "-", SEP, "paste-buffer", "-p", "-d", "-b", buffer, "-t", pane),
+                input=("\n" + frame.body).encode("utf-8"),
+            )
         # not shown in time (a composer that shows pastes some other way): Enter all the same
-        self._until_shown(pane, frame, lambda shown: _pasted(shown, frame))
+        self._until_shown(
+            pane, before, lambda shown: shown.count(frame.marker) > before.count and _pasted(shown, frame)
+        )
         self._enter(pane, [])
 
     def _enter(self, pane: str, args: list[str]) -> None:
@@ -299,21 +341,25 @@ class TmuxBackend:
             time.sleep(self.settings.enter_delay)
         self.tmux.run(*args, *([SEP] if args else []), "send-keys", "-t", pane, "Enter")
 
-    def _until_shown(self, pane_id: str, frame: Frame, shown: Callable[[str], bool]) -> bool:
+    def _capture(self, pane_id: str, history: int | None) -> str:
+        if history is None:
+            return self.tmux.run("capture-pane", "-p", "-J", "-S", "-", "-t", pane_id)
+        return self.tmux.capture(pane_id, history)
+
+    def _until_shown(self, pane_id: str, before: Before, shown: Callable[[str], bool]) -> bool:
         """Whether ``shown(screen)`` came true within ``confirm_timeout``, polling with backoff."""
         deadline = time.monotonic() + self.settings.confirm_timeout
-        history = len(frame.lines) + 20
         delay = 0.002
         while True:
-            if shown(self.tmux.capture(pane_id, history)):
+            if shown(self._capture(pane_id, before.history)):
                 return True
             if time.monotonic() >= deadline:
                 return False
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    def _confirm(self, pane_id: str, frame: Frame) -> None:
-        if not self._until_shown(pane_id, frame, lambda shown: frame.marker in shown):
+    def _confirm(self, pane_id: str, frame: Frame, before: Before) -> None:
+        if not self._until_shown(pane_id, before, lambda shown: shown.count(frame.marker) > before.count):
             raise self._unconfirmed(pane_id, frame)
 
     def _unconfirmed(self, pane_id: str, frame: Frame) -> DeliveryError:
@@ -347,6 +393,6 @@ def pane_status(info: PaneInfo, dialog: str | None = None) -> PaneStatus:
 
 
 def _pasted(screen: str, frame: Frame) -> bool:
-    """Whether ``screen`` shows the paste after the frame's header: its end line, or a fold."""
+    """Whether ``screen`` shows the paste after the frame's newest header: its end line, or a fold."""
     after = screen.rsplit(frame.marker, 1)[-1]
     return f"[end {frame.marker[1:]}" in after or PASTE_FOLD.search(after) is not None

@@ -1,10 +1,11 @@
 """A stand-in for an agent composer that enabled bracketed paste (DECSET 2004).
 
-Usage: ``python paste_reader.py LOG [LATE]``. Raw terminal; prints READY. Typed keys are echoed
-and gather into a submission; text between ``ESC[200~`` and ``ESC[201~`` is pasted (newlines
-stay inside); a CR or LF outside a paste submits. With LATE (seconds) a paste is applied only
-once no input came for that long, as Claude Code applies one late. Each submission is appended
-to LOG as one JSON line ``{"text", "pasted"}``.
+Usage: ``python paste_reader.py LOG [LATE [BURST]]``. Raw terminal; prints READY. Typed keys
+are echoed and gather into a submission; text between ``ESC[200~`` and ``ESC[201~`` is pasted
+(newlines stay inside); a CR or LF outside a paste submits. With LATE (seconds), as Claude Code:
+what arrives is drawn only once input pauses that long, and a paste, or more than BURST typed
+characters read at once, is applied only then (keys meanwhile act without it). Each submission
+is appended to LOG as one JSON line ``{"text", "pasted"}``.
 """
 
 from __future__ import annotations
@@ -24,31 +25,58 @@ def echo(data: bytes) -> None:
     sys.stdout.flush()
 
 
+class Composer:
+    """The submission being composed: what is applied, what is not drawn yet, what lands late."""
+
+    def __init__(self, log: str, late: float, burst: int) -> None:
+        self.log, self.late, self.burst = log, late, burst
+        self.buffer, self.unshown, self.landing, self.pasted = b"", b"", b"", False
+
+    def apply(self, data: bytes, paste: bool) -> None:
+        """Typed keys (all that one read brought) or a finished paste."""
+        if not self.late:
+            self.buffer += data
+            echo(data)
+        elif paste or (self.burst and len(data) > self.burst):
+            self.landing += data
+        else:
+            self.buffer, self.unshown = self.buffer + data, self.unshown + data
+
+    def settle(self) -> None:
+        """Input paused: apply what was landing and draw everything."""
+        self.buffer += self.landing
+        echo(self.unshown + self.landing)
+        self.unshown, self.landing = b"", b""
+
+    def submit(self) -> None:
+        with open(self.log, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"text": self.buffer.decode("utf-8", "replace"), "pasted": self.pasted}) + "\n")
+        echo(self.unshown + b"\n")
+        self.buffer, self.unshown, self.pasted = b"", b"", False
+
+
 def main() -> None:
     fd = sys.stdin.fileno()
     late = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+    composer = Composer(sys.argv[1], late, int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     tty.setraw(fd)
     sys.stdout.write("\x1b[?2004hREADY\r\n")
     sys.stdout.flush()
-    buffer, pending, paste, in_paste, pasted = b"", b"", b"", False, False
-    landing: bytes | None = None  # a paste not applied yet (late mode)
+    pending, paste, typed, in_paste = b"", b"", b"", False
     try:
         while True:
-            if landing is not None and not select.select([fd], [], [], late)[0]:
-                echo(landing)
-                buffer, landing = buffer + landing, None
+            if (composer.landing or composer.unshown) and not select.select([fd], [], [], late)[0]:
+                composer.settle()
                 continue
             pending += os.read(fd, 4096)
             while pending:
                 if pending.startswith(START):
-                    in_paste, pasted, paste, pending = True, True, b"", pending[len(START) :]
+                    composer.apply(typed, False)
+                    typed, in_paste, composer.pasted, paste = b"", True, True, b""
+                    pending = pending[len(START) :]
                 elif pending.startswith(END):
                     in_paste, pending = False, pending[len(END) :]
-                    if late:
-                        landing = paste
-                    else:
-                        buffer += paste
-                        echo(paste)
+                    composer.apply(paste, True)
                 elif (
                     pending[:1] == b"\x1b"
                     and len(pending) < len(START)
@@ -58,14 +86,13 @@ def main() -> None:
                 elif in_paste:
                     paste, pending = paste + pending[:1], pending[1:]
                 elif pending[:1] in (b"\r", b"\n"):
-                    text = buffer.decode("utf-8", "replace")
-                    with open(sys.argv[1], "a", encoding="utf-8") as log:
-                        log.write(json.dumps({"text": text, "pasted": pasted}) + "\n")
-                    echo(b"\n")
-                    buffer, pasted, pending = b"", False, pending[1:]
+                    composer.apply(typed, False)
+                    typed, pending = b"", pending[1:]
+                    composer.submit()
                 else:
-                    echo(pending[:1])
-                    buffer, pending = buffer + pending[:1], pending[1:]
+                    typed, pending = typed + pending[:1], pending[1:]
+            composer.apply(typed, False)  # what this read brought: one burst
+            typed = b""
     finally:
         termios.tcsetattr(fd, termios.TCSANOW, termios.tcgetattr(fd))
 

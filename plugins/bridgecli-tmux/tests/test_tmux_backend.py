@@ -376,3 +376,50 @@ def test_enter_waits_until_the_program_shows_the_paste(make_backend, new_pane, s
     [submission] = [json.loads(line) for line in log.read_text().splitlines()]
     text = submission["text"].replace("\r", "\n")
     assert text.split("\n") == list(backend.frame(env, backend.tmux.pane(pane)).lines)
+
+
+def test_a_retry_waits_for_its_own_frame_not_the_one_on_screen(make_backend, new_pane, short_tmp) -> None:
+    """A retry of a message whose earlier frame still shows: that frame's marker and end line
+    must not count, or Enter goes before the new paste lands and submits the header alone."""
+    import json
+
+    backend = make_backend()
+    log = short_tmp / "submissions"
+    pane = new_pane(f"{sys.executable} {Path(__file__).with_name('paste_reader.py')} {log} 0.5", ready="READY")
+    env = message("first line\nsecond line")
+    lines = list(backend.frame(env, backend.tmux.pane(pane)).lines)
+    backend.deliver(entity(pane), env)
+    wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in backend.tmux.capture(pane), what="the first frame")
+    backend.deliver(entity(pane), env)  # the gateway retries: the first attempt's confirm had timed out
+    wait_for(lambda: len(log.read_text().splitlines()) == 2, what="the second submission")
+    texts = [json.loads(line)["text"].replace("\r", "\n") for line in log.read_text().splitlines()]
+    assert [text.split("\n") for text in texts] == [lines, lines]
+
+
+def test_a_long_line_is_typed_in_two_steps(make_backend, new_pane, short_tmp) -> None:
+    """With multiline = line, a long one-line frame typed in one burst (plus Enter) is taken
+    for a paste and applied late by Claude Code, so the Enter submits without it; the header
+    goes first, the rest once it shows, Enter once that shows. A short one is one tmux call."""
+    import json
+
+    from bridgecli_tmux.backend import TmuxBackend
+
+    configured = make_backend(multiline="line")
+    tmux = WatchedTmux(configured.tmux, control=configured.settings.control_mode)
+    backend = TmuxBackend(configured.settings, tmux=tmux)
+    log = short_tmp / "submissions"
+    reader = Path(__file__).with_name("paste_reader.py")
+    pane = new_pane(f"{sys.executable} {reader} {log} 0.5 800", ready="READY")
+    env = message("the quick brown fox jumps over the lazy dog " * 40)
+    backend.deliver(entity(pane), env)
+    wait_for(log.exists, what="the submission")
+    [submission] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert submission == {"text": backend.frame(env, tmux.pane(pane)).one_line(), "pasted": False}
+
+    short = message("short")
+    tmux.invocations.clear()
+    backend.deliver(entity(pane), short)
+    typed = [args for args in tmux.invocations if "send-keys" in args]
+    assert len(typed) == 1 and typed[0][-1] == "Enter" and f"[bridge {short.msg_id[:8]}]" in typed[0][5]
+    wait_for(lambda: len(log.read_text().splitlines()) == 2, what="the short submission")
+    tmux.close()
