@@ -378,15 +378,17 @@ def test_enter_waits_until_the_program_shows_the_paste(make_backend, new_pane, s
     assert text.split("\n") == list(backend.frame(env, backend.tmux.pane(pane)).lines)
 
 
-def test_a_retry_waits_for_its_own_frame_not_the_one_on_screen(make_backend, new_pane, short_tmp) -> None:
+@pytest.mark.parametrize("lines", [2, 150])
+def test_a_retry_waits_for_its_own_frame_not_the_one_on_screen(make_backend, new_pane, short_tmp, lines) -> None:
     """A retry of a message whose earlier frame still shows: that frame's marker and end line
-    must not count, or Enter goes before the new paste lands and submits the header alone."""
+    must not count, or Enter goes before the new paste lands and submits the header alone.
+    With 150 lines the new frame pushes the old marker out of the screen and the last lines."""
     import json
 
     backend = make_backend()
     log = short_tmp / "submissions"
     pane = new_pane(f"{sys.executable} {Path(__file__).with_name('paste_reader.py')} {log} 0.5", ready="READY")
-    env = message("first line\nsecond line")
+    env = message("\n".join(f"line {n}" for n in range(lines)))
     lines = list(backend.frame(env, backend.tmux.pane(pane)).lines)
     backend.deliver(entity(pane), env)
     wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in backend.tmux.capture(pane), what="the first frame")
