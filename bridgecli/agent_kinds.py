@@ -34,7 +34,8 @@ class AgentKind:
     """One agent CLI: what a profile with ``agent = NAME`` gets unless it says otherwise.
 
     ``ready_pattern`` is searched in the tmux pane's screen; each was read off the real
-    program's TUI (the versions are in docs/agents.md).
+    program's TUI (the versions are in docs/agents.md). ``prompt_ready_pattern``, when set,
+    replaces it for a spawn that passes a first prompt.
     """
 
     name: str
@@ -44,6 +45,7 @@ class AgentKind:
     ready_timeout: float = 60.0
     env: Mapping[str, str] = field(default_factory=dict)
     launcher: str = AGENT_LAUNCHER
+    prompt_ready_pattern: str | None = None
 
     def defaults(self) -> dict[str, Any]:
         """The profile keys this kind provides, as a profile table would hold them."""
@@ -67,10 +69,17 @@ KINDS: dict[str, AgentKind] = {
         AgentKind("claude-code", ("claude",), "(?m)^\u276f\u00a0", ("--", PROMPT)),
         # Codex: its composer line starts with "› "; the trust dialog's "› 1. Trust" does not count.
         AgentKind("codex", ("codex",), r"(?m)^› (?!\d+\. )", ("--", PROMPT)),
-        # OpenCode: the empty home prompt ("Ask anything…"), or, once a --prompt was
-        # submitted, the session's first reply header ("▣"). Its positional argument is a
-        # project directory, so the prompt goes as --prompt=TEXT.
-        AgentKind("opencode", ("opencode",), r"(?m)Ask anything…|^\s*▣ ", ("--prompt=" + PROMPT,)),
+        # OpenCode: its home view's empty input ("Ask anything…"). A --prompt=TEXT (its
+        # positional argument is a project directory) is submitted from that same home view,
+        # which then switches to the session view and drops keys typed meanwhile: with a
+        # prompt, ready is the session's first reply header ("▣"), drawn with its input box.
+        AgentKind(
+            "opencode",
+            ("opencode",),
+            "Ask anything…",
+            ("--prompt=" + PROMPT,),
+            prompt_ready_pattern=r"(?m)^\s*▣ ",
+        ),
         # Gemini CLI: the input placeholder. It ignores a positional prompt after "--", and
         # -i/--prompt-interactive=TEXT submits one and stays interactive.
         AgentKind("gemini", ("gemini",), "Type your message", ("--prompt-interactive=" + PROMPT,)),
@@ -139,6 +148,16 @@ class Profile:
         if isinstance(command, str):
             return command
         return [str(a) for a in command] if command else None
+
+    def launch_table(self, prompt: str | None) -> Mapping[str, Any]:
+        """The table a launcher gets: :attr:`table`, with the kind's ``prompt_ready_pattern``
+        as ``ready_pattern`` when ``prompt`` is given and the file sets no ``ready_pattern``."""
+        kind = self.kind
+        if prompt is None or kind is None or kind.prompt_ready_pattern is None:
+            return self.table
+        if self.sources.get("ready_pattern") == "file":
+            return self.table
+        return {**self.table, "ready_pattern": kind.prompt_ready_pattern}
 
     def argv(self, prompt: str | None, where: str) -> str | list[str]:
         """The command to launch, with ``prompt`` (already :func:`check_prompt`-ed) placed by

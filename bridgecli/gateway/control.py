@@ -253,7 +253,7 @@ class Control:
             command=command,
             cwd=profile.table.get("cwd"),
             env=env,
-            profile=profile.table,
+            profile=profile.launch_table(prompt),
             log_dir=log_dir,
         )
         try:
