@@ -14,7 +14,6 @@ import itertools
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from bridgecli.blocking import wait_unblocked
 from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
 from bridgecli.framing import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, SHELL_PREFIX, Frame, render
-from bridgecli_tmux.client import _INFO_FORMAT, SEP, PaneGone, PaneInfo, Tmux, TmuxError, socket_from
+from bridgecli_tmux.client import SEP, PaneGone, PaneInfo, Tmux, TmuxError, socket_from
 
 if TYPE_CHECKING:
     from bridgecli.envelope import Envelope
@@ -257,10 +256,10 @@ class TmuxBackend:
         what it showed then, ``history`` lines above the screen included."""
         patterns = self.settings.blocked_patterns
         if not patterns:
-            info, _, window = self._lookup(target, lambda: self._probe(target, history))
+            info, _, window = self._lookup(target, lambda: self.tmux.pane_screen_and_history(target, history))
             return info, window
         info, _, window = wait_unblocked(
-            lambda: self._lookup(target, lambda: self._probe(target, history)),
+            lambda: self._lookup(target, lambda: self.tmux.pane_screen_and_history(target, history)),
             lambda state: dialog_on_screen(state[1], patterns) is not None,
             timeout=self.settings.blocked_wait,
             failure=lambda: DeliveryError(
@@ -271,19 +270,6 @@ class TmuxBackend:
             ),
         )
         return info, window
-
-    def _probe(self, target: str, history: int) -> tuple[PaneInfo, str, str]:
-        """The pane, its screen (dialogs are looked for there) and the capture the waits use
-        (``history`` lines above the screen too), in one tmux call."""
-        split = f"bridge-split-{uuid.uuid4().hex}"
-        out = self.tmux.run(
-            *("display-message", "-p", "-t", target, _INFO_FORMAT, SEP, "capture-pane", "-p", "-J", "-t", target),
-            *(SEP, "display-message", "-p", "-t", target, split),
-            *(SEP, "capture-pane", "-p", "-J", "-S", f"-{history}", "-t", target),
-        )
-        first, _, rest = out.partition("\n")
-        screen, _, window = rest.partition(split + "\n")
-        return self.tmux._parse_info(target, first), screen, window
 
     def _lookup(self, target: str, probe: Callable[[], tuple[PaneInfo, str, str]]) -> tuple[PaneInfo, str, str]:
         try:

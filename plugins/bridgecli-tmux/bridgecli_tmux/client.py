@@ -223,6 +223,21 @@ class Tmux:
         first, _, screen = out.partition("\n")
         return self._parse_info(target, first), screen
 
+    def pane_screen_and_history(self, target: str, history: int) -> tuple[PaneInfo, str, str]:
+        """:meth:`pane_and_screen`, and the visible text with ``history`` lines above it, in one
+        tmux call."""
+        import uuid
+
+        split = f"bridge-split-{uuid.uuid4().hex}"
+        out = self.run(
+            *("display-message", "-p", "-t", target, _INFO_FORMAT, SEP, "capture-pane", "-p", "-J", "-t", target),
+            *(SEP, "display-message", "-p", "-t", target, split),
+            *(SEP, "capture-pane", "-p", "-J", "-S", f"-{history}", "-t", target),
+        )
+        first, _, rest = out.partition("\n")
+        screen, _, window = rest.partition(split + "\n")
+        return self._parse_info(target, first), screen, window
+
     def _parse_info(self, target: str, out: str) -> PaneInfo:
         parts = out.split("\t", 4)
         if not parts[0]:  # tmux 3.3 answers an unknown pane id with empty fields, not an error
