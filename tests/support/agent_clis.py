@@ -22,6 +22,13 @@ PACKAGES = {
 }
 #: the made-up key Claude Code is told to use (approved in ``.claude.json`` by ``claude_home``)
 CLAUDE_KEY = "sk-ant-made-up-for-tests-0123456789abcdef"
+#: the switches that keep OpenCode from the network at start (models list, updates, plugins)
+OPENCODE_OFFLINE = (
+    "OPENCODE_DISABLE_MODELS_FETCH",
+    "OPENCODE_DISABLE_AUTOUPDATE",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD",
+)
 
 
 def install(*programs: str) -> Path:
@@ -58,6 +65,8 @@ def client_env(home: Path, bin_dir: Path) -> dict[str, str]:
         "GEMINI_API_KEY": "made-up-for-tests",
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # OpenCode: its bundled model list instead of a fetch that times out offline (seconds)
+        **dict.fromkeys(OPENCODE_OFFLINE, "1"),
     }
 
 
@@ -73,3 +82,15 @@ def claude_home(home: Path, *projects: Path) -> None:
         "projects": {str(p): {"hasTrustDialogAccepted": True} for p in projects},
     }
     (home / ".claude.json").write_text(json.dumps(state))
+
+
+def gemini_home(home: Path, *projects: Path) -> None:
+    """Gemini CLI's first-run state in ``home``: ``projects`` trusted and the API key (from
+    ``GEMINI_API_KEY``) chosen as its sign-in, so its TUI opens straight on its prompt."""
+    import json
+
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    trusted = {str(p): "TRUST_FOLDER" for p in projects}
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps(trusted))
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
