@@ -10,16 +10,15 @@ Both run offline with a made-up key and their first-run state written beforehand
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
-from tmux_helpers import wait_for
+from tmux_helpers import agent_tmux_server, wait_for
 
-from bridgecli_tmux.client import Tmux, tmux_available
+from bridgecli_tmux.client import tmux_available
 from tests.support import agent_clis
-from tests.support.tmux import server_pid, stop_server
+from tests.support.tmux import stop_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")]
 
@@ -41,16 +40,7 @@ def agent_host(request, host_factory, short_tmp: Path):
     if kind == "gemini":
         agent_clis.gemini_home(home, project)
     sock = str(short_tmp / "s")
-    env = {k: v for k, v in b.env.items() if not k.startswith("TMUX")}
-    env.update(agent_clis.client_env(home, bin_dir))
-    env.update({k: v for k, v in b.env.items() if k.startswith(("XDG_", "BRIDGE_"))})
-    # the server's environment is what a spawned program inherits; tmux looks the command up
-    # on the PATH of the client that opens the window: the gateway's
-    subprocess.run(
-        ["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "bridge", "-x", "200", "-y", "50"],
-        check=True,
-        env=env,
-    )
+    tmux, env, pid = agent_tmux_server(b, sock, agent_clis.client_env(home, bin_dir))
     # a loaded machine may take seconds to draw typed keys; a lost key never shows at all, so
     # a longer confirm_timeout still catches one while a slow redraw is not a failed delivery
     b.write_config(f"""
@@ -63,8 +53,6 @@ agent = "{kind}"
 cwd = "{project}"
 env = {{ HOME = "{home}" }}
 """)
-    tmux = Tmux(sock)
-    pid = server_pid(sock)
     yield kind, b, tmux, env["PATH"]
     stop_server(sock, pid)
 

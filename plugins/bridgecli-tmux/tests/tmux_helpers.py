@@ -22,3 +22,25 @@ def write_config(xdg: Path, text: str) -> None:
     path = xdg / "config" / "bridge" / "bridge.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def agent_tmux_server(host, sock: str, agent_env: dict[str, str]):
+    """Start a tmux server on ``sock`` for ``host`` (a test host) whose programs see
+    ``agent_env`` (an agent CLI's offline environment) over the host's own XDG_/BRIDGE_
+    settings; returns (its Tmux, the environment, its pid) for ``stop_server``. The server's
+    environment is what a spawned program inherits; tmux looks the command up on the PATH of
+    the client that opens the window: the gateway's."""
+    import subprocess
+
+    from bridgecli_tmux.client import Tmux
+    from tests.support.tmux import server_pid
+
+    env = {k: v for k, v in host.env.items() if not k.startswith("TMUX")}
+    env.update(agent_env)
+    env.update({k: v for k, v in host.env.items() if k.startswith(("XDG_", "BRIDGE_"))})
+    subprocess.run(
+        ["tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "bridge", "-x", "200", "-y", "50"],
+        check=True,
+        env=env,
+    )
+    return Tmux(sock), env, server_pid(sock)
