@@ -11,7 +11,8 @@ from typing import Any
 
 from bridgecli.envelope import is_uuid
 from bridgecli.errors import Ambiguous, ConfigError, NotFound
-from bridgecli.hoststate.entities import Registry, short
+from bridgecli.gids import short
+from bridgecli.hoststate.entities import Registry
 
 
 def resolve_target(target: str, *, registry: Registry, roster: Any = None, force: bool = False) -> str:

@@ -73,7 +73,8 @@ def unregister(app, target: str, as_json: bool) -> None:
 @output.json_option
 def entities(as_json: bool) -> None:
     """List the entities registered on this host."""
-    from bridgecli.hoststate.entities import open_registry, short
+    from bridgecli.gids import short
+    from bridgecli.hoststate.entities import open_registry
     from bridgecli.hoststate.store import Store, default_path
     from bridgecli.hoststate.wire import entity_dict
 

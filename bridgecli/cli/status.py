@@ -16,7 +16,7 @@ def status(as_json: bool) -> None:
     held (on this host) counts, the dedup store size and the bridge.dlq depth.
     """
     from bridgecli.gateway.client import GatewayClient
-    from bridgecli.hoststate.entities import short
+    from bridgecli.gids import short
 
     with GatewayClient.require() as client:
         result = client.call("status", timeout=10)

@@ -21,7 +21,7 @@ from bridgecli.gateway.answers import ANSWERED, PENDING, EarlyAnswer
 from bridgecli.gateway.callers import register_and_serve, speaker
 from bridgecli.gateway.polling import op_poll
 from bridgecli.gateway.sending import LOOK_EVERY, MAX_WAIT, op_send
-from bridgecli.hoststate.entities import short
+from bridgecli.gids import short
 from bridgecli.hoststate.wire import entity_dict, message_dict
 from bridgecli.requests import (
     RegisterRequest,

@@ -51,11 +51,6 @@ def validate_role(role: str) -> str:
     return role
 
 
-def short(gid: str) -> str:
-    """A gid as tables show it: :func:`bridgecli.gids.short`."""
-    return gids.short(gid)
-
-
 _MISSING = object()
 
 
@@ -227,7 +222,7 @@ class Registry:
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            listing = ", ".join(f"{e.label} ({short(e.gid)})" for e in matches)
+            listing = ", ".join(f"{e.label} ({gids.short(e.gid)})" for e in matches)
             raise Ambiguous(f"{target!r} matches several entities on this host: {listing}", "use the full gid")
         raise NotFound(
             f"no entity {target!r} is registered on this host",
@@ -253,4 +248,4 @@ def check_deliver(spec: str) -> tuple[str, str | None]:
     return backend, (address or None)
 
 
-__all__ = ["Registry", "Entity", "ROLES", "open_registry", "check_deliver", "short", "BridgeError"]
+__all__ = ["Registry", "Entity", "ROLES", "open_registry", "check_deliver", "BridgeError"]
