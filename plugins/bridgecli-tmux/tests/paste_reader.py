@@ -49,8 +49,12 @@ class Composer:
         self.unshown, self.landing = b"", b""
 
     def submit(self) -> None:
-        with open(self.log, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"text": self.buffer.decode("utf-8", "replace"), "pasted": self.pasted}) + "\n")
+        """Append the submission by replacing LOG whole, so a reader never sees it half written."""
+        line = json.dumps({"text": self.buffer.decode("utf-8", "replace"), "pasted": self.pasted}) + "\n"
+        before = open(self.log, encoding="utf-8").read() if os.path.exists(self.log) else ""
+        with open(f"{self.log}.part", "w", encoding="utf-8") as part:
+            part.write(before + line)
+        os.replace(f"{self.log}.part", self.log)
         echo(self.unshown + b"\n")
         self.buffer, self.unshown, self.pasted = b"", b"", False
 

@@ -393,7 +393,7 @@ def test_a_retry_waits_for_its_own_frame_not_the_one_on_screen(make_backend, new
     backend.deliver(entity(pane), env)
     wait_for(lambda: f"[end bridge {env.msg_id[:8]}]" in backend.tmux.capture(pane), what="the first frame")
     backend.deliver(entity(pane), env)  # the gateway retries: the first attempt's confirm had timed out
-    wait_for(lambda: len(log.read_text().splitlines()) == 2, what="the second submission")
+    wait_for(lambda: log.exists() and len(log.read_text().splitlines()) == 2, what="the second submission")
     texts = [json.loads(line)["text"].replace("\r", "\n") for line in log.read_text().splitlines()]
     assert [text.split("\n") for text in texts] == [lines, lines]
 
