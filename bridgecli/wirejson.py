@@ -1,9 +1,9 @@
 """JSON for the commands that start without click (a send through the gateway, TAB, ``--help``).
 
 The standard ``json`` package imports ``re`` and, through it, ``enum``: about a third of such a
-command's start-up. This module runs the same C code ``json`` runs (CPython's ``_json``
-accelerator) without importing either; without ``_json`` it is ``json`` itself. Only UTF-8 text
-and default options are supported.
+command's start-up. On CPython these functions are :mod:`bridgecli.private_apis.cjson`'s, the
+same C code ``json`` runs without importing either; without ``_json`` they are ``json``'s. Only
+UTF-8 text and default options are supported.
 """
 
 from __future__ import annotations
@@ -13,67 +13,13 @@ if TYPE_CHECKING:  # typing imports re
     from collections.abc import Callable
     from typing import Any
 
+__all__ = ["dumps_compact", "loads", "text_encoder"]
+
 try:
-    import _json
-except ImportError:  # not CPython: the json package is as fast as it gets there
-    _json = None  # type: ignore[assignment]
-
-_WHITESPACE = " \t\n\r"
-_CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
-
-
-class _Options:
-    """What ``_json``'s scanner reads off ``json.JSONDecoder``: its defaults."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = _CONSTANTS.__getitem__
-
-
-def _no_default(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-if _json is not None:
-    _scan = _json.make_scanner(_Options())  # type: ignore[arg-type]  # typeshed wants a JSONDecoder: any object with its attributes does
-
-    def _encoder(encode_string: Callable[[str], str], separators: tuple[str, str], default: Any) -> Any:
-        """``_json``'s C encoder with ``json.dumps``'s other defaults and no circular check."""
-        item, key = separators
-        return _json.make_encoder(None, default, encode_string, None, key, item, False, False, True)
-
-    _compact = _encoder(_json.encode_basestring_ascii, (",", ":"), _no_default)
-
-    def loads(text: str | bytes) -> Any:
-        """``json.loads(text)``; ValueError when ``text`` is not one JSON value."""
-        if not isinstance(text, str):
-            text = bytes(text).decode("utf-8")
-        text = text.strip(_WHITESPACE)
-        try:
-            value, end = _scan(text, 0)
-        except StopIteration as stop:
-            raise ValueError(f"Expecting value: char {stop.value}") from None
-        if end != len(text):
-            raise ValueError(f"Extra data: char {end}")
-        return value
-
-    def dumps_compact(value: Any) -> str:
-        """``json.dumps(value, separators=(",", ":"))``, for dicts and lists."""
-        if not isinstance(value, (dict, list)):
-            raise TypeError("only a dict or a list")
-        return "".join(_compact(value, 0))
-
-    def text_encoder(separators: tuple[str, str], default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
-        """A function that writes a dict or list as ``json.dumps(value, ensure_ascii=False,
-        separators=separators, default=default)`` does, without the check for circular
-        references (for values with none). Why: ``json.dumps`` builds its encoder at every call."""
-        encode = _encoder(_json.encode_basestring, separators, default or _no_default)
-        return lambda value: "".join(encode(value, 0))
-
-else:  # pragma: no cover - CPython always has _json
+    from bridgecli.private_apis.cjson import dumps_compact, loads, text_encoder
+except ModuleNotFoundError as missing:  # pragma: no cover - CPython always has _json
+    if missing.name != "_json":
+        raise
     import json as _std
 
     def loads(text: str | bytes) -> Any:
