@@ -4,15 +4,15 @@ Newline-delimited JSON over a Unix socket (mode 0600 in the user runtime dir): o
 ``{"op": NAME, ...}`` per line, one response per line, ``{"ok": true, ...}`` or
 ``{"ok": false, "error": {"code": EXITCODE_NAME, "message": ..., "hint": ...}}``. Several
 requests may share one connection. Kept cheap for the one-shot ``bridge send`` and the TAB
-that use it: no pika, the C module ``_socket`` rather than ``socket.py``, and the error types
-only when one is raised (docs/decisions/raw-socket-client.md).
+that use it: no pika, the C module ``_socket`` rather than ``socket.py``
+(:mod:`bridgecli.private_apis.unix_socket`), and the error types only when one is raised
+(docs/decisions/raw-socket-client.md).
 """
 
 from __future__ import annotations
 
-import _socket
-
 from bridgecli import wirejson
+from bridgecli.private_apis.unix_socket import LineConnection
 
 # typing and pathlib cost ~15 % of the click-free `bridge send` (bridgecli.fast_send) that
 # imports this module, so they are imported for type checkers only
@@ -31,65 +31,6 @@ if TYPE_CHECKING:
         StopRequest,
         UnregisterRequest,
     )
-
-
-class LineConnection:
-    """One connected Unix stream socket carrying lines, a request out and its answer in, in
-    turn. Errors are the operating system's: ``TimeoutError`` when a send or a read outlasts
-    the timeout, another ``OSError`` when the connection fails."""
-
-    __slots__ = ("_sock", "_pending")
-
-    def __init__(self, sock: _socket.socket) -> None:
-        self._sock = sock
-        self._pending = b""  # bytes read past the last answer's newline
-
-    @classmethod
-    def connect(cls, path: str, timeout: float | None) -> LineConnection | None:
-        """A connection to the socket at ``path``, or None when nothing accepts it there within
-        ``timeout`` seconds (missing file, refused, not a socket, too slow)."""
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-        except OSError:  # TimeoutError, FileNotFoundError and ConnectionRefusedError included
-            sock.close()
-            return None
-        return cls(sock)
-
-    def exchange(self, line: bytes, timeout: float | None) -> bytes:
-        """Send ``line`` (newline-terminated) and return the next line received, with its
-        newline; ``b""`` when the peer closed first. ``timeout`` bounds each send and each
-        read, as a socket timeout does; None waits as long as it takes. After an error the
-        connection is closed: an answer may be half read, so no later line could be trusted."""
-        try:
-            self._sock.settimeout(timeout)
-            self._sock.sendall(line)
-            return self._read_line()
-        except BaseException:
-            self._sock.close()
-            raise
-
-    def _read_line(self) -> bytes:
-        end = self._pending.find(b"\n")
-        if end >= 0:
-            line, self._pending = self._pending[: end + 1], self._pending[end + 1 :]
-            return line
-        parts = [self._pending]
-        while True:
-            chunk = self._sock.recv(65536)
-            if not chunk:  # closed: a partial last line is still returned, as readline does
-                self._pending = b""
-                return b"".join(parts)
-            end = chunk.find(b"\n")
-            if end >= 0:
-                parts.append(chunk[: end + 1])
-                self._pending = chunk[end + 1 :]
-                return b"".join(parts)
-            parts.append(chunk)
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 class GatewayClient:
