@@ -78,19 +78,11 @@ def query(db: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]
     never locked for writing); ``[]`` when the file is missing or busy."""
     if not os.path.exists(db):
         return []
-    # the C module: the sqlite3 package adds datetime and its adapters, a third of a TAB's query
-    import _sqlite3
+    # through the C module _sqlite3: the sqlite3 package adds datetime and its adapters, a third
+    # of a TAB's query
+    from bridgecli.private_apis import sqlite_readonly
 
-    # SQLite's URI rules: only these three have a meaning in a path (no urllib on a TAB)
-    uri = "file:" + db.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
-    try:
-        connection = _sqlite3.connect(uri, uri=True, timeout=SOCKET_TIMEOUT)
-        try:
-            return connection.execute(sql, tuple(params)).fetchall()
-        finally:
-            connection.close()
-    except _sqlite3.Error:
-        return []
+    return sqlite_readonly.rows(db, sql, params, SOCKET_TIMEOUT)
 
 
 def local_entities() -> list[dict[str, str]]:
