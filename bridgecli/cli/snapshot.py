@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from bridgecli.cli import complete
+from bridgecli.private_apis.click_completion import custom_shell_complete
 
 
 def _completion(param: click.Parameter) -> list[Any]:
@@ -27,7 +28,7 @@ def _completion(param: click.Parameter) -> list[Any]:
     :mod:`bridgecli.cli.complete`), ``["choice",
     values, case_sensitive]``, ``["path", "file"|"dir"]``, ``["none"]``, or ``["opaque"]``
     (something only click can run: the fast path falls back to click)."""
-    custom = getattr(param, "_custom_shell_complete", None)  # click keeps no public accessor
+    custom = custom_shell_complete(param)
     if custom is not None:
         # only ours: they read nothing of click's context but ``params`` (a plugin's may)
         name = getattr(custom, "__name__", "")
