@@ -22,8 +22,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import ClientConnection, connect
 
 from bridgecli.browser import frames as F
-from bridgecli.browser.fastpath import DispatchingClientConnection
 from bridgecli.errors import BrowserError, PermissionProblem
+from bridgecli.private_apis.websockets_events import DispatchingClientConnection
 
 #: websockets >= 17 warns unless a direct (non-iterator) connection is asked for explicitly;
 #: older releases have no such parameter.

@@ -29,8 +29,8 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from bridgecli.browser import frames as F
 from bridgecli.browser.broker import Broker
-from bridgecli.browser.fastpath import DispatchingServerConnection
 from bridgecli.errors import BrowserError
+from bridgecli.private_apis.websockets_events import DispatchingServerConnection
 
 #: Origins allowed to open a connection besides "no Origin at all".
 EXTENSION_ORIGINS = ("chrome-extension://", "moz-extension://")

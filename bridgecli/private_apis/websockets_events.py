@@ -1,10 +1,13 @@
-"""Deliver complete WebSocket text frames straight from websockets' reading thread.
+"""Complete WebSocket text frames handed over straight from websockets' reading thread.
 
-Saves the thread wake-up per frame of ``websockets.sync``'s queued ``recv()``
-(docs/decisions/browser-transport-on-websockets-sync.md). Uses the library's documented hook
-(``create_connection=``) and its contract that ``process_event`` runs outside the protocol
-lock, so the callback may send. Fragmented or binary messages keep the queued path, and once
-one shows up the connection stays on it, so frames are never reordered.
+Relies on ``process_event`` of ``websockets.sync``'s connections, which its source files under
+private methods: the reading thread calls it per frame, in order, after releasing the protocol
+lock, so the callback may send. The subclasses get in through the documented
+``create_connection=`` argument. Gains: the thread wake-up per frame of the queued ``recv()``
+(docs/decisions/browser-transport-on-websockets-sync.md). If that changes,
+``tests/private_apis/test_websockets_events.py`` fails: uncalled, frames take the queued path
+(slower, still right); called under the lock, a send would deadlock. Fragmented or binary
+messages keep the queued path for good, so frames never reorder.
 """
 
 from __future__ import annotations
