@@ -46,9 +46,9 @@ if _PATH:
     def around(owner, name, before=None, after=None):
         setattr(owner, name, wrap(getattr(owner, name), before, after))
 
-    from bridgecli.gateway import operations, sending
+    from bridgecli.gateway.api import operations, sending
     from bridgecli.gateway.burst import Burst
-    from bridgecli.gateway.connections import SocketAnswer
+    from bridgecli.gateway.api.connections import SocketAnswer
     from bridgecli.gateway.intake import Intake
     from bridgecli.gateway.publishing import PublishLane
     from bridgecli.hoststate.store import Store

@@ -12,7 +12,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 500
 #: modules allowed past MAX_LINES: path -> (their own limit, why they are one thing)
-OVER_BUDGET: dict[str, tuple[int, str]] = {}
+OVER_BUDGET: dict[str, tuple[int, str]] = {
+    "bridgecli/gateway/daemon.py": (
+        540,
+        "the Gateway object: its one loop's lifecycle and the public face every host protocol "
+        "and the local API's contract describe; the parts it drives live in their own modules",
+    ),
+}
 
 
 def package_modules() -> list[Path]:

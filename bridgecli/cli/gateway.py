@@ -24,6 +24,7 @@ def gateway(app, log_format: str | None) -> None:
     import sys
 
     from bridgecli.gateway import log as glog
+    from bridgecli.gateway.api.server import LocalApi
     from bridgecli.gateway.daemon import Gateway
 
     # the I/O thread, delivery workers and socket clients hand work to each other: a short
@@ -38,4 +39,5 @@ def gateway(app, log_format: str | None) -> None:
         pass
     else:
         install_presence(gw)
+    gw.add_service(LocalApi(gw, gw.stepper))  # the local API sees the gateway through its contract only
     gw.run()

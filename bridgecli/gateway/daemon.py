@@ -15,7 +15,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pika
 import pika.exceptions
@@ -39,20 +40,29 @@ from bridgecli.gateway.intake import Intake
 from bridgecli.gateway.periodic import Periodic
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
-from bridgecli.gateway.waiters import Waiter, Waiters
+from bridgecli.gateway.waiters import Waiters
 from bridgecli.hoststate.entities import Registry, open_registry
-from bridgecli.hoststate.store import Store, StoredMessage, open_store
+from bridgecli.hoststate.store import Store, open_store
 from bridgecli.hub.claims import claimer_for
 from bridgecli.interfaces import DeliveryBackend, Entity
 
 if TYPE_CHECKING:
-    from bridgecli.gateway.localapi import LocalApi
     from bridgecli.roster import RosterView
 
 logger = logging.getLogger("bridgecli.gateway")
 T = TypeVar("T")
 #: how long the broker may take to open a channel of the consuming connection (seconds)
 OPEN_TIMEOUT = 30.0
+
+
+class Service(Protocol):
+    """Something served on the gateway's loop for the whole run (the local API's socket)."""
+
+    def start(self) -> None:
+        """Begin serving (on the run thread, which owns the loop by then)."""
+
+    def stop(self) -> None:
+        """Stop serving (first thing when the gateway stops)."""
 
 
 class Gateway:
@@ -91,7 +101,8 @@ class Gateway:
         self.on_entity_removed: list[Callable[[Entity, str], None]] = []
         self.on_connect_hooks: list[Callable[[], None]] = []
         self.on_stop_hooks: list[Callable[[], None]] = []
-        self.api: LocalApi | None = None
+        #: served on the loop while the gateway runs (:meth:`add_service`)
+        self.services: list[Service] = []
         #: the one I/O loop of the run thread: the consuming connection, the publish lane's
         #: connection and the local socket are all served on it
         self.stepper = Stepper()
@@ -127,21 +138,24 @@ class Gateway:
         """Show ``line()`` under ``name`` in ``bridge status``."""
         self.status_extras[name] = line
 
+    def add_service(self, service: Service) -> None:
+        """Serve ``service`` on the loop while the gateway runs (whoever starts the gateway
+        adds its local API this way: the daemon does not know what serves it)."""
+        self.services.append(service)
+
     # --- lifecycle ----------------------------------------------------------------------
 
     def run(self) -> None:
         """Serve until stopped: connect with capped, jittered backoff; declare; consume;
         on a broker blip re-declare and re-attach everything."""
-        from bridgecli.gateway.localapi import LocalApi
-
         self._install_signal_handlers()
         self.stepper.bind()  # this thread runs the loop, which serves the local API, connected or not
-        self.api = LocalApi(self, self.stepper)
-        self.api.start()
+        for service in self.services:
+            service.start()
         recovered = self.store.recover_taken()
         if recovered:  # handed to clients that never confirmed before the last gateway died
             glog.event(logger, "held again: messages no client confirmed", count=recovered)
-        glog.event(logger, "gateway started", host=self.host, version=__version__, socket=str(self.api.path))
+        glog.event(logger, "gateway started", host=self.host, version=__version__)
         try:
             while not self.should_stop.is_set():
                 try:
@@ -229,8 +243,8 @@ class Gateway:
                 hook()
             except Exception as exc:
                 glog.event(logger, "stop hook failed", logging.WARNING, error=str(exc))
-        if self.api is not None:
-            self.api.stop()
+        for service in reversed(self.services):
+            service.stop()
         self.lane.stop()
         if self.connected.is_set():
             try:
@@ -296,6 +310,23 @@ class Gateway:
         """Each local entity's inbox consumer, by gid (read by ``bridge status``)."""
         return self.inboxes.consumers
 
+    def consuming(self, gid: str) -> bool:
+        """Whether ``gid``'s inbox has a live consumer of this gateway."""
+        consumer = self.consumers.get(gid)
+        return consumer is not None and consumer.tag is not None
+
+    def consumed_by_others(self) -> list[str]:
+        """Queues of this host that another client consumes (:class:`.elsewhere.Elsewhere`)."""
+        return list(self.elsewhere)
+
+    def is_connected(self) -> bool:
+        """Whether the consuming connection is up."""
+        return self.connected.is_set()
+
+    def extra_status(self) -> dict[str, Any]:
+        """The extra lines of ``bridge status`` (:meth:`add_status`), by name."""
+        return {name: line() for name, line in self.status_extras.items()}
+
     def consumed_elsewhere(self, queue: str, retry: Callable[[], None], what: str) -> bool:
         """True when another client consumes ``queue`` (I/O thread); ``retry`` then runs again
         later with backoff until the queue is free (see :class:`.elsewhere.Elsewhere`)."""
@@ -305,6 +336,25 @@ class Gateway:
     def _retry_elsewhere(self) -> None:
         if self.channel is not None:
             self.elsewhere.retry_due()
+
+    def add_entity(self, **fields: Any) -> Entity:
+        """Register an entity (:func:`.registration.register`) and start serving it: its inbox
+        consumed, its presence announced (waits for the I/O thread)."""
+        entity = registration.register(self.registry, self.plugins, self.config, grants=self.grants, **fields)
+        try:
+            self.on_io(lambda: self.attach_entity(entity))
+        except Exception:
+            self.registry.remove(entity.gid)
+            raise
+        return entity
+
+    def remove_entity(self, entity: Entity) -> int:
+        """Stop serving ``entity`` (:meth:`detach_entity`), forget it and give its grant back;
+        how many of its messages were dead-lettered (waits for the I/O thread)."""
+        moved: int = self.on_io(lambda: self.detach_entity(entity))
+        self.registry.remove(entity.gid)
+        registration.release(self.grants, entity)
+        return moved
 
     def attach_entity(self, entity: Entity) -> None:
         """Start serving a newly registered entity (I/O thread)."""
@@ -423,10 +473,22 @@ class Gateway:
 
     # --- publishing ---------------------------------------------------------------------
 
-    def publish(self, envelopes: list[Envelope], delay_ms: int | None = None, timeout: float = 30.0) -> None:
+    def submit(self, envelopes: list[Envelope], delay_ms: int | None, timeout: float) -> list[Future]:
         """Publish for a local sender, confirmed + mandatory, through the publish lane (from
-        any thread but the I/O thread, which it never blocks)."""
-        self.lane.publish(envelopes, delay_ms=delay_ms, timeout=timeout)
+        any thread but the I/O thread, which it never blocks); one confirm per envelope."""
+        return self.lane.submit(envelopes, delay_ms, timeout)
+
+    def publish_in_loop(self, envelopes: list[Envelope], delay_ms: int | None) -> list[Future]:
+        """:meth:`submit` from inside the loop, without waiting (the lane must be connected)."""
+        return self.lane.publish_in_loop(envelopes, delay_ms)
+
+    def can_publish(self) -> bool:
+        """Whether the publish lane is connected."""
+        return self.lane.ready.is_set()
+
+    def broker_server(self) -> dict[str, Any]:
+        """The broker's product and version, as the publish lane's connection reported them."""
+        return self.lane.server_info
 
     def resolve_target(self, target: str, force: bool = False, may_wait: bool = True) -> str:
         """A gid for ``target`` (gid, or label): local entities first, then the roster."""
@@ -441,9 +503,9 @@ class Gateway:
         :class:`~bridgecli.errors.NotFound` and this gateway connected less than one heartbeat
         interval ago, retry: the view has not heard every host yet, so wait for it to fill
         before calling a target or host unknown (without ``may_wait``: raise
-        :class:`~bridgecli.gateway.callers.WouldWait`)."""
+        :class:`~bridgecli.gateway.api.contract.WouldWait`)."""
         from bridgecli.errors import NotFound
-        from bridgecli.gateway.callers import WouldWait
+        from bridgecli.gateway.api.contract import WouldWait
 
         while True:
             try:
@@ -454,30 +516,6 @@ class Gateway:
                 if not may_wait:
                     raise WouldWait("the roster has not heard every host yet") from None
                 time.sleep(0.1)
-
-    # --- waiting for held messages (API threads; see .waiters) ----------------------------
-
-    def add_waiter(
-        self,
-        recipient: str,
-        in_reply_to: str | None = None,
-        claims: int = 0,
-        two_phase: bool = False,
-        peer: str | None = None,
-    ) -> Waiter:
-        return self.waiters.add(recipient, in_reply_to, claims=claims, two_phase=two_phase, peer=peer)
-
-    def remove_waiter(self, waiter: Waiter) -> None:
-        self.waiters.remove(waiter)
-
-    def withdraw_answer(self, waiter: Waiter) -> bool:
-        return self.waiters.withdraw(waiter)
-
-    def take_handed(self, waiter: Waiter) -> list[StoredMessage]:
-        return self.waiters.take_handed(waiter)
-
-    def release_taken(self, msg_ids: list[str]) -> None:
-        self.waiters.release_taken(msg_ids)
 
     # --- running work on the I/O thread -------------------------------------------------
 

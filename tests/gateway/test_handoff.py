@@ -25,10 +25,10 @@ import pytest
 from bridgecli import config as config_mod
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import burst as burst_mod
+from bridgecli.gateway.api.operations import op_poll
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.daemon import Gateway
 from bridgecli.gateway.hold import HoldBackend
-from bridgecli.gateway.operations import op_poll
 from bridgecli.hoststate.entities import Registry
 from bridgecli.hoststate.store import DRAINED, HELD, TAKEN, Store
 from bridgecli.hoststate.transaction import Transaction
@@ -118,77 +118,77 @@ def _state(gw: Gateway, msg_id: str) -> str | None:
 def test_the_waiting_reply_is_taken_in_the_delivery_and_given_after_the_commit(gateway):
     gw, hold = gateway
     me, asked = str(uuid.uuid4()), str(uuid.uuid4())
-    waiter = gw.add_waiter(me, asked, claims=1)
+    waiter = gw.waiters.add(me, asked, claims=1)
     reply = _env(me, "the answer", in_reply_to=asked)
     assert _deliver(gw, hold, reply)
-    assert gw.take_handed(waiter) == []  # not before the commit
+    assert gw.waiters.take_handed(waiter) == []  # not before the commit
     assert _state(gw, reply.msg_id) is None
     assert [envelope for _, _, envelope in gw.burst.commit()] == [reply]  # to ack
-    [got] = gw.take_handed(waiter)
+    [got] = gw.waiters.take_handed(waiter)
     assert got.envelope.msg_id == reply.msg_id and got.envelope.content == "the answer"
     assert _state(gw, reply.msg_id) == DRAINED
     assert gw.store.seen(reply.msg_id)  # the dedup record is the same row
     assert not _deliver(gw, hold, _env(me, "not a reply"))  # it claims only its reply
     gw.burst.commit()
-    gw.remove_waiter(waiter)
+    gw.waiters.remove(waiter)
     assert gw.store.held_count(me) == 1
 
 
 def test_a_send_wait_is_preferred_to_a_poll_and_a_peek_or_full_waiter_takes_nothing(gateway):
     gw, hold = gateway
     me, asked = str(uuid.uuid4()), str(uuid.uuid4())
-    peek = gw.add_waiter(me, claims=0)
-    poll = gw.add_waiter(me, claims=1)
-    send = gw.add_waiter(me, asked, claims=1)
+    peek = gw.waiters.add(me, claims=0)
+    poll = gw.waiters.add(me, claims=1)
+    send = gw.waiters.add(me, asked, claims=1)
     reply, first, second = _env(me, in_reply_to=asked), _env(me, "first"), _env(me, "second")
     for envelope in (reply, first, second):
         _deliver(gw, hold, envelope)
     gw.burst.commit()
-    assert [m.envelope.msg_id for m in gw.take_handed(send)] == [reply.msg_id]
-    assert [m.envelope.msg_id for m in gw.take_handed(poll)] == [first.msg_id]  # its limit is 1
-    assert gw.take_handed(peek) == []
+    assert [m.envelope.msg_id for m in gw.waiters.take_handed(send)] == [reply.msg_id]
+    assert [m.envelope.msg_id for m in gw.waiters.take_handed(poll)] == [first.msg_id]  # its limit is 1
+    assert gw.waiters.take_handed(peek) == []
     assert _state(gw, second.msg_id) == HELD
     for waiter in (peek, poll, send):
-        gw.remove_waiter(waiter)
+        gw.waiters.remove(waiter)
 
 
 def test_a_waiter_gone_before_the_commit_or_before_pickup_puts_its_message_back_on_hold(gateway):
     gw, hold = gateway
     me = str(uuid.uuid4())
-    early = gw.add_waiter(me, claims=5)
+    early = gw.waiters.add(me, claims=5)
     gone_before_commit = _env(me, "a")
     assert _deliver(gw, hold, gone_before_commit)
-    gw.remove_waiter(early)  # timed out while the burst was open
+    gw.waiters.remove(early)  # timed out while the burst was open
     gw.burst.commit()
     assert _state(gw, gone_before_commit.msg_id) == HELD
 
-    late = gw.add_waiter(me, claims=5)
-    other = gw.add_waiter(me, claims=0)  # told when the message comes back
+    late = gw.waiters.add(me, claims=5)
+    other = gw.waiters.add(me, claims=0)  # told when the message comes back
     gone_after_commit = _env(me, "b")
     assert _deliver(gw, hold, gone_after_commit)
     gw.burst.commit()
     assert not other.event.is_set()
-    gw.remove_waiter(late)  # committed and handed, never picked up
+    gw.waiters.remove(late)  # committed and handed, never picked up
     assert _state(gw, gone_after_commit.msg_id) == HELD
     assert other.event.is_set()
-    gw.remove_waiter(other)
+    gw.waiters.remove(other)
     assert [m.envelope.content for m in gw.store.drain(me)] == ["a", "b"]
 
 
 def test_a_rolled_back_burst_hands_nothing_and_frees_the_claim(gateway):
     gw, hold = gateway
     me = str(uuid.uuid4())
-    waiter = gw.add_waiter(me, claims=1)
+    waiter = gw.waiters.add(me, claims=1)
     lost = _env(me, "rolled back")
     assert _deliver(gw, hold, lost)
     gw.burst.rollback()  # as on a lost connection: the broker redelivers it
-    assert len(gw.burst) == 0 and gw.take_handed(waiter) == []
+    assert len(gw.burst) == 0 and gw.waiters.take_handed(waiter) == []
     assert not gw.store.seen(lost.msg_id)
     again = _env(me, "redelivered later")
     assert _deliver(gw, hold, again)  # the claim is free again
     gw.burst.commit()
-    assert [m.envelope.content for m in gw.take_handed(waiter)] == ["redelivered later"]
-    gw.remove_waiter(waiter)
+    assert [m.envelope.content for m in gw.waiters.take_handed(waiter)] == ["redelivered later"]
+    gw.waiters.remove(waiter)
 
 
 def _check_hands_over_only_what_is_committed(gw: Gateway, hold: HoldBackend, commit) -> None:
@@ -196,21 +196,21 @@ def _check_hands_over_only_what_is_committed(gw: Gateway, hold: HoldBackend, com
     redelivers it: handed too, the client would get it twice), and free the claim for the
     redelivery, which it then hands over once committed."""
     me = str(uuid.uuid4())
-    waiter = gw.add_waiter(me, claims=1)
+    waiter = gw.waiters.add(me, claims=1)
     try:
         lost = _env(me, "lost with its commit")
         assert _deliver(gw, hold, lost)
         gw.store.fail_next_commit()
         with pytest.raises(sqlite3.OperationalError):
             commit(gw.burst)
-        assert gw.take_handed(waiter) == [], "a message was handed over before its commit"
+        assert gw.waiters.take_handed(waiter) == [], "a message was handed over before its commit"
         assert _state(gw, lost.msg_id) is None and not gw.store.seen(lost.msg_id)
         assert _deliver(gw, hold, lost)  # redelivered: the claim is free again
         commit(gw.burst)
-        assert [m.envelope.msg_id for m in gw.take_handed(waiter)] == [lost.msg_id]
+        assert [m.envelope.msg_id for m in gw.waiters.take_handed(waiter)] == [lost.msg_id]
         assert _state(gw, lost.msg_id) == DRAINED
     finally:
-        gw.remove_waiter(waiter)
+        gw.waiters.remove(waiter)
 
 
 def _commit_handing_over_first():
@@ -257,7 +257,7 @@ def test_a_draining_poll_returns_handed_and_held_messages_oldest_first(gateway):
     assert [m["content"] for m in op_poll(gw, gid=me, wait=10, limit=10)["messages"]] == [before.content]
 
     # a poll of chatty's messages only, which times out while the next burst is open
-    gone = gw.add_waiter(me, claims=1, peer=chatty)
+    gone = gw.waiters.add(me, claims=1, peer=chatty)
     answered: dict = {}
     poller = threading.Thread(target=lambda: answered.update(op_poll(gw, gid=me, wait=10, limit=10)))
     poller.start()
@@ -269,7 +269,7 @@ def test_a_draining_poll_returns_handed_and_held_messages_oldest_first(gateway):
     again = _env(me, "newer, held again", sender=chatty)
     assert _deliver(gw, hold, handed)  # the draining poll's: the other wants only chatty's
     assert _deliver(gw, hold, again)  # the chatty-only poll's, registered first
-    gw.remove_waiter(gone)
+    gw.waiters.remove(gone)
     gw.burst.commit()  # hands "older" to the draining poll; "newer" has no taker: held again
     poller.join(10)
     # unsorted, the drained "newer" would come before the handed "older"
@@ -283,16 +283,16 @@ def test_a_draining_poll_returns_handed_and_held_messages_oldest_first(gateway):
 def test_a_stopping_gateway_holds_instead_of_handing_off(gateway):
     gw, hold = gateway
     me = str(uuid.uuid4())
-    waiter = gw.add_waiter(me, claims=5)
+    waiter = gw.waiters.add(me, claims=5)
     before = _env(me, "claimed, committed at the final flush")
     assert _deliver(gw, hold, before)
     gw.stop()  # SIGTERM: the final flush must not hand it to an API thread that may never answer
     after = _env(me, "arrives while stopping")
     assert not _deliver(gw, hold, after)
     gw.burst.commit()
-    assert gw.take_handed(waiter) == []
+    assert gw.waiters.take_handed(waiter) == []
     assert [m.envelope.content for m in gw.store.drain(me)] == [before.content, after.content]
-    gw.remove_waiter(waiter)
+    gw.waiters.remove(waiter)
 
 
 def _taken_at_hold_time(host, msg_id: str) -> bool:
@@ -362,7 +362,7 @@ class _Recorder:
 
 @pytest.mark.parametrize("accept", [True, False])
 def test_a_waiting_poll_is_answered_by_the_thread_that_hands_its_message_over(gateway, monkeypatch, accept):
-    from bridgecli.gateway import polling
+    from bridgecli.gateway.api import polling
 
     monkeypatch.setattr(polling, "LOOK_EVERY", 30.0)  # the first wait lasts until the hand-off
     gw, hold = gateway
@@ -394,7 +394,7 @@ def test_a_waiting_poll_is_answered_by_the_thread_that_hands_its_message_over(ga
 def test_a_socket_answer_too_big_for_the_socket_is_finished_by_the_request_worker():
     import socket
 
-    from bridgecli.gateway.connections import Client, SocketAnswer
+    from bridgecli.gateway.api.connections import Client, SocketAnswer
 
     ours, theirs = socket.socketpair()
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)

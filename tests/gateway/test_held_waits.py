@@ -10,7 +10,7 @@ import json
 import socket
 import time
 
-from bridgecli.gateway.answers import EARLY_MAX
+from bridgecli.gateway.api.answers import EARLY_MAX
 from tests.multihost.helpers import wait_for
 
 

@@ -131,7 +131,7 @@ def test_a_client_whose_input_ended_is_watched_only_while_its_answer_waits_for_r
     """After a half-close the socket is readable (end of input) at every turn of the loop:
     watching it for input still would spin the loop until the client's request ends."""
     from bridgecli.amqp.stepped import Stepper
-    from bridgecli.gateway.connections import Client
+    from bridgecli.gateway.api.connections import Client
 
     stepper = Stepper()
     ours, theirs = socket.socketpair()

@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 from bridgecli import messaging, sender
 from bridgecli.errors import Timeout
-from bridgecli.gateway.answers import PENDING, EarlyAnswer, answered, early_answer
-from bridgecli.gateway.callers import speaker
+from bridgecli.gateway.api.answers import PENDING, EarlyAnswer, answered, early_answer
+from bridgecli.gateway.api.contract import ApiGateway, WouldWait
+from bridgecli.gateway.api.speaker import speaker
 from bridgecli.hoststate.store import DELIVERED, DRAINED, TAKEN
 from bridgecli.hoststate.wire import message_dict
 from bridgecli.requests import SendRequest
 
 if TYPE_CHECKING:
     from bridgecli.envelope import Envelope
-    from bridgecli.gateway.daemon import Gateway
     from bridgecli.gateway.waiters import Waiter
 
 MAX_WAIT = 24 * 3600.0
 #: a waiting request looks for its messages at least this often (seconds), woken or not
 LOOK_EVERY = 1.0
-#: how long a publish may wait for the broker's confirm (as ``Gateway.publish``)
+#: how long a publish may wait for the broker's confirm (the publish lane's own default)
 CONFIRM_TIMEOUT = 30.0
 
 
@@ -74,10 +74,10 @@ class Sending:
         return max(CONFIRM_TIMEOUT, len(self.envelopes) * 0.05)
 
 
-def prepare(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wait: bool = True) -> Sending:
+def prepare(gw: ApiGateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wait: bool = True) -> Sending:
     """Read, address and compose the request; register the waiter of a ``wait`` (and offer
     ``early``). Without ``may_wait`` a step that waits raises
-    :class:`~bridgecli.gateway.callers.WouldWait` before anything is registered."""
+    :class:`~.contract.WouldWait` before anything is registered."""
     request = SendRequest.from_wire(wire)
     to = messaging.address(
         request, gw.store, lambda target, force: gw.resolve_target(target, force=force, may_wait=may_wait)
@@ -94,7 +94,7 @@ def prepare(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wa
     result = {"msgId": envelope.msg_id, "to": to.recipient, "kind": envelope.kind, **result}
     sending = Sending(request, envelopes, result, identity.gid)
     if request.wait:
-        sending.waiter = gw.add_waiter(identity.gid, envelope.msg_id, claims=1, two_phase=request.confirm)
+        sending.waiter = gw.waiters.add(identity.gid, envelope.msg_id, claims=1, two_phase=request.confirm)
         if early is not None and request.new_id is None:  # a resend looks in the store first
             build = early_answer(
                 early, lambda handed: _with_reply(result, message_dict(handed[0]), request.confirm), sending.sent
@@ -103,7 +103,7 @@ def prepare(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wa
     return sending
 
 
-def finish(gw: Gateway, sending: Sending, confirmed: list[Future], first_wait_done: bool = False) -> dict[str, Any]:
+def finish(gw: ApiGateway, sending: Sending, confirmed: list[Future], first_wait_done: bool = False) -> dict[str, Any]:
     """Wait for the confirms, or for the reply of a ``wait`` (its confirm with it); return the
     response. ``first_wait_done``: the wait the early answer was offered for is over (it was
     held on the loop). Removes the waiter."""
@@ -134,42 +134,40 @@ def finish(gw: Gateway, sending: Sending, confirmed: list[Future], first_wait_do
         )
         return _with_reply(sending.result, reply, request.confirm)
     finally:
-        gw.remove_waiter(waiter)
+        gw.waiters.remove(waiter)
 
 
-def op_send(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[str, Any]:
+def op_send(gw: ApiGateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[str, Any]:
     """send/ask (to a TARGET) and reply/answer (to a received MSGID); optional wait
     (:class:`~bridgecli.requests.SendRequest`). With ``confirm`` the reply of a ``wait``
     stays recoverable until the client confirms it (op ``confirm``; it is held again if the
     client goes away first). ``early``: the reply may be answered from the commit."""
     sending = prepare(gw, wire, early)
     confirmed = _published(
-        gw, sending, lambda: gw.lane.submit(sending.envelopes, sending.request.delay_ms, sending.confirm_timeout)
+        gw, sending, lambda: gw.submit(sending.envelopes, sending.request.delay_ms, sending.confirm_timeout)
     )
     return finish(gw, sending, confirmed)
 
 
-def start(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None) -> tuple[Sending, list[Future]]:
+def start(gw: ApiGateway, wire: dict[str, Any], early: EarlyAnswer | None) -> tuple[Sending, list[Future]]:
     """:func:`prepare` and publish on the publish lane's loop thread, which reads the request;
-    raises :class:`~bridgecli.gateway.callers.WouldWait` (nothing done yet) where a step
+    raises :class:`~.contract.WouldWait` (nothing done yet) where a step
     would wait. The caller then runs :func:`finish` where it may wait, or answers from the
     confirm's callback when there is no reply to wait for."""
-    from bridgecli.gateway.callers import WouldWait
-
-    if not gw.lane.ready.is_set():
+    if not gw.can_publish():
         raise WouldWait("the publish lane is not connected")
     sending = prepare(gw, wire, early, may_wait=False)
-    confirmed = _published(gw, sending, lambda: gw.lane.publish_in_loop(sending.envelopes, sending.request.delay_ms))
+    confirmed = _published(gw, sending, lambda: gw.publish_in_loop(sending.envelopes, sending.request.delay_ms))
     return sending, confirmed
 
 
-def _published(gw: Gateway, sending: Sending, publish: Callable[[], list[Future]]) -> list[Future]:
+def _published(gw: ApiGateway, sending: Sending, publish: Callable[[], list[Future]]) -> list[Future]:
     """``publish()``'s confirm futures; when it fails, the send's waiter goes with it."""
     try:
         return publish()
     except BaseException:
         if sending.waiter is not None:
-            gw.remove_waiter(sending.waiter)
+            gw.waiters.remove(sending.waiter)
         raise
 
 
@@ -182,7 +180,7 @@ def _with_reply(result: dict[str, Any], reply: dict[str, Any], confirm: bool) ->
 
 
 def _await_reply(
-    gw: Gateway,
+    gw: ApiGateway,
     waiter: Waiter,
     gid: str,
     msg_id: str,
@@ -208,7 +206,7 @@ def _await_reply(
         if look:
             # handed over at hold time (the usual way: no store access), else from the store
             # (a resend with --id, a reply delivered by another backend, a missed wakeup)
-            found = next(iter(gw.take_handed(waiter)), None) or gw.store.take_reply(gid, msg_id, mark=mark)
+            found = next(iter(gw.waiters.take_handed(waiter)), None) or gw.store.take_reply(gid, msg_id, mark=mark)
             if found is not None:
                 return message_dict(found)
         if confirm.done() and confirm.exception() is not None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bridgecli import wirejson
-from bridgecli.gateway.answers import PENDING
+from bridgecli.gateway.api.answers import PENDING
 
 #: how long a worker waits for a client that reads nothing before it gives up on it
 WRITE_TIMEOUT = 30.0

@@ -21,12 +21,12 @@ logger = logging.getLogger("bridgecli.gateway")
 
 
 class WaiterHost(Protocol):
-    """What holding a wait needs of the gateway (implemented by ``Gateway``)."""
+    """What holding a wait needs of the gateway's waiters (:class:`.waiters.Waiters`)."""
 
-    def withdraw_answer(self, waiter: Waiter) -> bool:
+    def withdraw(self, waiter: Waiter) -> bool:
         """Withdraw ``waiter``'s offered answer; True when it went out."""
 
-    def remove_waiter(self, waiter: Waiter) -> None:
+    def remove(self, waiter: Waiter) -> None:
         """Unregister ``waiter``; what was handed to it and not picked up is held again."""
 
 
@@ -70,9 +70,9 @@ class HeldWaits:
                 return  # ended already: the answer went out whole
             self._forget(token)
             try:
-                answered = self._host.withdraw_answer(waiter)
+                answered = self._host.withdraw(waiter)
                 if answered:
-                    self._host.remove_waiter(waiter)
+                    self._host.remove(waiter)
                 held.settled(answered)
             except Exception as exc:  # on the loop: a failure here must not stop it
                 glog.event(logger, "held wait failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
@@ -90,8 +90,8 @@ class HeldWaits:
         """Request ``token``'s answer went out whole: let its wait go, if held."""
         held = self._forget(token)
         if held is not None:
-            self._host.withdraw_answer(held.waiter)
-            self._host.remove_waiter(held.waiter)
+            self._host.withdraw(held.waiter)
+            self._host.remove(held.waiter)
 
     def _forget(self, token: object) -> _Held | None:
         held = self._held.pop(token, None)

@@ -1,4 +1,5 @@
-"""What the local API can do: each operation is a function ``op(gateway, **params) -> dict``.
+"""What the local API can do: each operation is a function ``op(gateway, **params) -> dict``,
+where the gateway is the :class:`~.contract.ApiGateway` contract and nothing more.
 
 Each one-shot operation reads its request model (:mod:`bridgecli.requests`) from the wire;
 the CLI's direct path (:mod:`bridgecli.direct`) serves the same models without a gateway
@@ -10,17 +11,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bridgecli import __version__, messaging
 from bridgecli import roster as roster_mod
 from bridgecli.amqp.connection import redact
 from bridgecli.errors import NotFound as NotFoundError
-from bridgecli.gateway import registration
-from bridgecli.gateway.answers import ANSWERED, PENDING, EarlyAnswer
-from bridgecli.gateway.callers import register_and_serve, speaker
-from bridgecli.gateway.polling import op_poll
-from bridgecli.gateway.sending import LOOK_EVERY, MAX_WAIT, op_send
+from bridgecli.gateway.api.answers import ANSWERED, PENDING, EarlyAnswer
+from bridgecli.gateway.api.contract import ApiGateway
+from bridgecli.gateway.api.polling import op_poll
+from bridgecli.gateway.api.sending import LOOK_EVERY, MAX_WAIT, op_send
+from bridgecli.gateway.api.speaker import speaker
 from bridgecli.gids import short
 from bridgecli.hoststate.wire import entity_dict, message_dict
 from bridgecli.requests import (
@@ -31,35 +32,34 @@ from bridgecli.requests import (
     UnregisterRequest,
 )
 
-if TYPE_CHECKING:
-    from bridgecli.gateway.daemon import Gateway
-
 #: the operations given an ``early`` parameter (:class:`.answers.EarlyAnswer`) by the local API
 ANSWERING = frozenset({"send", "poll"})
 
 
-def op_status(gw: Gateway) -> dict[str, Any]:
+def op_status(gw: ApiGateway) -> dict[str, Any]:
     from bridgecli.amqp.uri import resolve_broker_uri
 
     depths: dict[str, int] = {}
     store_mode = None
-    if gw.connected.is_set():
+    if gw.is_connected():
         try:
             depths = gw.on_io(gw.queue_depths, timeout=5)
             # on the I/O thread's own connection: the one whose commits precede the acks
             store_mode = gw.on_io(gw.store.synchronous, timeout=5)
         except Exception:
             depths = {}
+    elsewhere = set(gw.consumed_by_others())
+    waiting = [w.recipient for w in gw.waiters]
     entities = []
     for entity in gw.registry.all():
         row = entity_dict(entity)
         row["held"] = gw.store.held_count(entity.gid)
         row["ready"] = depths.get(f"agent.{entity.gid}.inbox")
-        row["consuming"] = entity.gid in gw.consumers and gw.consumers[entity.gid].tag is not None
-        #: another client consumes this inbox (see Gateway.consumed_elsewhere)
-        row["elsewhere"] = f"agent.{entity.gid}.inbox" in gw.elsewhere
+        row["consuming"] = gw.consuming(entity.gid)
+        #: another client consumes this inbox (a clone of this host?)
+        row["elsewhere"] = f"agent.{entity.gid}.inbox" in elsewhere
         #: blocked `poll --wait` / `send --wait` calls of this entity right now
-        row["waiting"] = sum(1 for w in list(gw.waiters) if w.recipient == entity.gid)
+        row["waiting"] = waiting.count(entity.gid)
         entities.append(row)
     try:
         uris = [redact(u) for u in resolve_broker_uri(gw.config)]
@@ -71,26 +71,25 @@ def op_status(gw: Gateway) -> dict[str, Any]:
         "pid": os.getpid(),
         "uptime": round(time.time() - gw.started, 1),
         "broker": {
-            "connected": gw.connected.is_set(),
-            "publishing": gw.lane.ready.is_set(),
+            "connected": gw.is_connected(),
+            "publishing": gw.can_publish(),
             "uris": uris,
-            "server": gw.lane.server_info,
+            "server": gw.broker_server(),
         },
         "store": {"synchronous": store_mode, "sync_before_ack": True, "syncs": gw.store.syncs},
-        "elsewhere": sorted(list(gw.elsewhere)),
+        "elsewhere": sorted(elsewhere),
         "entities": entities,
         "dedup_size": gw.store.size(),
         "dlq_depth": depths.get("bridge.dlq"),
-        "extra": {name: fn() for name, fn in gw.status_extras.items()},
+        "extra": gw.extra_status(),
     }
 
 
-def op_register(gw: Gateway, **wire: Any) -> dict[str, Any]:
+def op_register(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     request = RegisterRequest.from_wire(wire)
     return {
         "entity": entity_dict(
-            register_and_serve(
-                gw,
+            gw.add_entity(
                 label=request.label,
                 role=request.role,
                 deliver=request.deliver,
@@ -102,15 +101,13 @@ def op_register(gw: Gateway, **wire: Any) -> dict[str, Any]:
     }
 
 
-def op_unregister(gw: Gateway, **wire: Any) -> dict[str, Any]:
+def op_unregister(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     entity = gw.registry.resolve(UnregisterRequest.from_wire(wire).target)
-    moved = gw.on_io(lambda: gw.detach_entity(entity))
-    gw.registry.remove(entity.gid)
-    registration.release(gw.grants, entity)
+    moved = gw.remove_entity(entity)
     return {"entity": entity_dict(entity), "dead_lettered": moved}
 
 
-def op_entities(gw: Gateway) -> dict[str, Any]:
+def op_entities(gw: ApiGateway) -> dict[str, Any]:
     rows = []
     for entity in gw.registry.all():
         row = entity_dict(entity)
@@ -119,31 +116,31 @@ def op_entities(gw: Gateway) -> dict[str, Any]:
     return {"entities": rows}
 
 
-def op_resolve(gw: Gateway, target: str, force: bool = False) -> dict[str, Any]:
+def op_resolve(gw: ApiGateway, target: str, force: bool = False) -> dict[str, Any]:
     return {"gid": gw.resolve_target(target, force=force)}
 
 
-def op_confirm(gw: Gateway, msg_ids: list[str]) -> dict[str, Any]:
+def op_confirm(gw: ApiGateway, msg_ids: list[str]) -> dict[str, Any]:
     """The client has the messages a ``confirm`` poll or send handed it (see :data:`PENDING`)."""
     ids = [str(m) for m in msg_ids]
     return {"confirmed": gw.store.confirm(ids), "confirmedIds": ids}
 
 
-def op_ack(gw: Gateway, msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
+def op_ack(gw: ApiGateway, msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
     """Confirm messages returned by ``poll`` with ``peek``: they leave the hold."""
     registered: dict[str, Any] = {}
     identity = speaker(gw, gid, registered)
     return {"gid": identity.gid, "acked": gw.store.ack(identity.gid, list(msg_ids)), **registered}
 
 
-def op_held(gw: Gateway, gid: str | None = None, wait: float = 0.0, baseline: int | None = None) -> dict[str, Any]:
+def op_held(gw: ApiGateway, gid: str | None = None, wait: float = 0.0, baseline: int | None = None) -> dict[str, Any]:
     """How many messages are held for an entity, without draining them. With ``wait``,
     block until at least one is — or, given ``baseline``, until the count differs from it
     (the MCP server uses this to push notifications without re-polling)."""
     registered: dict[str, Any] = {}
     identity = speaker(gw, gid, registered)
     deadline = time.monotonic() + min(float(wait or 0), MAX_WAIT)
-    waiter = gw.add_waiter(identity.gid) if wait else None
+    waiter = gw.waiters.add(identity.gid) if wait else None
     try:
         while True:
             count = gw.store.held_count(identity.gid)
@@ -154,16 +151,16 @@ def op_held(gw: Gateway, gid: str | None = None, wait: float = 0.0, baseline: in
             waiter.event.clear()
     finally:
         if waiter is not None:
-            gw.remove_waiter(waiter)
+            gw.waiters.remove(waiter)
 
 
-def op_show(gw: Gateway, msg_id: str) -> dict[str, Any]:
+def op_show(gw: ApiGateway, msg_id: str) -> dict[str, Any]:
     original = messaging.original_message(gw.store, msg_id)
     stored = gw.store.get(original.msg_id)
     return {"message": message_dict(stored or original)}
 
 
-def op_roster(gw: Gateway, **wire: Any) -> dict[str, Any]:
+def op_roster(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     host = RosterRequest.from_wire(wire).host
     view = gw.roster
     if view is None:
@@ -175,7 +172,7 @@ def op_roster(gw: Gateway, **wire: Any) -> dict[str, Any]:
     }
 
 
-def op_spawn(gw: Gateway, **wire: Any) -> dict[str, Any]:
+def op_spawn(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     from bridgecli import control_client
 
     request = SpawnRequest.from_wire(wire)
@@ -196,7 +193,7 @@ def op_spawn(gw: Gateway, **wire: Any) -> dict[str, Any]:
     return result
 
 
-def op_stop(gw: Gateway, **wire: Any) -> dict[str, Any]:
+def op_stop(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     from bridgecli import control_client
 
     request = StopRequest.from_wire(wire)
@@ -217,7 +214,7 @@ def op_stop(gw: Gateway, **wire: Any) -> dict[str, Any]:
     return control_client.request(gw.config, host, payload, timeout=30)
 
 
-def _requester(gw: Gateway, sender: str | None) -> dict[str, Any]:
+def _requester(gw: ApiGateway, sender: str | None) -> dict[str, Any]:
     from bridgecli.control_client import requester_identity
 
     return requester_identity(gw.registry, sender, gw.host)

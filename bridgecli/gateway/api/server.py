@@ -24,14 +24,13 @@ from bridgecli import paths
 from bridgecli.amqp.deadlines import Deadlines
 from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.gateway import log as glog
-from bridgecli.gateway import operations, polling, sending
-from bridgecli.gateway.answers import ANSWERED, PENDING
-from bridgecli.gateway.callers import WouldWait
-from bridgecli.gateway.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
-from bridgecli.gateway.heldwaits import HeldWaits, WaiterHost
-from bridgecli.gateway.publishing import confirm_timed_out
-from bridgecli.gateway.request_threads import Workers
-from bridgecli.gateway.requestlines import (
+from bridgecli.gateway.api import operations, polling, sending
+from bridgecli.gateway.api.answers import ANSWERED, PENDING
+from bridgecli.gateway.api.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
+from bridgecli.gateway.api.contract import ApiGateway, WouldWait
+from bridgecli.gateway.api.heldwaits import HeldWaits
+from bridgecli.gateway.api.request_threads import Workers
+from bridgecli.gateway.api.requestlines import (
     MAX_REQUEST_BYTES,
     TOO_LARGE_FIX,
     error_response,
@@ -40,19 +39,12 @@ from bridgecli.gateway.requestlines import (
     raiser,
     response_of,
 )
+from bridgecli.gateway.publishing import confirm_timed_out
 from bridgecli.gateway.waiters import Waiter
 
 logger = logging.getLogger("bridgecli.gateway")
 #: operations run on the loop thread itself: they never wait
 INLINE = frozenset({"confirm"})
-
-
-class ApiHost(WaiterHost, Protocol):
-    """What the socket server needs of the gateway (implemented by ``Gateway``); each
-    operation of :data:`operations.OPS` is called with the host as its first argument."""
-
-    def release_taken(self, msg_ids: list[str]) -> None:
-        """Hold again messages a client was handed and never confirmed."""
 
 
 class LoopOwner(Protocol):
@@ -70,9 +62,9 @@ class LoopOwner(Protocol):
 
 class LocalApi:
     """Binds the socket, serves its clients on ``owner``'s loop, and dispatches requests to
-    :data:`operations.OPS`."""
+    :data:`operations.OPS`, each called with ``gateway`` (the contract) as its first argument."""
 
-    def __init__(self, gateway: ApiHost, owner: LoopOwner, path: Path | None = None) -> None:
+    def __init__(self, gateway: ApiGateway, owner: LoopOwner, path: Path | None = None) -> None:
         self.gateway = gateway
         self.owner = owner
         self.loop = owner.ioloop
@@ -81,7 +73,7 @@ class LocalApi:
         self.workers = Workers()
         self._listener: socket.socket | None = None
         self._clients: set[Client] = set()
-        self.held = HeldWaits(gateway, self.deadlines, self._later)
+        self.held = HeldWaits(gateway.waiters, self.deadlines, self._later)
 
     def start(self) -> None:
         paths.ensure_private_dir(self.path.parent)
@@ -109,6 +101,7 @@ class LocalApi:
         listener.setblocking(False)
         self._listener = listener
         self.loop.add_callback_threadsafe(lambda: self.loop.add_handler(listener.fileno(), self._accept, READ))
+        glog.event(logger, "socket listening", path=str(self.path))
 
     def stop(self) -> None:
         """Stop accepting and close idle connections (on the loop thread, waiting for it up to
@@ -228,7 +221,7 @@ class LocalApi:
             request,
             token,
             early,
-            lambda: sending.start(self.gateway, dict(request), early),  # type: ignore[arg-type]
+            lambda: sending.start(self.gateway, dict(request), early),
         )
         if started is None:
             return
@@ -238,7 +231,7 @@ class LocalApi:
 
             def finish() -> dict[str, Any]:
                 return response_of(
-                    guarded("send", lambda: sending.finish(self.gateway, prepared, confirmed, first_wait_done))  # type: ignore[arg-type]
+                    guarded("send", lambda: sending.finish(self.gateway, prepared, confirmed, first_wait_done))
                 )
 
             if prepared.offered:
@@ -309,26 +302,26 @@ class LocalApi:
             request,
             token,
             early,
-            lambda: polling.prepare(self.gateway, dict(request), early, may_wait=False),  # type: ignore[arg-type]
+            lambda: polling.prepare(self.gateway, dict(request), early, may_wait=False),
         )
         if poll is None:
             return
-        looked = guarded("poll", lambda: poll.look(self.gateway))  # type: ignore[arg-type]
+        looked = guarded("poll", lambda: poll.look(self.gateway))
         waiter = poll.waiter
         if looked is None:
             assert waiter is not None  # look answers a poll without one
 
             def finish() -> dict[str, Any]:
-                return response_of(guarded("poll", lambda: poll.finish(self.gateway, first_wait_done=True)))  # type: ignore[arg-type]
+                return response_of(guarded("poll", lambda: poll.finish(self.gateway, first_wait_done=True)))
 
-            if poll.offer(self.gateway):  # type: ignore[arg-type]
+            if poll.offer(self.gateway):
                 wait = min(poll.deadline - time.monotonic(), sending.LOOK_EVERY)
                 self._hold(client, token, early, waiter, wait, finish)
             else:
                 self._on_worker(client, token, early, finish)
             return
         if waiter is not None:
-            self.gateway.remove_waiter(waiter)
+            self.gateway.waiters.remove(waiter)
         client.request = None
         self._respond(client, response_of(looked))
 
@@ -423,7 +416,7 @@ class LocalApi:
             client.close()
         pending = client.take_pending()
         if pending:
-            self.workers.submit(lambda: self.gateway.release_taken(sorted(pending)))
+            self.workers.submit(lambda: self.gateway.waiters.release_taken(sorted(pending)))
 
     # --- requests (any thread) ----------------------------------------------------------
 

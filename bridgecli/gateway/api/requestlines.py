@@ -12,8 +12,8 @@ from bridgecli import wirejson
 from bridgecli.error_wire import to_wire as error_to_wire
 from bridgecli.errors import BridgeError, Rejected
 from bridgecli.gateway import log as glog
-from bridgecli.gateway import operations
-from bridgecli.gateway.callers import WouldWait
+from bridgecli.gateway.api import operations
+from bridgecli.gateway.api.contract import WouldWait
 
 logger = logging.getLogger("bridgecli.gateway")
 

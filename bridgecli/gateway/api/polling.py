@@ -13,15 +13,15 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bridgecli.gateway.answers import PENDING, EarlyAnswer, answered, early_answer
-from bridgecli.gateway.callers import speaker
-from bridgecli.gateway.sending import LOOK_EVERY, MAX_WAIT
+from bridgecli.gateway.api.answers import PENDING, EarlyAnswer, answered, early_answer
+from bridgecli.gateway.api.contract import ApiGateway
+from bridgecli.gateway.api.sending import LOOK_EVERY, MAX_WAIT
+from bridgecli.gateway.api.speaker import speaker
 from bridgecli.hoststate.store import DRAINED, TAKEN
 from bridgecli.hoststate.wire import message_dict
 from bridgecli.requests import PollRequest
 
 if TYPE_CHECKING:
-    from bridgecli.gateway.daemon import Gateway
     from bridgecli.gateway.waiters import Waiter
     from bridgecli.hoststate.store import StoredMessage
 
@@ -51,14 +51,14 @@ class Polling:
             result[PENDING] = [m.envelope.msg_id for m in messages]
         return result
 
-    def look(self, gw: Gateway) -> dict[str, Any] | None:
+    def look(self, gw: ApiGateway) -> dict[str, Any] | None:
         """The response if there is one now (messages, no wait, or the time is up), else None."""
         request, waiter = self.request, self.waiter
         limit = int(request.limit)
         if request.peek:
             messages = gw.store.peek(self.gid, limit=limit, sender=self.peer)
         else:
-            handed = gw.take_handed(waiter) if waiter is not None else []
+            handed = gw.waiters.take_handed(waiter) if waiter is not None else []
             mark = TAKEN if request.confirm else DRAINED
             messages = (
                 gw.store.drain(self.gid, limit=limit - len(handed), mark=mark, sender=self.peer)
@@ -71,7 +71,7 @@ class Polling:
             return self.result_of(messages)
         return None
 
-    def offer(self, gw: Gateway) -> bool:
+    def offer(self, gw: ApiGateway) -> bool:
         """Offer the early answer for the first wait, after a :meth:`look` that found nothing;
         False when there is none to offer or messages were handed over since."""
         if self.early is None or self.waiter is None or self.request.peek:
@@ -82,7 +82,7 @@ class Polling:
 
         return gw.waiters.offer(self.waiter, early_answer(self.early, build, self.sent))
 
-    def finish(self, gw: Gateway, first_wait_done: bool = False) -> dict[str, Any]:
+    def finish(self, gw: ApiGateway, first_wait_done: bool = False) -> dict[str, Any]:
         """Look and wait until there is a response; ``first_wait_done``: the first wait, the
         one that may be answered early, is over. Removes the waiter."""
         waiter = self.waiter
@@ -103,12 +103,12 @@ class Polling:
                 waiter.event.clear()
         finally:
             if waiter is not None:
-                gw.remove_waiter(waiter)
+                gw.waiters.remove(waiter)
 
 
-def prepare(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wait: bool = True) -> Polling:
+def prepare(gw: ApiGateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wait: bool = True) -> Polling:
     """Read the request and register the waiter of a ``wait``. Without ``may_wait`` a step
-    that waits raises :class:`~bridgecli.gateway.callers.WouldWait` before anything is
+    that waits raises :class:`~.contract.WouldWait` before anything is
     registered."""
     request = PollRequest.from_wire(wire)
     peer = gw.resolve_target(request.peer, force=True, may_wait=may_wait) if request.peer else None
@@ -119,11 +119,11 @@ def prepare(gw: Gateway, wire: dict[str, Any], early: EarlyAnswer | None, may_wa
     if request.wait:
         # a draining poll takes messages handed over at hold time; a peek only wants the wakeup
         claims = 0 if request.peek else int(request.limit)
-        polling.waiter = gw.add_waiter(identity.gid, claims=claims, two_phase=request.confirm, peer=peer)
+        polling.waiter = gw.waiters.add(identity.gid, claims=claims, two_phase=request.confirm, peer=peer)
     return polling
 
 
-def op_poll(gw: Gateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[str, Any]:
+def op_poll(gw: ApiGateway, early: EarlyAnswer | None = None, **wire: Any) -> dict[str, Any]:
     """Drain held messages (:class:`~bridgecli.requests.PollRequest`); with ``peek`` return
     them without draining — the caller then confirms with op ``ack`` once it has handed them
     on (no loss if it dies in between). With ``confirm`` they are taken, not drained, until
