@@ -63,6 +63,12 @@ class ConfigError(BridgeError):
     exit_code = ExitCode.CONFIG
 
 
+class UsageProblem(ConfigError):
+    """A request its command line cannot make (``send --lines`` with ``--wait``). A
+    :class:`ConfigError` everywhere (the wire too); the click commands show it as click's usage
+    error (exit 2), like every other bad command line."""
+
+
 class BrokerUnavailable(BridgeError):
     exit_code = ExitCode.BROKER_UNAVAILABLE
 

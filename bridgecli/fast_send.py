@@ -70,8 +70,8 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
         values[name] = value if takes else True
     if values["sender"] is None:
         values["sender"] = os.environ.get("BRIDGE_GID") or None
-    if values.get("lines") and (values["message"] != "-" or values["wait"] or values["new_id"]):
-        return None  # click's usage errors
+    if SendRequest.command_line_problem(values) is not None:
+        return None  # click reports it as a usage error
     return command, values
 
 
@@ -116,36 +116,6 @@ def split(args: list[str], options: dict[str, tuple[str, bool]]) -> tuple[list[t
         else:
             positionals.append(arg)
     return pairs, positionals
-
-
-def read_content(message: str) -> str:
-    """MESSAGE, or stdin for ``-``."""
-    return sys.stdin.read() if message == "-" else message
-
-
-def request(command: str, values: dict[str, Any]) -> SendRequest:
-    """The request a parsed command line makes (the click commands build theirs here too);
-    reads stdin for MESSAGE ``-`` and for ``--lines``. A reply waited for is sent with
-    ``confirm``: it stays recoverable until printed."""
-    if values.get("lines"):
-        contents = [line for line in sys.stdin.read().splitlines() if line.strip()]
-    else:
-        contents = [read_content(values["question"] if command == "ask" else values["message"])]
-    wait = values.get("wait")
-    return SendRequest(
-        command=command,
-        contents=contents,
-        sender=values.get("sender"),
-        target=values.get("target"),
-        msg_id=values.get("msg_id"),
-        delay=values.get("delay"),
-        force=bool(values.get("force")),
-        turn=values.get("turn"),
-        wait=wait,
-        new_id=values.get("new_id"),
-        bulk=bool(values.get("lines")),
-        confirm=bool(wait),
-    )
 
 
 def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list[str]]:
@@ -200,7 +170,8 @@ def run(argv: list[str]) -> int | None:
     command, values = parsed
     try:
         with GatewaySession(client) as session:
-            deliver(session, request(command, values), values["as_json"], print, _note)
+            request = SendRequest.from_command_line(command, values, sys.stdin.read)
+            deliver(session, request, values["as_json"], print, _note)
     except (Exception, KeyboardInterrupt) as exc:
         from bridgecli import failures
 

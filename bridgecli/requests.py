@@ -14,6 +14,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from bridgecli.errors import ConfigError
@@ -21,14 +22,36 @@ if TYPE_CHECKING:
 #: the commands that send a message, and the envelope kind each sends
 KIND_FOR_COMMAND = {"send": "SEND", "ask": "ASK", "reply": "REPLY", "answer": "ANSWER"}
 TARGETED = ("send", "ask")  #: sent to a TARGET; the others answer a received MSGID
+MAX_TURN_CHARS = 256  #: the envelope's limit for ``turn`` (docs/protocol.md)
+_HEX = frozenset("0123456789abcdef")
 
 
-def _invalid(message: str, hint: str) -> ConfigError:
-    """The error for a request no path may carry. :mod:`bridgecli.errors` is imported only
-    here: its ``ExitCode`` enum would cost the click-free ``bridge send`` ~2 ms on every call."""
-    from bridgecli.errors import ConfigError
+def _invalid(message: str, hint: str, usage: bool = False) -> ConfigError:
+    """The error for a request no path may carry (``usage``: one its command line cannot
+    make). :mod:`bridgecli.errors` is imported only here: its ``ExitCode`` enum would cost the
+    click-free ``bridge send`` ~2 ms on every call."""
+    from bridgecli.errors import ConfigError, UsageProblem
 
-    return ConfigError(message, hint)
+    return (UsageProblem if usage else ConfigError)(message, hint)
+
+
+def _is_uuid(text: str) -> bool:
+    """:func:`bridgecli.envelope.is_uuid` for lower-case text, without the ``re`` and
+    ``uuid`` imports that module costs the fast path."""
+    parts = text.split("-")
+    return [len(part) for part in parts] == [8, 4, 4, 4, 12] and all(c in _HEX for part in parts for c in part)
+
+
+def _bulk_problem(bulk: bool, wait: Any, new_id: Any, message: str | None = "-") -> tuple[str, str] | None:
+    """Why a bulk send (``send --lines``, each stdin line one message) cannot be made with
+    these options, as ``(message, hint)``; None when it can. The one statement of that rule."""
+    if not bulk:
+        return None
+    if message != "-":
+        return "--lines reads stdin: pass '-' as MESSAGE", "pipe the lines in and pass '-'"
+    if wait or new_id:
+        return "--lines cannot be combined with --wait or --id", "send one message to use them"
+    return None
 
 
 class _Request:
@@ -128,10 +151,52 @@ class SendRequest(_Request):
             raise _invalid(f"unknown send command {self.command!r}", f"use one of {', '.join(KIND_FOR_COMMAND)}")
         if not self.bulk and len(self.contents) != 1:
             raise _invalid("a message needs exactly one content", "pass the text, or '-' to read stdin")
-        if self.bulk and (self.wait or self.new_id):
-            raise _invalid("--lines cannot be combined with --wait or --id", "send one message to use them")
+        problem = _bulk_problem(self.bulk, self.wait, self.new_id)
+        if problem is not None:
+            raise _invalid(*problem, usage=True)
         if self.wait is not None and self.wait < 0:
             raise _invalid("--wait cannot be negative", "pass a duration such as 30s")
+        if self.new_id is not None and not _is_uuid(self.new_id.lower()):
+            raise _invalid(f"bad message id {self.new_id!r}", "--id takes a UUID, e.g. from `uuidgen`")
+        if self.turn is not None and len(self.turn) > MAX_TURN_CHARS:
+            raise _invalid(f"--turn is longer than {MAX_TURN_CHARS} characters", "use a shorter turn id")
+
+    @staticmethod
+    def command_line_problem(values: dict[str, Any]) -> tuple[str, str] | None:
+        """Why the command line ``values`` (the parameter names of
+        :mod:`bridgecli.send_options`) makes no request, as ``(message, hint)``; else None.
+        Needs no stdin, so the fast path can leave such a line to click, which reports it."""
+        return _bulk_problem(bool(values.get("lines")), values.get("wait"), values.get("new_id"), values.get("message"))
+
+    @classmethod
+    def from_command_line(cls, command: str, values: dict[str, Any], read_stdin: Callable[[], str]) -> SendRequest:
+        """The request ``bridge COMMAND`` makes from its parsed ``values`` (see
+        :meth:`command_line_problem`, raised as :class:`~bridgecli.errors.UsageProblem`
+        before stdin is read). ``read_stdin()`` gives MESSAGE ``-`` and the ``--lines``.
+        A reply waited for is sent with ``confirm``: it stays recoverable until printed."""
+        problem = cls.command_line_problem(values)
+        if problem is not None:
+            raise _invalid(*problem, usage=True)
+        if values.get("lines"):
+            contents = [line for line in read_stdin().splitlines() if line.strip()]
+        else:
+            text = values["question"] if command == "ask" else values["message"]
+            contents = [read_stdin() if text == "-" else text]
+        wait = values.get("wait")
+        return cls(
+            command=command,
+            contents=contents,
+            sender=values.get("sender"),
+            target=values.get("target"),
+            msg_id=values.get("msg_id"),
+            delay=values.get("delay"),
+            force=bool(values.get("force")),
+            turn=values.get("turn"),
+            wait=wait,
+            new_id=values.get("new_id"),
+            bulk=bool(values.get("lines")),
+            confirm=bool(wait),
+        )
 
     @property
     def kind(self) -> str:

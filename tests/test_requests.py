@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridgecli import requests
 from bridgecli.direct import DirectSession
@@ -66,3 +68,59 @@ def test_both_sessions_serve_every_operation_of_the_interface():
 def test_every_operation_has_a_model():
     ops = {cls.OP for cls in vars(requests).values() if isinstance(cls, type) and getattr(cls, "OP", "")}
     assert ops == {"send", "register", "unregister", "poll", "show", "spawn", "stop", "roster"}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"command": "send", "contents": ["a"], "new_id": "not-a-uuid"},
+        {"command": "send", "contents": ["a"], "turn": "t" * 257},
+    ],
+)
+def test_the_id_and_turn_of_a_send_are_checked_by_the_model(fields):
+    with pytest.raises(ConfigError):
+        SendRequest(**fields)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.uuids().map(str),
+        st.uuids().map(lambda u: str(u).upper()),
+        st.text(alphabet="0123456789abcdefABCDEFg-", max_size=40),
+    )
+)
+def test_the_models_id_check_is_the_envelopes(text):
+    from bridgecli.envelope import is_uuid
+
+    assert requests._is_uuid(text.lower()) == is_uuid(text.lower())
+
+
+def _values(**given):
+    values = {"target": "bob", "message": "hi", "sender": None, "wait": None, "delay": None, "lines": False}
+    values.update({"force": False, "new_id": None, "turn": None, "as_json": False, **given})
+    return values
+
+
+def test_a_command_line_becomes_the_request_it_makes():
+    request = SendRequest.from_command_line("send", _values(wait=5.0), lambda: "unused")
+    assert request.contents == ("hi",) and request.wait == 5.0 and request.confirm
+    piped = SendRequest.from_command_line("send", _values(message="-"), lambda: "from stdin")
+    assert piped.contents == ("from stdin",)
+    bulk = SendRequest.from_command_line("send", _values(message="-", lines=True), lambda: "one\n\n two\n")
+    assert bulk.bulk and bulk.contents == ("one", " two")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"lines": True}, {"lines": True, "message": "-", "wait": 3.0}, {"lines": True, "message": "-", "new_id": "x"}],
+)
+def test_a_bulk_command_line_the_model_refuses_is_a_usage_problem_before_stdin_is_read(given):
+    from bridgecli.errors import UsageProblem
+
+    def stdin() -> str:
+        raise AssertionError("stdin read for a refused command line")
+
+    assert SendRequest.command_line_problem(_values(**given)) is not None
+    with pytest.raises(UsageProblem):
+        SendRequest.from_command_line("send", _values(**given), stdin)

@@ -9,6 +9,7 @@ these click commands handle what it declines, from the same option table
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -46,10 +47,16 @@ def _options(command: str):
 
 
 def _deliver(app, command: str, values: dict) -> None:
-    """Build the request from the command's values and send it through the host session."""
+    """Build the request from the command's values and send it through the host session; a
+    command line the request model refuses is click's usage error, as the fast path expects."""
+    from bridgecli.errors import UsageProblem
+    from bridgecli.requests import SendRequest
     from bridgecli.session import open_session
 
-    request = fast_send.request(command, values)
+    try:
+        request = SendRequest.from_command_line(command, values, sys.stdin.read)
+    except UsageProblem as exc:
+        raise click.UsageError(exc.message) from None
     with open_session(lambda: app.config, output.warn) as session:
         fast_send.deliver(session, request, values["as_json"], output.line, output.note)
 
@@ -67,11 +74,6 @@ def send(app, **values) -> None:
     REPLY arrives and prints it; on timeout it exits 8 and the late reply is held for a
     later `bridge poll`.
     """
-    if values["lines"]:
-        if values["message"] != "-":
-            raise click.UsageError("--lines reads stdin: pass '-' as MESSAGE")
-        if values["wait"] or values["new_id"]:
-            raise click.UsageError("--lines cannot be combined with --wait or --id")
     _deliver(app, "send", values)
 
 
