@@ -1,12 +1,14 @@
 """A pika ``SelectConnection`` on an I/O loop driven in steps by the one thread that owns it,
 with asynchronous channels.
 
-Why: the gateway's connections (consuming, publish lane, roster listener) want channels whose
-callbacks (confirms, deliveries) run straight from the I/O loop, at hundreds of frames a second,
-and a loop they step themselves between their own work; a :class:`Stepper` lets several
-connections and sockets share one loop and one thread. ``BlockingConnection`` offers the loop but its
-asynchronous channels only through a private attribute; this uses pika's public API
-(``IOLoop.start``/``stop``/``call_later``, ``SelectConnection.create_connection``).
+Why: the gateway's connections want channels whose callbacks (confirms, deliveries) run
+straight from the I/O loop, and a loop they step themselves between their own work, shared by
+several connections and sockets on one thread, on pika's public API only
+(docs/decisions/pika-public-api.md).
+
+The loop's one vocabulary, used everywhere: :meth:`Stepper.now`, :meth:`Stepper.later` and
+:meth:`Stepper.next_turn` run a callback inside the loop (where it must not wait);
+:meth:`SteppedConnection.after_step` runs one outside it, between steps (where it may).
 """
 
 from __future__ import annotations
@@ -34,27 +36,31 @@ if TYPE_CHECKING:
 class Stepper:
     """One thread's pika I/O loop, run in steps: a step ends after its time or once woken. Every
     connection and socket served on the loop shares it, so a wake-up ends the step whoever
-    runs it. Owning thread only, but for :meth:`wake_threadsafe` and :meth:`on_loop_thread`."""
+    runs it. Owning thread only, but for :meth:`wake_threadsafe`, :meth:`on_loop_thread`,
+    :meth:`now`, :meth:`later` and :meth:`next_turn`."""
 
     def __init__(self) -> None:
         self.ioloop = IOLoop()
         #: timeouts that are mostly cancelled before they are due (:mod:`.deadlines`)
         self.deadlines = Deadlines(self.ioloop)
-        #: the thread that steps the loop (:meth:`bind`)
-        self._owner: threading.Thread | None = None
+        #: the thread that steps the loop (:meth:`bind`), by ``threading.get_ident()``
+        self._owner: int | None = None
+        #: the thread running the current step, if one runs
+        self._stepper_ident: int | None = None
         #: a step is running: the caller is inside one of the loop's callbacks, where nothing
         #: may wait for the broker (the loop cannot be stepped again from there)
         self.stepping = False
         #: the current step is ending (:meth:`wake` stops the loop once per step)
         self._waking = False
-        #: callbacks for :meth:`soon`, and whether a loop timer runs them
-        self._soon: deque[Callable[[], None]] = deque()
-        self._soon_timer = False
+        #: callbacks for :meth:`later`, and whether a loop timer runs them
+        self._later: deque[Callable[[], None]] = deque()
+        self._later_timer = False
 
     def step(self, seconds: float) -> None:
         """Run the loop until it is woken or for ``seconds`` (not from inside the loop)."""
         self._waking = False
         timer = self.deadlines.call_later(seconds, self.wake)
+        self._stepper_ident = threading.get_ident()
         self.stepping = True
         try:
             self.ioloop.start()
@@ -69,46 +75,65 @@ class Stepper:
             self._waking = True
             self.ioloop.stop()
 
-    def soon(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` inside the loop once the callback that asks has returned (owning thread).
-        What several callbacks ask for in one turn of the loop shares one loop timer, and what
-        ``fn`` asks for runs in the same turn. Why: a loop timer costs more Python work than
-        the callbacks it usually runs (a zero-delay hand-off per delivery and per answer)."""
-        self._soon.append(fn)
-        if not self._soon_timer:
-            self._soon_timer = True
-            self.ioloop.call_later(0, self._run_soon)
+    def now(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the loop: at once on the loop's thread, else on its next turn."""
+        if threading.get_ident() == self._owner:
+            fn()
+        else:
+            self.next_turn(fn)
 
-    def _run_soon(self) -> None:
-        queue = self._soon
+    def later(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the loop once the callback that asks has returned (on the loop's
+        thread; from another, on the loop's next turn). What several callbacks ask for in one
+        turn shares one loop timer, and what ``fn`` asks for runs in the same turn. Why: a loop
+        timer costs more than the callbacks it usually runs (a hand-off per delivery)."""
+        if threading.get_ident() != self._owner:
+            self.next_turn(fn)
+            return
+        self._later.append(fn)
+        if not self._later_timer:
+            self._later_timer = True
+            self.ioloop.call_later(0, self._run_later)
+
+    def _run_later(self) -> None:
+        queue = self._later
         try:
             while queue:
                 queue.popleft()()
         finally:  # a failure leaves the loop as any loop callback's does; the rest runs next turn
-            self._soon_timer = bool(queue)
+            self._later_timer = bool(queue)
             if queue:
-                self.ioloop.call_later(0, self._run_soon)
+                self.ioloop.call_later(0, self._run_later)
+
+    def next_turn(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the loop on its next turn (from any thread): no step ends for it,
+        so what it writes goes out in the same step. ``fn`` must not wait for the broker."""
+        self.ioloop.add_callback_threadsafe(fn)
 
     def wake_threadsafe(self) -> None:
         """End the current step (from any thread)."""
         self.ioloop.add_callback_threadsafe(self.ioloop.stop)
 
+    def in_step(self) -> bool:
+        """Whether the caller runs inside the current step (a callback of the loop)."""
+        return self.stepping and threading.get_ident() == self._stepper_ident
+
     def bind(self) -> None:
         """Make the calling thread the one that steps the loop."""
-        self._owner = threading.current_thread()
+        self._owner = threading.get_ident()
 
     def on_loop_thread(self) -> bool:
         """Whether the caller is the thread bound to the loop (:meth:`bind`)."""
-        return threading.current_thread() is self._owner
+        return threading.get_ident() == self._owner
 
     def close(self) -> None:
         self.ioloop.close()
 
 
 class SteppedConnection:
-    """An open connection; every method but :meth:`add_callback_threadsafe` belongs to the
-    owning thread. A lost connection raises its pika error from :meth:`process_data_events`,
-    as a ``BlockingConnection`` does, so the same reconnect loops serve both."""
+    """An open connection; every method but :meth:`after_step` belongs to the owning thread.
+    A lost connection raises its pika error from :meth:`process_data_events`, as a
+    ``BlockingConnection`` does, so the same reconnect loops serve both."""
 
     def __init__(self, config: Config, name: str, connect_timeout: float = 5.0, stepper: Stepper | None = None) -> None:
         #: ``stepper``: the loop the owning thread keeps across connections (it also serves other
@@ -155,8 +180,8 @@ class SteppedConnection:
 
     def process_data_events(self, time_limit: float = 0.0) -> None:
         """Run the I/O loop for up to ``time_limit`` seconds (0: what is ready now; less when a
-        call comes in), then the queued calls (from other threads, and deliveries :meth:`defer`
-        hands over), unless one of those is running; raise the connection's error if it was lost."""
+        call comes in), then the calls :meth:`after_step` queued, unless one of those is
+        running; raise the connection's error if it was lost."""
         self._stepper.step(time_limit)
         self.run_calls()
 
@@ -173,17 +198,15 @@ class SteppedConnection:
         if self._lost is not None:
             raise self._lost
 
-    def add_callback_threadsafe(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the owning thread, between two steps of the loop (from any thread):
-        outside the loop, so ``fn`` may wait for the broker (declare a queue, open a channel)."""
+    def after_step(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the owning thread once the current step ends, outside the loop, so it
+        may wait for the broker (declare a queue, open a channel); from any thread, or from a
+        callback of the loop, which this ends at once (a consumer's delivery handed over)."""
         self._calls.append(fn)
-        self._stepper.wake_threadsafe()
-
-    def call_in_loop_threadsafe(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` inside the I/O loop, on the owning thread, as soon as it is free (from any
-        thread): no step ends for it, so what it writes goes out in the same step. ``fn`` must
-        not wait for the broker; use :meth:`add_callback_threadsafe` for calls that do."""
-        self._ioloop.add_callback_threadsafe(fn)
+        if self._stepper.in_step():
+            self._stepper.wake()
+        else:
+            self._stepper.wake_threadsafe()
 
     def channel(self, timeout: float, what: str) -> Any:
         """A new asynchronous ``pika.channel.Channel``; BrokerUnavailable naming ``what`` when
@@ -207,12 +230,6 @@ class SteppedConnection:
         from bridgecli.amqp.sync_channel import SyncChannel
 
         return SyncChannel(self, self.channel(timeout, what), calls_timeout)
-
-    def defer(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` after the current step, outside the loop (owning thread, from inside the
-        loop): a consumer handed a delivery this way may wait for the broker."""
-        self._calls.append(fn)
-        self.wake()
 
     def wake(self) -> None:
         """End the current step once the loop has handled what it polled (owning thread)."""

@@ -24,7 +24,7 @@ class SteppedConnection(Protocol):
     these channels, hence a protocol, not an import): see its methods of these names."""
 
     def arrived(self, into: list[Any]) -> Callable[..., None]: ...
-    def defer(self, fn: Callable[[], None]) -> None: ...
+    def after_step(self, fn: Callable[[], None]) -> None: ...
     def wake(self) -> None: ...
     def wait_until(self, ready: Callable[[], bool], timeout: float | None) -> None: ...
 
@@ -90,7 +90,7 @@ class SyncChannel:
             if in_loop:
                 on_message_callback(self, method, properties, body)
             else:
-                self._connection.defer(lambda: on_message_callback(self, method, properties, body))
+                self._connection.after_step(lambda: on_message_callback(self, method, properties, body))
 
         done: list[Any] = []
         tag = self._channel.basic_consume(queue, deliver, callback=self._connection.arrived(done), **kwargs)

@@ -53,9 +53,9 @@ class ControlHost(Protocol):
 
     def consumed_elsewhere(self, queue: str, retry: Callable[[], None], what: str) -> bool: ...
 
-    def call_soon(self, fn: Callable[[], None]) -> None: ...
+    def after_step(self, fn: Callable[[], None]) -> None: ...
 
-    def on_io(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any: ...
+    def call_after_step(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any: ...
 
     def attach_entity(self, entity: Entity) -> None: ...
 
@@ -186,7 +186,7 @@ class Control:
         props = pika.BasicProperties(
             correlation_id=correlation, content_type="application/json", user_id=self.gw.publisher.user_id
         )
-        self.gw.call_soon(
+        self.gw.after_step(
             lambda: self.gw.publisher.publish_raw(
                 topology.CONTROL, reply_to, body, props, mandatory=False, what="control reply"
             )
@@ -285,7 +285,7 @@ class Control:
             finally:
                 pass
             raise
-        gw.on_io(lambda: gw.attach_entity(entity))
+        gw.call_after_step(lambda: gw.attach_entity(entity))
         return {
             "gid": gid,
             "host": gw.host,
@@ -316,7 +316,7 @@ class Control:
             launcher = gw.plugins.provider("launchers", entity.launcher)(gw.config)
             launcher.stop(LaunchHandle(launcher=entity.launcher, deliver=entity.deliver, data=dict(entity.launch_data)))
             stopped = True
-        gw.on_io(lambda: gw.detach_entity(entity, "stopped"))
+        gw.call_after_step(lambda: gw.detach_entity(entity, "stopped"))
         gw.registry.remove(entity.gid)
         registration.release(gw.grants, entity)
         return {"gid": entity.gid, "host": gw.host, "label": entity.label, "process_stopped": stopped}

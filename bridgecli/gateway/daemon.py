@@ -4,7 +4,7 @@ The I/O thread (the one calling :meth:`Gateway.run`) steps the gateway's one loo
 the consuming connection (consumers, acks, dead letters), the publish lane's connection and the
 local socket; periodic tasks run between its steps. The roster listener, one worker per blocking
 entity, the local API's workers and the control threads never touch it; they hand work over
-through :meth:`Gateway.call_soon` / :meth:`Gateway.on_io`. Threads, ack discipline and the host
+through :meth:`Gateway.after_step` / :meth:`Gateway.call_after_step`. Threads, ack discipline and the host
 protocols collaborators see the gateway through: docs/architecture.md ("Gateway threads").
 """
 
@@ -342,7 +342,7 @@ class Gateway:
         consumed, its presence announced (waits for the I/O thread)."""
         entity = registration.register(self.registry, self.plugins, self.config, grants=self.grants, **fields)
         try:
-            self.on_io(lambda: self.attach_entity(entity))
+            self.call_after_step(lambda: self.attach_entity(entity))
         except Exception:
             self.registry.remove(entity.gid)
             raise
@@ -351,7 +351,7 @@ class Gateway:
     def remove_entity(self, entity: Entity) -> int:
         """Stop serving ``entity`` (:meth:`detach_entity`), forget it and give its grant back;
         how many of its messages were dead-lettered (waits for the I/O thread)."""
-        moved: int = self.on_io(lambda: self.detach_entity(entity))
+        moved: int = self.call_after_step(lambda: self.detach_entity(entity))
         self.registry.remove(entity.gid)
         registration.release(self.grants, entity)
         return moved
@@ -383,7 +383,7 @@ class Gateway:
         thread's store connection) ever meets the burst's transaction open."""
         self._arrived.append((entity, generation, method, props, body))
         if len(self._arrived) == 1:
-            self.stepper.soon(self._take_arrived)
+            self.stepper.later(self._take_arrived)
 
     def _take_arrived(self) -> None:
         arrived, self._arrived = self._arrived, []
@@ -435,11 +435,12 @@ class Gateway:
             sender=envelope.sender_label or gids.short(envelope.sender),
         )
 
-    def call_soon(self, fn: Callable[[], None]) -> None:
-        """Queue ``fn`` for the I/O thread (thread-safe; see :func:`.iocalls.call_soon`)."""
-        iocalls.call_soon(self.connection, fn)
+    def after_step(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the I/O thread after the loop's current step (from any thread; see
+        :func:`.iocalls.after_step`)."""
+        iocalls.after_step(self.connection, fn)
 
-    def ack_soon(self, item: Delivery) -> None:
+    def ack_from_worker(self, item: Delivery) -> None:
         """Ack a worker's delivery on the I/O thread, unless its channel has been replaced."""
 
         def ack() -> None:
@@ -447,9 +448,9 @@ class Gateway:
                 self.burst.at_worker.discard(item.tag)
                 self.channel.basic_ack(item.tag)
 
-        self.call_soon(ack)
+        self.after_step(ack)
 
-    def dead_letter_soon(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
+    def dead_letter_from_worker(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
         """Dead-letter a worker's delivery on the I/O thread, unless its channel was replaced."""
 
         def move() -> None:
@@ -457,16 +458,16 @@ class Gateway:
                 self.burst.at_worker.discard(item.tag)
                 self.dead_letter(item.tag, item.properties, item.body, item.queue, reason, detail, attempts)
 
-        self.call_soon(move)
+        self.after_step(move)
 
     def dead_letter(
         self, tag: int, props: Any, body: bytes, queue_name: str, reason: str, detail: str, attempts: int | None = None
     ) -> None:
         """Move one delivery to the DLQ with ``reason`` and ack it (I/O thread; called inside
         the loop, it waits for the next step, as the publish waits for its confirm)."""
-        if self.stepper.stepping:
+        if self.stepper.in_step():
             assert self.connection is not None
-            self.connection.defer(lambda: self.dead_letter(tag, props, body, queue_name, reason, detail, attempts))
+            self.connection.after_step(lambda: self.dead_letter(tag, props, body, queue_name, reason, detail, attempts))
             return
         assert self.publisher is not None and self.channel is not None
         deadletter.dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
@@ -519,12 +520,14 @@ class Gateway:
 
     # --- running work on the I/O thread -------------------------------------------------
 
-    def on_io(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-        """Run ``fn`` on the I/O thread and return its result (from any thread; on the I/O
-        thread itself it runs at once, which must not be inside a loop callback)."""
+    def call_after_step(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run ``fn`` on the I/O thread after the loop's current step and return its result
+        (from any thread; on the I/O thread itself it runs at once, which must not be inside
+        a loop callback)."""
         if self.stepper.on_loop_thread():
             return fn()
-        return iocalls.run_on_io(lambda: self.connection, self.connected, fn, timeout)
+        result: T = iocalls.call_after_step(lambda: self.connection, self.connected, fn, timeout)
+        return result
 
     def queue_depths(self) -> dict[str, int]:
         """Ready counts of each local inbox and of the DLQ (I/O thread)."""

@@ -55,10 +55,10 @@ class WorkerHost(Protocol):
     def deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
         """Deliver, write the dedup record and announce; raises DeliveryError."""
 
-    def ack_soon(self, item: Delivery) -> None:
+    def ack_from_worker(self, item: Delivery) -> None:
         """Ack ``item`` from the I/O thread (thread-safe)."""
 
-    def dead_letter_soon(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
+    def dead_letter_from_worker(self, item: Delivery, reason: str, detail: str, attempts: int) -> None:
         """Dead-letter ``item`` from the I/O thread (thread-safe)."""
 
 
@@ -97,7 +97,7 @@ class EntityWorker(threading.Thread):
             if item.generation != gw.generation or gw.should_stop.is_set() and not gw.connected.is_set():
                 return  # the broker will redeliver it to the next channel
             if gw.store.seen(item.envelope.msg_id):
-                gw.ack_soon(item)
+                gw.ack_from_worker(item)
                 return
             try:
                 gw.deliver_once(entity, backend, item.envelope)
@@ -113,14 +113,14 @@ class EntityWorker(threading.Thread):
                     error=str(exc),
                 )
                 if not exc.retryable or attempts >= gw.max_attempts:
-                    gw.dead_letter_soon(item, "delivery_failed", str(exc), attempts)
+                    gw.dead_letter_from_worker(item, "delivery_failed", str(exc), attempts)
                     return
                 # tenacity annotates the full RetryCallState; its waits read only attempt_number
                 delay = wait(_Attempt(attempts))  # type: ignore[arg-type]
                 if gw.should_stop.wait(delay):
                     return
                 continue
-            gw.ack_soon(item)
+            gw.ack_from_worker(item)
             return
 
 

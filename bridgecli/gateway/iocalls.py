@@ -1,5 +1,6 @@
 """Handing work to the gateway's I/O thread, the only thread that may touch its pika
-connection (a pika connection is not thread-safe): fire-and-forget, or wait for a result."""
+connection (a pika connection is not thread-safe), to run after the loop's current step:
+fire-and-forget (:func:`after_step`), or waiting for its result (:func:`call_after_step`)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from bridgecli.gateway import log as glog
 logger = logging.getLogger("bridgecli.gateway")
 
 
-def call_soon(connection: SteppedConnection | None, fn: Callable[[], None]) -> None:
-    """Queue ``fn`` for the thread driving ``connection``. A failure inside it is logged, never
+def after_step(connection: SteppedConnection | None, fn: Callable[[], None]) -> None:
+    """Run ``fn`` on the thread driving ``connection``, after its current step. A failure inside it is logged, never
     fatal (a lost connection still propagates, so the reconnect loop takes over); with no
     connection nothing runs (the broker redelivers whatever ``fn`` would have acked)."""
     if connection is None:
@@ -35,19 +36,20 @@ def call_soon(connection: SteppedConnection | None, fn: Callable[[], None]) -> N
             glog.event(logger, "I/O task failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
 
     try:
-        connection.add_callback_threadsafe(guarded)
+        connection.after_step(guarded)
     except Exception:
         pass  # connection gone: the broker redelivers
 
 
-def run_on_io(
+def call_after_step(
     current: Callable[[], SteppedConnection | None],
     connected: threading.Event,
     fn: Callable[[], Any],
     timeout: float = 30.0,
 ) -> Any:
     """Run ``fn`` on the I/O thread of the connection ``current()`` returns, once ``connected``,
-    and return its result (from any other thread); BrokerUnavailable when that cannot be."""
+    after its current step, and return its result (from any other thread); BrokerUnavailable
+    when that cannot be."""
     if not connected.wait(timeout=min(timeout, 5.0)):
         raise BrokerUnavailable(
             "the gateway is not connected to the broker right now", "see the gateway's log; it reconnects by itself"
@@ -64,7 +66,7 @@ def run_on_io(
     connection = current()
     if connection is None:
         raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment")
-    connection.add_callback_threadsafe(call)
+    connection.after_step(call)
     try:
         return future.result(timeout=timeout)
     except TimeoutError:

@@ -240,7 +240,7 @@ class PublishLane:
             self._queued.update(future for _, future in batch)
         try:
             # out in the lane's current step: no step ends for it
-            connection.call_in_loop_threadsafe(lambda: self._publish_batch(batch, delay_ms, in_loop=True))
+            self.stepper.next_turn(lambda: self._publish_batch(batch, delay_ms, in_loop=True))
         except Exception:
             raise BrokerUnavailable("the gateway lost its broker connection", "retry in a moment") from None
         return [future for _, future in batch]
@@ -269,7 +269,7 @@ class PublishLane:
         if connection is None or not self.ready.is_set():
             return False
         try:
-            connection.call_in_loop_threadsafe(lambda: self._publish_soft(frames))
+            self.stepper.next_turn(lambda: self._publish_soft(frames))
         except Exception:
             return False
         return True
@@ -291,7 +291,7 @@ class PublishLane:
         where declaring a delay tier (it waits for the broker) must wait for the next step."""
         if in_loop and delay_ms and delay_ms not in self._delay_tiers:  # a new tier: declare it first
             assert self._connection is not None
-            self._connection.add_callback_threadsafe(lambda: self._publish_batch(batch, delay_ms))
+            self._connection.after_step(lambda: self._publish_batch(batch, delay_ms))
             return
         with self._queued_lock:
             self._queued.difference_update(future for _, future in batch)

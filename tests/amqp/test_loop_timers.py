@@ -3,6 +3,7 @@ one that asks. On a real pika I/O loop, stepped."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -86,19 +87,20 @@ def test_a_deadline_armed_by_a_callback_does_not_delay_an_earlier_one():
     stepper.close()
 
 
-def test_soon_runs_after_the_asking_callback_and_in_the_same_turn():
+def test_later_runs_after_the_asking_callback_and_in_the_same_turn():
     stepper = Stepper()
+    stepper.bind()
     order: list[str] = []
 
     def in_loop() -> None:
-        stepper.soon(lambda: order.append("one"))
-        stepper.soon(two)
+        stepper.later(lambda: order.append("one"))
+        stepper.later(two)
         order.append("asked")
 
     def two() -> None:
         order.append("two")
         stepper.ioloop.call_later(0, lambda: order.append("next turn"))
-        stepper.soon(lambda: order.append("three"))  # asked from a soon callback: this turn
+        stepper.later(lambda: order.append("three"))  # asked from a later callback: this turn
 
     stepper.ioloop.call_later(0, in_loop)
     _step_until(stepper, lambda: "next turn" in order)
@@ -106,16 +108,45 @@ def test_soon_runs_after_the_asking_callback_and_in_the_same_turn():
     stepper.close()
 
 
-def test_a_failing_soon_callback_leaves_the_step_and_the_rest_run_next():
+def test_a_failing_later_callback_leaves_the_step_and_the_rest_run_next():
     stepper = Stepper()
+    stepper.bind()
     ran: list[str] = []
 
     def fails() -> None:
         raise RuntimeError("a bug")
 
-    stepper.ioloop.call_later(0, lambda: (stepper.soon(fails), stepper.soon(lambda: ran.append("rest"))))
+    stepper.ioloop.call_later(0, lambda: (stepper.later(fails), stepper.later(lambda: ran.append("rest"))))
     with pytest.raises(RuntimeError, match="a bug"):
         _step_until(stepper, lambda: ran)
     _step_until(stepper, lambda: ran)
     assert ran == ["rest"]
+    stepper.close()
+
+
+def test_now_runs_at_once_on_the_loop_thread_and_on_the_next_turn_from_another():
+    stepper = Stepper()
+    stepper.bind()
+    order: list[str] = []
+    stepper.ioloop.call_later(0, lambda: (stepper.now(lambda: order.append("now")), order.append("after")))
+    _step_until(stepper, lambda: "after" in order)
+    assert order == ["now", "after"]
+    other = threading.Thread(target=lambda: stepper.now(lambda: order.append(threading.current_thread().name)))
+    other.start()
+    other.join()
+    assert order == ["now", "after"]  # not run on the asking thread
+    _step_until(stepper, lambda: len(order) == 3)
+    assert order[2] == threading.current_thread().name  # run by the loop's thread
+    stepper.close()
+
+
+def test_later_from_another_thread_runs_on_the_loop_thread():
+    stepper = Stepper()
+    stepper.bind()
+    ran: list[str] = []
+    other = threading.Thread(target=lambda: stepper.later(lambda: ran.append(threading.current_thread().name)))
+    other.start()
+    other.join()
+    _step_until(stepper, lambda: ran)
+    assert ran == [threading.current_thread().name]
     stepper.close()

@@ -8,7 +8,7 @@ import pytest
 
 from bridgecli import config
 from bridgecli.amqp import topology
-from bridgecli.amqp.stepped import SteppedConnection
+from bridgecli.amqp.stepped import SteppedConnection, Stepper
 from bridgecli.errors import BrokerUnavailable, Conflict
 
 
@@ -22,7 +22,7 @@ def test_it_opens_reports_the_broker_and_runs_calls_from_other_threads(rabbitmq)
         assert conn.is_open
         assert conn.server_info()["product"] == "RabbitMQ"
         ran: list[str] = []
-        thread = threading.Thread(target=lambda: conn.add_callback_threadsafe(lambda: ran.append("called")))
+        thread = threading.Thread(target=lambda: conn.after_step(lambda: ran.append("called")))
         thread.start()
         thread.join()
         conn.process_data_events(time_limit=5)  # returns early: a call came in
@@ -38,7 +38,8 @@ def test_it_opens_reports_the_broker_and_runs_calls_from_other_threads(rabbitmq)
 
 
 def test_a_call_run_inside_the_loop_goes_out_in_the_same_step(rabbitmq):
-    conn = SteppedConnection(_config(rabbitmq.uri), name="test-stepped-in-loop")
+    stepper = Stepper()
+    conn = SteppedConnection(_config(rabbitmq.uri), name="test-stepped-in-loop", stepper=stepper)
     try:
         channel = conn.channel(5, "test")
         got: list[object] = []
@@ -48,13 +49,27 @@ def test_a_call_run_inside_the_loop_goes_out_in_the_same_step(rabbitmq):
             threads.append(threading.get_ident())
             channel.queue_declare("stepped.in-loop", auto_delete=True, callback=conn.arrived(got))
 
-        caller = threading.Thread(target=lambda: conn.call_in_loop_threadsafe(declare))
+        caller = threading.Thread(target=lambda: stepper.next_turn(declare))
         caller.start()
         caller.join()
         conn.wait_for(got, 5, "no declare-ok")  # one wait: the call, its frame and the answer
         assert threads == [threading.get_ident()] and got[0].method.queue == "stepped.in-loop"
     finally:
         conn.close()
+        stepper.close()
+
+
+def test_after_step_from_inside_the_loop_ends_the_step_and_runs_outside_it(rabbitmq):
+    stepper = Stepper()
+    conn = SteppedConnection(_config(rabbitmq.uri), name="test-stepped-after-step", stepper=stepper)
+    try:
+        seen: list[bool] = []
+        stepper.ioloop.call_later(0, lambda: conn.after_step(lambda: seen.append(stepper.stepping)))
+        conn.process_data_events(time_limit=30)  # returns at once: the callback ended the step
+        assert seen == [False]  # it ran between steps, where it may wait for the broker
+    finally:
+        conn.close()
+        stepper.close()
 
 
 def test_its_declares_wait_and_report_a_conflict_as_ours(rabbitmq):

@@ -62,7 +62,7 @@ def _install(stage: str, nth: int) -> None:
                 die()
 
             if self.stepper.stepping:  # a burst flushed inside the loop: its step ends first
-                self.connection.defer(write_acks_and_die)
+                self.connection.after_step(write_acks_and_die)
             else:
                 write_acks_and_die()
 

@@ -83,11 +83,12 @@ class ApiGateway(Protocol):
     def extra_status(self) -> dict[str, Any]:
         """The extra lines of ``bridge status``, by name."""
 
-    def on_io(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
-        """Run ``fn`` on the I/O thread and return its result (from a thread that may wait)."""
+    def call_after_step(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run ``fn`` on the I/O thread after the loop's current step and return its result
+        (from a thread that may wait)."""
 
     def queue_depths(self) -> dict[str, int]:
-        """Ready counts of each local inbox and of the DLQ (I/O thread: call through :meth:`on_io`)."""
+        """Ready counts of each local inbox and of the DLQ (I/O thread: call through :meth:`call_after_step`)."""
 
     def resolve_target(self, target: str, force: bool = False, may_wait: bool = True) -> str:
         """A gid for ``target``; without ``may_wait`` a lookup that waits raises :class:`WouldWait`."""

@@ -43,9 +43,9 @@ def op_status(gw: ApiGateway) -> dict[str, Any]:
     store_mode = None
     if gw.is_connected():
         try:
-            depths = gw.on_io(gw.queue_depths, timeout=5)
+            depths = gw.call_after_step(gw.queue_depths, timeout=5)
             # on the I/O thread's own connection: the one whose commits precede the acks
-            store_mode = gw.on_io(gw.store.synchronous, timeout=5)
+            store_mode = gw.call_after_step(gw.store.synchronous, timeout=5)
         except Exception:
             depths = {}
     elsewhere = set(gw.consumed_by_others())

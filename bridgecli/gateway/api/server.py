@@ -48,7 +48,8 @@ INLINE = frozenset({"confirm"})
 
 
 class LoopOwner(Protocol):
-    """What owns the loop that serves the socket (the gateway's :class:`~bridgecli.amqp.stepped.Stepper`)."""
+    """What owns the loop that serves the socket (the gateway's :class:`~bridgecli.amqp.stepped.Stepper`),
+    in the loop's one vocabulary."""
 
     ioloop: EventLoop
     deadlines: Deadlines
@@ -56,8 +57,14 @@ class LoopOwner(Protocol):
     def on_loop_thread(self) -> bool:
         """Whether the caller runs the loop."""
 
-    def soon(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` inside the loop once the calling callback has returned (loop thread)."""
+    def now(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the loop: at once on the loop's thread, else on its next turn."""
+
+    def later(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the loop once the calling callback has returned (any thread)."""
+
+    def next_turn(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` inside the loop on its next turn (any thread)."""
 
 
 class LocalApi:
@@ -73,7 +80,7 @@ class LocalApi:
         self.workers = Workers()
         self._listener: socket.socket | None = None
         self._clients: set[Client] = set()
-        self.held = HeldWaits(gateway.waiters, self.deadlines, self._later)
+        self.held = HeldWaits(gateway.waiters, self.deadlines, self._on_loop)
 
     def start(self) -> None:
         paths.ensure_private_dir(self.path.parent)
@@ -100,7 +107,7 @@ class LocalApi:
         listener.listen(128)
         listener.setblocking(False)
         self._listener = listener
-        self.loop.add_callback_threadsafe(lambda: self.loop.add_handler(listener.fileno(), self._accept, READ))
+        self.owner.next_turn(lambda: self.loop.add_handler(listener.fileno(), self._accept, READ))
         glog.event(logger, "socket listening", path=str(self.path))
 
     def stop(self) -> None:
@@ -119,12 +126,9 @@ class LocalApi:
                     self._drop(client)
             closed.set()
 
-        if self.owner.on_loop_thread():
-            close()
-        else:
-            self.loop.add_callback_threadsafe(close)
-            if not closed.wait(5.0):
-                listener.close()
+        self.owner.now(close)
+        if not closed.wait(5.0):
+            listener.close()
         try:
             self.path.unlink()
         except FileNotFoundError:
@@ -205,7 +209,7 @@ class LocalApi:
             self._respond(client, self.run(op, request))
             return
         token = client.request = object()
-        early = SocketAnswer(client, lambda: self._later(lambda: self._request_done(client, token)))
+        early = SocketAnswer(client, lambda: self._on_loop(lambda: self._request_done(client, token)))
         if op == "send":
             self._send(client, request, token, early)
         elif op == "poll":
@@ -241,7 +245,7 @@ class LocalApi:
             else:
                 # after the loop's next poll has written the message: a worker woken now would
                 # take the interpreter from the loop thread before it does
-                self.loop.call_later(0, _safely(lambda: self._on_worker(client, token, early, finish)))
+                self.owner.next_turn(_safely(lambda: self._on_worker(client, token, early, finish)))
             return
         left = [len(confirmed)]
         starting = [True]  # answered before this returns: the caller's _next goes on
@@ -269,7 +273,7 @@ class LocalApi:
         if not confirmed:
             answer({"ok": True, **prepared.result})
         for future in confirmed:
-            future.add_done_callback(lambda f: self._in_loop(_safely(lambda: confirmed_one(f))))
+            future.add_done_callback(lambda f: self.owner.now(_safely(lambda: confirmed_one(f))))
         starting[0] = False
 
     def _begin(
@@ -345,13 +349,6 @@ class LocalApi:
 
         self.held.hold(token, waiter, timeout, settled, lambda: early.freed)
 
-    def _in_loop(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the loop thread: now when called there (a confirm), else soon."""
-        if self.owner.on_loop_thread():
-            fn()
-        else:
-            self._later(fn)
-
     def _on_worker(
         self, client: Client, token: object, early: SocketAnswer, work: Callable[[], dict[str, Any]]
     ) -> None:
@@ -369,19 +366,16 @@ class LocalApi:
                     early.finish()
             except OSError:
                 client.broken = True
-            self._later(lambda: self._request_done(client, token))
+            self._on_loop(lambda: self._request_done(client, token))
 
         self.workers.submit(run)
 
-    def _later(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the loop thread soon (from any thread; from the loop thread itself,
-        once the callback that asks has returned, with no wake-up of the loop)."""
-        if self.owner.on_loop_thread():
-            self.owner.soon(_safely(fn))
-            return
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        """``owner.later(fn)``, with a failure of ``fn`` logged and a loop that is gone (the
+        gateway is stopping, its clients with it) ignored."""
         try:
-            self.loop.add_callback_threadsafe(_safely(fn))
-        except Exception:  # the loop is gone: the gateway is stopping, its clients with it
+            self.owner.later(_safely(fn))
+        except Exception:
             pass
 
     def _request_done(self, client: Client, token: object) -> None:
