@@ -234,14 +234,10 @@ class Burst:
         gateway is stopping (its API threads may not get to answer)."""
         if not handoffs:
             return
-        orphans = []
-        stopping = self.stopping.is_set()
-        with self.waiters.lock:
-            for waiter, stored in handoffs:
-                if not stopping and waiter in self.waiters:  # Waiter compares by identity
-                    waiter.handed.append(stored)
-                else:
-                    orphans.append(stored.envelope.msg_id)
+        if self.stopping.is_set():
+            orphans = [stored.envelope.msg_id for _, stored in handoffs]
+        else:
+            orphans = self.waiters.hand_over(handoffs)
         if orphans:
             self.store.release(orphans)
 

@@ -81,7 +81,7 @@ class HeldWaits:
             if not ended():  # else one hand-off to the loop is enough
                 self._later(settle)
 
-        waiter.on_wake = woken
+        waiter.call_on_wake(woken)
         held.timer = self._deadlines.call_later(timeout, settle)
         if waiter.event.is_set():  # woken before ``on_wake`` was set
             self._later(settle)
@@ -96,6 +96,6 @@ class HeldWaits:
     def _forget(self, token: object) -> _Held | None:
         held = self._held.pop(token, None)
         if held is not None:
-            held.waiter.on_wake = None
+            held.waiter.call_on_wake(None)
             self._deadlines.cancel(held.timer)
         return held

@@ -147,8 +147,7 @@ def op_held(gw: ApiGateway, gid: str | None = None, wait: float = 0.0, baseline:
             changed = count != baseline if baseline is not None else count > 0
             if changed or waiter is None or time.monotonic() >= deadline:
                 return {"gid": identity.gid, "held": count, "oldest": gw.store.oldest_held(identity.gid), **registered}
-            waiter.event.wait(min(deadline - time.monotonic(), LOOK_EVERY))
-            waiter.event.clear()
+            waiter.wait(min(deadline - time.monotonic(), LOOK_EVERY))
     finally:
         if waiter is not None:
             gw.waiters.remove(waiter)

@@ -98,9 +98,9 @@ class Polling:
                     may_offer = False
                     if self.offer(gw) and gw.waiters.await_answer(waiter, timeout):
                         return answered(self.sent[0])
+                    waiter.forget_wake()
                 else:
-                    waiter.event.wait(timeout)
-                waiter.event.clear()
+                    waiter.wait(timeout)
         finally:
             if waiter is not None:
                 gw.waiters.remove(waiter)

@@ -218,13 +218,10 @@ def _await_reply(
                 f"no reply to {msg_id} within {timeout:g}s",
                 "the reply will be held for you: collect it later with `bridge poll`",
             )
-        woken = waiter.event.wait(min(remaining, LOOK_EVERY))
-        waiter.event.clear()
-        # reset only when seen set, and before the look: a reply committed after that sets it
-        # (then the event) again, so no notification is lost; the once-a-second timeout
-        # still looks, as before
-        if waiter.notified:
-            waiter.notified = False
+        woken = waiter.wait(min(remaining, LOOK_EVERY))
+        # taken before the look: a reply committed after that sets it (then the event) again,
+        # so no notification is lost; the once-a-second timeout still looks, as before
+        if waiter.take_notification():
             look = True
         else:
             look = not woken
