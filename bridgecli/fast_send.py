@@ -1,8 +1,9 @@
 """``bridge send|ask|reply|answer`` through a running gateway, without click: the fast path.
 
 Agents and scripts call these in loops, and through a gateway the work is one JSON line over a
-Unix socket, cheaper than importing click; so :mod:`bridgecli.entry` tries this module first,
-and it imports only the request model and the gateway client (no ``re``: docs/design.md#goal-b).
+Unix socket, cheaper than importing click; so :mod:`bridgecli.entry` tries this first. It maps
+the command line to a request for every client's send (:mod:`bridgecli.sending_client`);
+no ``re`` (docs/design.md#goal-b).
 
 It *declines* (returns None) whenever it is not sure to behave exactly like the click command,
 which then runs: ``-h``, an unknown option, an argument click would reject, no gateway, or a
@@ -14,14 +15,12 @@ from __future__ import annotations
 import os
 import sys
 
-from bridgecli import send_options
+from bridgecli import send_options, sending_client
 from bridgecli.requests import SendRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-    from bridgecli.session import HostSession
 
 #: per command: option -> (name in the values, takes a value), from the table click uses too
 OPTIONS: dict[str, dict[str, tuple[str, bool]]] = {
@@ -118,40 +117,6 @@ def split(args: list[str], options: dict[str, tuple[str, bool]]) -> tuple[list[t
     return pairs, positionals
 
 
-def result_lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list[str]]:
-    """What a send-like command prints: (stdout lines, stderr lines)."""
-    err = []
-    if result.get("registered"):  # a first send from a plain shell: say who it went as
-        from bridgecli.sender import registered_note
-
-        err.append(registered_note(result["registered"], "send"))
-    if as_json:
-        import json  # only here: it imports re, a third of a send's start-up
-
-        shown = {k: v for k, v in result.items() if k != "pending"}
-        return [json.dumps(shown, indent=2, ensure_ascii=False, default=str)], err
-    if "reply" in result:
-        reply = result["reply"]
-        return [reply["content"]], [*err, f"reply {reply['msgId']} from {reply.get('fromLabel') or reply['from']}"]
-    if "msgIds" in result:
-        return list(result["msgIds"]), err
-    return [result["msgId"]], err
-
-
-def deliver(session: HostSession, req: SendRequest, as_json: bool, write: Any, note: Any) -> None:
-    """Send ``req`` and print its result with ``write``/``note`` (stdout/stderr lines); a reply
-    waited for is confirmed only once it is printed (it is held again if this process dies
-    first). The click commands run the same function."""
-    result = session.send(req)
-    out, err = result_lines(result, as_json)
-    for text in out:
-        write(text)
-    for text in err:
-        note(text)
-    sys.stdout.flush()
-    session.confirm(result)  # printed: the reply may leave the hold now
-
-
 def run(argv: list[str]) -> int | None:
     """Run the command and return its exit code, or None to leave the call to click."""
     parsed = parse(argv)
@@ -171,7 +136,7 @@ def run(argv: list[str]) -> int | None:
     try:
         with GatewaySession(client) as session:
             request = SendRequest.from_command_line(command, values, sys.stdin.read)
-            deliver(session, request, values["as_json"], print, _note)
+            sending_client.send(session, request, sending_client.printer(values["as_json"], print, _note))
     except (Exception, KeyboardInterrupt) as exc:
         from bridgecli import failures
 

@@ -4,7 +4,7 @@ Through a running local gateway these go over its Unix socket and never import p
 one they publish directly to the broker (:func:`bridgecli.session.open_session` picks once).
 The console script first tries the same commands without click (:mod:`bridgecli.fast_send`);
 these click commands handle what it declines, from the same option table
-(:mod:`bridgecli.send_options`), request model and printing code.
+(:mod:`bridgecli.send_options`), request model and send (:mod:`bridgecli.sending_client`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from bridgecli import fast_send, send_options
+from bridgecli import send_options, sending_client
 from bridgecli.cli import complete, output
 from bridgecli.cli.params import DURATION
 from bridgecli.send_options import ARGUMENTS, COMMANDS
@@ -58,7 +58,7 @@ def _deliver(app, command: str, values: dict) -> None:
     except UsageProblem as exc:
         raise click.UsageError(exc.message) from None
     with open_session(lambda: app.config, output.warn) as session:
-        fast_send.deliver(session, request, values["as_json"], output.line, output.note)
+        sending_client.send(session, request, sending_client.printer(values["as_json"], output.line, output.note))
 
 
 @click.command()

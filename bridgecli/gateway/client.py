@@ -118,12 +118,17 @@ class GatewaySession:
     each request model is one local-API call. Imports nothing heavy, so the click-free fast
     path (:mod:`bridgecli.fast_send`) uses it too."""
 
-    def __init__(self, client: GatewayClient) -> None:
+    def __init__(self, client: GatewayClient, wait_slack: float | None = None) -> None:
         self.client = client
+        #: a send's wait for its reply times out this long after that wait (None: never;
+        #: the CLI's, which Ctrl-C ends; the MCP server's calls must end)
+        self.wait_slack = wait_slack
 
     def send(self, request: SendRequest) -> dict[str, Any]:
-        # bulk and waiting calls last as long as they need; a plain send gets a minute
-        timeout = None if request.bulk or request.wait else 60
+        # a bulk send lasts as long as it needs; a plain send gets a minute
+        timeout: float | None = None if request.bulk else 60
+        if request.wait:
+            timeout = None if self.wait_slack is None else request.wait + self.wait_slack
         return self.client.call(request.OP, timeout=timeout, **request.to_wire())
 
     def register(self, request: RegisterRequest) -> dict[str, Any]:

@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from bridgecli import sending_client
 from bridgecli.errors import BridgeError, Conflict, GatewayUnavailable
-from bridgecli.gateway.client import GatewayClient
+from bridgecli.gateway.client import GatewayClient, GatewaySession
+from bridgecli.requests import SendRequest
 
 T = TypeVar("T")
 logger = logging.getLogger("bridgecli.mcp")
@@ -58,6 +60,9 @@ async def run_blocking(fn: Callable[[], T]) -> T:
 ATTACH_BACKOFF_MAX = 3.0
 #: the fix named by every "gateway is down" tool error
 START_IT = "start it: bridge gateway"
+#: a send's wait for its reply ends this many seconds after its own wait (MCP clients time
+#: calls out too, so a tool call must end even if the gateway never answers)
+REPLY_SLACK = 30.0
 
 
 @dataclass
@@ -86,18 +91,34 @@ class GatewayLink:
         finally:
             self.waiting -= 1
 
-    def call_sync(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
-        """One request on a fresh connection; raises the gateway's typed error (a missing
-        gateway as one line that names the fix)."""
+    @contextlib.contextmanager
+    def session(self) -> Iterator[GatewaySession]:
+        """A host session on a fresh connection; a missing or lost gateway is one line that
+        names the fix. Its sends wait :data:`REPLY_SLACK` past their own wait at most."""
         try:
-            with GatewayClient.require() as client:
-                return client.call(op, timeout=timeout, **params)
+            with GatewaySession(GatewayClient.require(), wait_slack=REPLY_SLACK) as session:
+                yield session
         except GatewayUnavailable as exc:
             raise GatewayUnavailable(f"bridge is not connected: {exc.message}", START_IT) from None
+
+    def call_sync(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
+        """One request on a fresh connection; raises the gateway's typed error."""
+        with self.session() as session:
+            return session.client.call(op, timeout=timeout, **params)
 
     async def call(self, op: str, timeout: float | None = 30.0, **params: Any) -> dict[str, Any]:
         """:meth:`call_sync` without blocking the event loop."""
         return await run_blocking(lambda: self.call_sync(op, timeout=timeout, **params))
+
+    async def send(self, request: SendRequest) -> dict[str, Any]:
+        """``request`` sent as every client sends (:func:`bridgecli.sending_client.send`), off
+        the event loop."""
+
+        def sent() -> dict[str, Any]:
+            with self.session() as session:
+                return sending_client.send(session, request)
+
+        return await run_blocking(sent)
 
     async def ensure(self) -> str:
         """This session's gid, registering or re-attaching its entity first if need be.

@@ -1,10 +1,11 @@
 """The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, roster, spawn, stop.
 
 Each tool is one gateway operation on behalf of this session's entity (``link.gid``), built
-as the same request model the CLI sends (:mod:`bridgecli.requests`), so the MCP server adds
-no routing or state of its own: the gateway validates, resolves labels,
-publishes and holds, exactly as for ``bridge send`` in a shell. Descriptions are written for
-the model that reads them: what the tool does, when to use it, and what comes back.
+as the same request model the CLI sends (:mod:`bridgecli.requests`), and a send is sent the
+CLI's way (:mod:`bridgecli.sending_client`), so the MCP server adds no routing or state of
+its own: the gateway validates, resolves labels, publishes and holds, exactly as for
+``bridge send`` in a shell. Descriptions are written for the model that reads them: what the
+tool does, when to use it, and what comes back.
 """
 
 from __future__ import annotations
@@ -70,12 +71,10 @@ def _attached(link: GatewayLink, handler: Handler) -> Handler:
 def _tools(link: GatewayLink) -> list[Tool]:
     async def send(command: str, target: str, content: str, wait: float | None) -> ToolResult:
         wait = float(wait or 0)
+        request = SendRequest(command=command, sender=link.gid, target=target, contents=[content], wait=wait or None)
         try:
             async with link.awaiting_reply() if wait else contextlib.nullcontext():
-                request = SendRequest(
-                    command=command, sender=link.gid, target=target, contents=[content], wait=wait or None
-                )
-                result = await link.call(request.OP, timeout=(wait + 30) if wait else 60, **request.to_wire())
+                result = await link.send(request)
         except Timeout as exc:
             raise Timeout(
                 exc.message, "the message was sent; its reply will be held for you — collect it later with bridge_poll"
@@ -92,7 +91,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
 
     async def answer_to(command: str, msg_id: str, content: str) -> ToolResult:
         request = SendRequest(command=command, sender=link.gid, msg_id=msg_id, contents=[content])
-        result = await link.call(request.OP, timeout=60, **request.to_wire())
+        result = await link.send(request)
         return ToolResult(f"Sent {result['kind']} {result['msgId']} to {result['to']} (re {msg_id}).", result)
 
     async def bridge_send(args: dict[str, Any]) -> ToolResult:

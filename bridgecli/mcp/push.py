@@ -167,7 +167,7 @@ class InboxWatcher:
                 turn=NUDGE_TURN,
                 force=True,
             )
-            sent = await self.link.call(request.OP, timeout=30, **request.to_wire())
+            sent = await self.link.send(request)
         except BridgeError as exc:
             logger.warning("could not schedule the reminder through bridge.delay: %s", exc)
             return
