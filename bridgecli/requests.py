@@ -269,6 +269,8 @@ class PollRequest(_Request):
     def _validate(self) -> None:
         if int(self.limit) < 1:
             raise _invalid(f"limit {self.limit} is below 1", "ask for at least one message")
+        if self.wait is not None and self.wait < 0:
+            raise _invalid("--wait cannot be negative", "pass a duration such as 30s")
 
 
 class ShowRequest(_Request):
@@ -296,6 +298,8 @@ class SpawnRequest(_Request):
     sender: str | None
 
     def _validate(self) -> None:
+        if self.wait_ready is not None and self.wait_ready < 0:
+            raise _invalid("--wait-ready cannot be negative", "pass a duration such as 30s")
         # refused here already, so an oversized prompt never reaches the broker; the target
         # gateway checks it again (agent_kinds.check_prompt) since another host may send anything
         from bridgecli.agent_kinds import check_prompt

@@ -124,3 +124,16 @@ def test_a_bulk_command_line_the_model_refuses_is_a_usage_problem_before_stdin_i
     assert SendRequest.command_line_problem(_values(**given)) is not None
     with pytest.raises(UsageProblem):
         SendRequest.from_command_line("send", _values(**given), stdin)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: requests.PollRequest(gid="me", wait=-1.0),
+        lambda: requests.PollRequest(gid="me", limit=0),
+        lambda: requests.SpawnRequest(profile="p", host="h", wait_ready=-5.0),
+    ],
+)
+def test_poll_and_spawn_refuse_what_no_client_may_ask(build):
+    with pytest.raises(ConfigError):
+        build()
