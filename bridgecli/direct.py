@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
-from bridgecli import messaging
+from bridgecli import messaging, results
 from bridgecli.amqp import topology
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
@@ -181,9 +181,10 @@ def send(
 
 class DirectSession:
     """The host session (:class:`bridgecli.session.HostSession`) without a gateway: the host's
-    registry and store, and a short broker connection per publish. Results have the shape the
-    gateway answers with; what only a gateway can do (wait for a reply) is a clear error, and
-    a degraded outcome (a poll that cannot wait, an inbox not declared yet) goes to ``warn``."""
+    registry and store, and a short broker connection per publish. Results are built from the
+    objects the gateway answers with (:mod:`bridgecli.hoststate.wire`); what only a gateway can
+    do (wait for a reply) is a clear error, and a degraded outcome (a poll that cannot wait,
+    an inbox not declared yet) goes to ``warn``."""
 
     def __init__(self, config: Config, warn: Callable[[str], None]) -> None:
         self.config = config
@@ -211,7 +212,7 @@ class DirectSession:
         identity, created = sender.resolve(self.registry, given, host_id=self.config.host_id, register=register)
         return identity, ({"registered": {"gid": created.gid, "label": created.label}} if created else {})
 
-    def send(self, request: SendRequest) -> dict[str, Any]:
+    def send(self, request: SendRequest) -> results.SendResult:
         if request.wait:
             raise GatewayUnavailable(
                 "--wait needs the local gateway (it collects the reply from your inbox)",
@@ -229,9 +230,9 @@ class DirectSession:
             result = {"msgIds": [e.msg_id for e in envelopes], "to": envelopes[0].recipient if envelopes else None}
         else:
             result = {"msgId": envelopes[0].msg_id, "to": envelopes[0].recipient, "kind": envelopes[0].kind}
-        return {**result, **registered}
+        return results.SendResult.from_wire({**result, **registered})
 
-    def register(self, request: RegisterRequest) -> dict[str, Any]:
+    def register(self, request: RegisterRequest) -> results.RegisterResult:
         from bridgecli import plugins
 
         entity, problem = register_entity(
@@ -242,9 +243,9 @@ class DirectSession:
                 f"registered, but the inbox is not declared yet ({problem.message}); "
                 "the gateway declares it when it starts"
             )
-        return {"entity": entity_dict(entity)}
+        return results.RegisterResult.from_wire({"entity": entity_dict(entity)})
 
-    def unregister(self, request: UnregisterRequest) -> dict[str, Any]:
+    def unregister(self, request: UnregisterRequest) -> results.UnregisterResult:
         from bridgecli.gateway import registration
         from bridgecli.hub.claims import claimer_for
 
@@ -261,9 +262,9 @@ class DirectSession:
         registration.release(grants, entity)
         if grants is not None:
             grants.close()
-        return {"entity": entity_dict(entity), "dead_lettered": moved}
+        return results.UnregisterResult.from_wire({"entity": entity_dict(entity), "dead_lettered": moved})
 
-    def poll(self, request: PollRequest) -> dict[str, Any]:
+    def poll(self, request: PollRequest) -> results.PollResult:
         from bridgecli.resolve import resolve_target
 
         if request.wait:
@@ -280,20 +281,20 @@ class DirectSession:
         result = {"gid": identity.gid, "messages": [message_dict(m) for m in messages], **registered}
         if peer_gid:
             result["peer"] = peer_gid
-        return result
+        return results.PollResult.from_wire(result)
 
-    def show(self, request: ShowRequest) -> dict[str, Any]:
+    def show(self, request: ShowRequest) -> results.ShowResult:
         store = open_store(self.config)
         original = messaging.original_message(store, request.msg_id)
-        return {"message": message_dict(store.get(original.msg_id) or original)}
+        return results.ShowResult.from_wire({"message": message_dict(store.get(original.msg_id) or original)})
 
-    def spawn(self, request: SpawnRequest) -> dict[str, Any]:
+    def spawn(self, request: SpawnRequest) -> results.SpawnResult:
         from bridgecli import control_client
 
         requester = self._requester(request.sender)
         view = self._hear_roster()
         control_client.require_live_host(view, request.host)
-        return control_client.spawn(
+        answer = control_client.spawn(
             self.config,
             profile=request.profile,
             host=request.host,
@@ -302,8 +303,9 @@ class DirectSession:
             requester=requester,
             prompt=request.prompt,
         )
+        return results.SpawnResult.from_wire(answer)
 
-    def stop(self, request: StopRequest) -> dict[str, Any]:
+    def stop(self, request: StopRequest) -> results.StopResult:
         from bridgecli import control_client
         from bridgecli.errors import NotFound
         from bridgecli.resolve import resolve_target
@@ -315,17 +317,20 @@ class DirectSession:
         if entry is None:
             raise NotFound(f"{request.target!r} is not in the roster, so its host is unknown", "check `bridge roster`")
         control_client.require_live_host(view, entry.host)
-        return control_client.request(
+        answer = control_client.request(
             self.config, entry.host, {"type": "stop", "gid": gid, "requester": requester}, timeout=30
         )
+        return results.StopResult.from_wire(answer)
 
-    def roster(self, request: RosterRequest) -> dict[str, Any]:
+    def roster(self, request: RosterRequest) -> results.RosterResult:
         view = self._hear_roster()
-        return {
-            "entries": [e.as_dict() for e in view.entries(request.host)],
-            "gateways": [g.__dict__ for g in view.gateways()],
-            "interval": self.config.values["roster.interval"],
-        }
+        return results.RosterResult.from_wire(
+            {
+                "entries": [e.as_dict() for e in view.entries(request.host)],
+                "gateways": [g.__dict__ for g in view.gateways()],
+                "interval": self.config.values["roster.interval"],
+            }
+        )
 
     def _requester(self, sender: str | None) -> dict[str, Any]:
         """No local gateway to ask: ``--from`` / ``BRIDGE_GID`` still travel (and are logged there)."""
@@ -339,7 +344,7 @@ class DirectSession:
 
         return control_client.listen_roster(self.config, self.config.values["roster.interval"] + 0.5)
 
-    def confirm(self, result: dict[str, Any]) -> None:
+    def confirm(self, result: results.SendResult | results.PollResult) -> None:
         """Nothing to confirm: a direct poll drains at once (there is no gateway to hold again)."""
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bridgecli.errors import Conflict
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bridgecli.hoststate.entities import Registry
     from bridgecli.interfaces import Entity
     from bridgecli.messaging import Identity
+    from bridgecli.results import Registered
 
 #: the default identity pulls its messages with ``bridge poll``, as a main session does
 ROLE, DELIVER = "main", "hold"
@@ -102,10 +103,9 @@ def resolve(
     return Identity(entity.gid, entity.label), created
 
 
-def registered_note(registered: dict[str, Any], command: str) -> str:
+def registered_note(registered: Registered, command: str) -> str:
     """The one stderr line saying a default identity was registered for this ``command``."""
     doing = "polling" if command == "poll" else "sending"
     return (
-        f"bridge: {doing} as {registered['label']} (gid {registered['gid']}), registered now; "
-        "read replies with `bridge poll`"
+        f"bridge: {doing} as {registered.label} (gid {registered.gid}), registered now; read replies with `bridge poll`"
     )

@@ -17,10 +17,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from bridgecli.requests import SendRequest
+    from bridgecli.results import SendResult
     from bridgecli.session import HostSession
 
 
-def send(session: HostSession, request: SendRequest, show: Callable[[Any], None] | None = None) -> Any:
+def send(session: HostSession, request: SendRequest, show: Callable[[SendResult], None] | None = None) -> SendResult:
     """Send ``request`` through ``session``, hand the result to ``show``, then confirm it and
     return it. A reply waited for leaves the gateway's hold only once shown: if this process
     dies before, the gateway holds it again for a later poll."""
@@ -31,11 +32,11 @@ def send(session: HostSession, request: SendRequest, show: Callable[[Any], None]
     return result
 
 
-def printer(as_json: bool, write: Callable[[str], Any], note: Callable[[str], Any]) -> Callable[[Any], None]:
+def printer(as_json: bool, write: Callable[[str], Any], note: Callable[[str], Any]) -> Callable[[SendResult], None]:
     """``show`` for :func:`send` on a terminal: the result's :func:`lines` through ``write``
     (stdout) and ``note`` (stderr), then stdout flushed, so "shown" means written out."""
 
-    def show(result: Any) -> None:
+    def show(result: SendResult) -> None:
         out, err = lines(result, as_json)
         for text in out:
             write(text)
@@ -46,21 +47,18 @@ def printer(as_json: bool, write: Callable[[str], Any], note: Callable[[str], An
     return show
 
 
-def lines(result: dict[str, Any], as_json: bool) -> tuple[list[str], list[str]]:
+def lines(result: SendResult, as_json: bool) -> tuple[list[str], list[str]]:
     """What a send-like command prints for ``result``: (stdout lines, stderr lines)."""
     err = []
-    if result.get("registered"):  # a first send from a plain shell: say who it went as
+    if result.registered is not None:  # a first send from a plain shell: say who it went as
         from bridgecli.sender import registered_note
 
-        err.append(registered_note(result["registered"], "send"))
+        err.append(registered_note(result.registered, "send"))
     if as_json:
         import json  # only here: it imports re, a third of a send's start-up
 
-        shown = {k: v for k, v in result.items() if k != "pending"}
-        return [json.dumps(shown, indent=2, ensure_ascii=False, default=str)], err
-    if "reply" in result:
-        reply = result["reply"]
-        return [reply["content"]], [*err, f"reply {reply['msgId']} from {reply.get('fromLabel') or reply['from']}"]
-    if "msgIds" in result:
-        return list(result["msgIds"]), err
-    return [result["msgId"]], err
+        return [json.dumps(result.shown(), indent=2, ensure_ascii=False, default=str)], err
+    reply = result.reply
+    if reply is not None:
+        return [reply.content], [*err, f"reply {reply.msg_id} from {reply.sender_label or reply.sender}"]
+    return list(result.ids), err

@@ -1,7 +1,7 @@
 """The host session: how a one-shot command reaches this host's messaging, chosen once.
 
 Two implementations serve the same request models (:mod:`bridgecli.requests`) with the same
-result objects: :class:`bridgecli.gateway.client.GatewaySession` through the running gateway's
+typed results (:mod:`bridgecli.results`): :class:`bridgecli.gateway.client.GatewaySession` through the running gateway's
 socket, and :class:`bridgecli.direct.DirectSession` straight to the broker and the host's
 files when no gateway runs. Commands call :func:`open_session` and never branch on which.
 """
@@ -9,7 +9,7 @@ files when no gateway runs. Commands call :func:`open_session` and never branch 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from bridgecli.config import Config
@@ -23,30 +23,41 @@ if TYPE_CHECKING:
         StopRequest,
         UnregisterRequest,
     )
+    from bridgecli.results import (
+        PollResult,
+        RegisterResult,
+        RosterResult,
+        SendResult,
+        ShowResult,
+        SpawnResult,
+        StopResult,
+        UnregisterResult,
+    )
 
 
 class HostSession(Protocol):
-    """One command's access to this host: each method takes a request model and returns the
-    local API's result object for it."""
+    """One command's access to this host: each method takes a request model and returns its
+    typed result (:mod:`bridgecli.results`)."""
 
-    def send(self, request: SendRequest) -> dict[str, Any]: ...
+    def send(self, request: SendRequest) -> SendResult: ...
 
-    def register(self, request: RegisterRequest) -> dict[str, Any]: ...
+    def register(self, request: RegisterRequest) -> RegisterResult: ...
 
-    def unregister(self, request: UnregisterRequest) -> dict[str, Any]: ...
+    def unregister(self, request: UnregisterRequest) -> UnregisterResult: ...
 
-    def poll(self, request: PollRequest) -> dict[str, Any]: ...
+    def poll(self, request: PollRequest) -> PollResult: ...
 
-    def show(self, request: ShowRequest) -> dict[str, Any]: ...
+    def show(self, request: ShowRequest) -> ShowResult: ...
 
-    def spawn(self, request: SpawnRequest) -> dict[str, Any]: ...
+    def spawn(self, request: SpawnRequest) -> SpawnResult: ...
 
-    def stop(self, request: StopRequest) -> dict[str, Any]: ...
+    def stop(self, request: StopRequest) -> StopResult: ...
 
-    def roster(self, request: RosterRequest) -> dict[str, Any]: ...
+    def roster(self, request: RosterRequest) -> RosterResult: ...
 
-    def confirm(self, result: dict[str, Any]) -> None:
-        """The caller has passed on what ``result`` handed it (printed it): let it go."""
+    def confirm(self, result: SendResult | PollResult) -> None:
+        """The caller has passed on what ``result`` handed it (printed it): let its
+        ``pending`` messages go."""
 
     def close(self) -> None: ...
 

@@ -207,16 +207,16 @@ def _with_announced(app: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]
 
     try:
         with open_session(lambda: app.config, output.warn) as session:
-            entries = session.roster(RosterRequest(host=None))["entries"]
+            entries = session.roster(RosterRequest(host=None)).entries
     except BridgeError as exc:
         output.warn(f"showing recorded entities only: the roster is not readable ({exc.message})")
         return rows
     for row in rows:
         known = {e["gid"] for e in row["entities"]}
         row["entities"] += [
-            {"gid": e["gid"], "label": e["label"]}
+            {"gid": e.gid, "label": e.label}
             for e in entries
-            if e["host"] == row["host"] and e["gid"] not in known and e["gid"] != "_gateway"
+            if e.host == row["host"] and e.gid not in known and e.gid != "_gateway"
         ]
     return rows
 

@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from bridgecli.cli import complete, output
 from bridgecli.cli.params import DURATION
 
+if TYPE_CHECKING:
+    from bridgecli.results import Message, PollResult
 
-def _human(message: dict) -> None:
+
+def _human(message: Message) -> None:
     """A message for a person's terminal: its text is untrusted, so every control character
     is shown as a visible stand-in, never sent to the terminal as input."""
     from bridgecli.sanitize import sanitize, sanitize_line
 
-    when = datetime.datetime.fromtimestamp(message["ts"]).strftime("%H:%M:%S")
-    who = sanitize_line(message.get("fromLabel") or message["from"][:13], max_chars=64)
-    host = f"@{sanitize_line(message['fromHost'], max_chars=64)}" if message.get("fromHost") else ""
-    header = f"[{when}] {message['kind']} {message['msgId']} from {who}{host}"
-    if message.get("inReplyTo"):
-        header += f" (re {message['inReplyTo']})"
-    if message.get("user"):
-        header += f" [user {message['user']}]"  # authenticated by the broker, unlike fromHost
+    when = datetime.datetime.fromtimestamp(message.ts).strftime("%H:%M:%S")
+    who = sanitize_line(message.sender_label or message.sender[:13], max_chars=64)
+    host = f"@{sanitize_line(message.sender_host, max_chars=64)}" if message.sender_host else ""
+    header = f"[{when}] {message.kind} {message.msg_id} from {who}{host}"
+    if message.in_reply_to:
+        header += f" (re {message.in_reply_to})"
+    if message.user:
+        header += f" [user {message.user}]"  # authenticated by the broker, unlike fromHost
     output.line(header)
-    output.line(sanitize(message["content"]))
+    output.line(sanitize(message.content))
     output.line("")
 
 
@@ -64,17 +68,17 @@ def poll(app, gid: str | None, wait: float, limit: int, peer: str | None, as_jso
         session.confirm(result)
 
 
-def _show(result: dict, as_json: bool) -> None:
-    if result.get("registered"):
+def _show(result: PollResult, as_json: bool) -> None:
+    if result.registered is not None:
         from bridgecli.sender import registered_note
 
-        output.note(registered_note(result["registered"], "poll"))
+        output.note(registered_note(result.registered, "poll"))
     if as_json:
-        output.data({k: v for k, v in result.items() if k != "pending"})
+        output.data(result.shown())
         return
-    for message in result["messages"]:
+    for message in result.messages:
         _human(message)
-    if not result["messages"]:
+    if not result.messages:
         output.note("no messages")
 
 
@@ -92,8 +96,8 @@ def show(msg_id: str, as_json: bool) -> None:
     from bridgecli.session import open_session
 
     with open_session(cfg.load, output.warn) as session:
-        message = session.show(ShowRequest(msg_id=msg_id))["message"]
+        message = session.show(ShowRequest(msg_id=msg_id)).message
     if as_json:
-        output.data(message)
+        output.data(message.to_wire())
     else:
         _human(message)

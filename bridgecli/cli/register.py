@@ -37,11 +37,11 @@ def register(app, label: str, role: str, deliver: str, as_json: bool) -> None:
     from bridgecli.session import open_session
 
     with open_session(lambda: app.config, output.warn) as session:
-        entity = session.register(RegisterRequest(label=label, role=role, deliver=deliver))["entity"]
+        entity = session.register(RegisterRequest(label=label, role=role, deliver=deliver)).entity
     if as_json:
-        output.data(entity)
+        output.data(entity.to_wire())
     else:
-        output.line(entity["gid"])
+        output.line(entity.gid)
 
 
 @click.command()
@@ -60,11 +60,11 @@ def unregister(app, target: str, as_json: bool) -> None:
     with open_session(lambda: app.config, output.warn) as session:
         result = session.unregister(UnregisterRequest(target=target))
     if as_json:
-        output.data(result)
+        output.data(result.to_wire())
     else:
-        moved = result.get("dead_lettered") or 0
+        moved = result.dead_lettered
         output.note(
-            f"unregistered {result['entity']['label']} ({result['entity']['gid']})"
+            f"unregistered {result.entity.label} ({result.entity.gid})"
             + (f"; {moved} waiting message(s) moved to bridge.dlq" if moved else "")
         )
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from bridgecli.cli import complete, output
 
+if TYPE_CHECKING:
+    from bridgecli.results import RosterResult
 
-def _fetch(app, host: str | None) -> dict:
+
+def _fetch(app, host: str | None) -> RosterResult:
     from bridgecli.requests import RosterRequest
     from bridgecli.session import open_session
 
@@ -17,7 +21,7 @@ def _fetch(app, host: str | None) -> dict:
         return session.roster(RosterRequest(host=host))
 
 
-def _render(result: dict) -> None:
+def _render(result: RosterResult) -> None:
     """Print the roster as a table. Every field came from some host's heartbeat: the view
     sanitises them on ingest, and this does again in case the answer came from an older gateway."""
     from bridgecli.sanitize import sanitize_line
@@ -30,18 +34,18 @@ def _render(result: dict) -> None:
         ["LABEL", "GID", "HOST", "ROLE", "STATUS", "LAST SEEN"],
         [
             (
-                text(e["label"]),
-                text(e["gid"][:13]),
-                text(e["host"]),
-                text(e["role"]),
-                text(e["status"]),
-                f"{now - e['last_seen']:.0f}s ago",
+                text(e.label),
+                text(e.gid[:13]),
+                text(e.host),
+                text(e.role),
+                text(e.status),
+                f"{now - e.last_seen:.0f}s ago",
             )
-            for e in result["entries"]
+            for e in result.entries
         ],
     )
-    hosts = ", ".join(text(g["host"]) for g in result["gateways"]) or "none"
-    output.note(f"{len(result['entries'])} entities; live gateways: {hosts}")
+    hosts = ", ".join(text(g.host) for g in result.gateways) or "none"
+    output.note(f"{len(result.entries)} entities; live gateways: {hosts}")
 
 
 @click.command()
@@ -63,11 +67,11 @@ def roster(app, host: str | None, watch: bool, as_json: bool) -> None:
     while True:
         result = _fetch(app, host)
         if as_json:
-            output.data(result, compact=watch)
+            output.data(result.to_wire(), compact=watch)
         else:
             if watch:
                 click.clear()
             _render(result)
         if not watch:
             return
-        time.sleep(result.get("interval") or 5)
+        time.sleep(result.interval or 5)

@@ -70,10 +70,10 @@ def spawn(
     with open_session(lambda: app.config, output.warn) as session:
         result = session.spawn(request)
     if as_json:
-        output.data(result)
+        output.data(result.to_wire())
     else:
-        output.line(result["gid"])
-        output.note(f"spawned {result['label']} on {result['host']} ({result.get('deliver')})")
+        output.line(result.gid)
+        output.note(f"spawned {result.label} on {result.host} ({result.deliver})")
 
 
 @click.command()
@@ -100,6 +100,6 @@ def stop(app, target: str, sender: str | None, as_json: bool) -> None:
     with open_session(lambda: app.config, output.warn) as session:
         result = session.stop(StopRequest(target=target, sender=sender))
     if as_json:
-        output.data(result)
+        output.data(result.to_wire())
     else:
-        output.note(f"stopped {result['label']} on {result['host']}")
+        output.note(f"stopped {result.label} on {result.host}")

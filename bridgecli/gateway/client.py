@@ -11,13 +11,14 @@ that use it: no pika, the C module ``_socket`` rather than ``socket.py``
 
 from __future__ import annotations
 
-from bridgecli import wirejson
+from bridgecli import results, wirejson
 from bridgecli.private_apis.unix_socket import LineConnection
 
 # typing and pathlib cost ~15 % of the click-free `bridge send` (bridgecli.fast_send) that
 # imports this module, so they are imported for type checkers only
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
     from typing import Any
 
@@ -30,6 +31,16 @@ if TYPE_CHECKING:
         SpawnRequest,
         StopRequest,
         UnregisterRequest,
+    )
+    from bridgecli.results import (
+        PollResult,
+        RegisterResult,
+        RosterResult,
+        SendResult,
+        ShowResult,
+        SpawnResult,
+        StopResult,
+        UnregisterResult,
     )
 
 
@@ -96,12 +107,17 @@ class GatewayClient:
             raise from_wire(response.get("error") or {})
         return response
 
+    def confirm(self, pending: Iterable[str]) -> None:
+        """Tell the gateway this process has the messages ``pending`` names (an answer's
+        ``pending``): call it once they are printed or passed on; until then they stay
+        recoverable."""
+        msg_ids = list(pending)
+        if msg_ids:
+            self.call("confirm", msg_ids=msg_ids)
+
     def confirm_pending(self, result: dict[str, Any]) -> None:
-        """Tell the gateway this process has the messages ``result`` handed it to confirm
-        (call it once they are printed or passed on: until then they stay recoverable)."""
-        pending = result.get("pending")
-        if pending:
-            self.call("confirm", msg_ids=list(pending))
+        """:meth:`confirm` the ``pending`` of a raw answer ``result``."""
+        self.confirm(result.get("pending") or ())
 
     def close(self) -> None:
         self._connection.close()
@@ -115,8 +131,8 @@ class GatewayClient:
 
 class GatewaySession:
     """The host session (:class:`bridgecli.session.HostSession`) through the gateway's socket:
-    each request model is one local-API call. Imports nothing heavy, so the click-free fast
-    path (:mod:`bridgecli.fast_send`) uses it too."""
+    each request model is one local-API call, its answer read as its typed result. Imports
+    nothing heavy, so the click-free fast path (:mod:`bridgecli.fast_send`) uses it too."""
 
     def __init__(self, client: GatewayClient, wait_slack: float | None = None) -> None:
         self.client = client
@@ -124,44 +140,44 @@ class GatewaySession:
         #: the CLI's, which Ctrl-C ends; the MCP server's calls must end)
         self.wait_slack = wait_slack
 
-    def send(self, request: SendRequest) -> dict[str, Any]:
+    def send(self, request: SendRequest) -> SendResult:
         # a bulk send lasts as long as it needs; a plain send gets a minute
         timeout: float | None = None if request.bulk else 60
         if request.wait:
             timeout = None if self.wait_slack is None else request.wait + self.wait_slack
-        return self.client.call(request.OP, timeout=timeout, **request.to_wire())
+        return results.SendResult.from_wire(self.client.call(request.OP, timeout=timeout, **request.to_wire()))
 
-    def register(self, request: RegisterRequest) -> dict[str, Any]:
-        return self.client.call(request.OP, **request.to_wire())
+    def register(self, request: RegisterRequest) -> RegisterResult:
+        return results.RegisterResult.from_wire(self.client.call(request.OP, **request.to_wire()))
 
-    def unregister(self, request: UnregisterRequest) -> dict[str, Any]:
-        return self.client.call(request.OP, **request.to_wire())
+    def unregister(self, request: UnregisterRequest) -> UnregisterResult:
+        return results.UnregisterResult.from_wire(self.client.call(request.OP, **request.to_wire()))
 
-    def poll(self, request: PollRequest) -> dict[str, Any]:
-        return self.client.call(request.OP, timeout=None, **request.to_wire())
+    def poll(self, request: PollRequest) -> PollResult:
+        return results.PollResult.from_wire(self.client.call(request.OP, timeout=None, **request.to_wire()))
 
-    def show(self, request: ShowRequest) -> dict[str, Any]:
-        return self.client.call(request.OP, **request.to_wire())
+    def show(self, request: ShowRequest) -> ShowResult:
+        return results.ShowResult.from_wire(self.client.call(request.OP, **request.to_wire()))
 
-    def spawn(self, request: SpawnRequest) -> dict[str, Any]:
+    def spawn(self, request: SpawnRequest) -> SpawnResult:
         # the target host's readiness wait is bounded there (by the profile when not given)
-        return self._control(request.OP, request.to_wire())
+        return results.SpawnResult.from_wire(self._control(request.OP, request.to_wire()))
 
-    def stop(self, request: StopRequest) -> dict[str, Any]:
-        return self._control(request.OP, request.to_wire())
+    def stop(self, request: StopRequest) -> StopResult:
+        return results.StopResult.from_wire(self._control(request.OP, request.to_wire()))
 
-    def roster(self, request: RosterRequest) -> dict[str, Any]:
+    def roster(self, request: RosterRequest) -> RosterResult:
         result = self.client.call(request.OP, host=request.host)
         result.pop("ok", None)
-        return result
+        return results.RosterResult.from_wire(result)
 
     def _control(self, op: str, wire: dict[str, Any]) -> dict[str, Any]:
         result = self.client.call(op, timeout=None, **wire)
         result.pop("ok", None)
         return result
 
-    def confirm(self, result: dict[str, Any]) -> None:
-        self.client.confirm_pending(result)
+    def confirm(self, result: SendResult | PollResult) -> None:
+        self.client.confirm(result.pending)
 
     def close(self) -> None:
         self.client.close()

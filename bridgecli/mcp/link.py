@@ -22,6 +22,7 @@ from bridgecli import sending_client
 from bridgecli.errors import BridgeError, Conflict, GatewayUnavailable
 from bridgecli.gateway.client import GatewayClient, GatewaySession
 from bridgecli.requests import SendRequest
+from bridgecli.results import SendResult
 
 T = TypeVar("T")
 logger = logging.getLogger("bridgecli.mcp")
@@ -110,11 +111,11 @@ class GatewayLink:
         """:meth:`call_sync` without blocking the event loop."""
         return await run_blocking(lambda: self.call_sync(op, timeout=timeout, **params))
 
-    async def send(self, request: SendRequest) -> dict[str, Any]:
+    async def send(self, request: SendRequest) -> SendResult:
         """``request`` sent as every client sends (:func:`bridgecli.sending_client.send`), off
         the event loop."""
 
-        def sent() -> dict[str, Any]:
+        def sent() -> SendResult:
             with self.session() as session:
                 return sending_client.send(session, request)
 

@@ -22,6 +22,7 @@ from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
 from bridgecli.mcp.tools import Handler, Tool, ToolRegistry, ToolResult, as_json
 from bridgecli.requests import PollRequest, RosterRequest, SendRequest, SpawnRequest, StopRequest
+from bridgecli.results import PollResult, RosterResult, SpawnResult, StopResult
 
 #: the longest a tool call may block (seconds); MCP clients time calls out too
 MAX_WAIT = 3600
@@ -80,19 +81,18 @@ def _tools(link: GatewayLink) -> list[Tool]:
                 exc.message, "the message was sent; its reply will be held for you — collect it later with bridge_poll"
             ) from None
         expected = "ANSWER" if command == "ask" else "REPLY"
-        if "reply" in result:
-            reply = result["reply"]
-            return ToolResult(f"{expected} to {result['msgId']}:\n{render.frame(reply)}", result)
+        if result.reply is not None:
+            return ToolResult(f"{expected} to {result.msg_id}:\n{render.frame(result.reply)}", result.to_wire())
         return ToolResult(
-            f"Sent {result['kind']} {result['msgId']} to {result['to']}. Its {expected} will be "
+            f"Sent {result.kind} {result.msg_id} to {result.to}. Its {expected} will be "
             "held for you: call bridge_poll to collect it (or pass wait to block for it).",
-            result,
+            result.to_wire(),
         )
 
     async def answer_to(command: str, msg_id: str, content: str) -> ToolResult:
         request = SendRequest(command=command, sender=link.gid, msg_id=msg_id, contents=[content])
         result = await link.send(request)
-        return ToolResult(f"Sent {result['kind']} {result['msgId']} to {result['to']} (re {msg_id}).", result)
+        return ToolResult(f"Sent {result.kind} {result.msg_id} to {result.to} (re {msg_id}).", result.to_wire())
 
     async def bridge_send(args: dict[str, Any]) -> ToolResult:
         return await send("send", args["target"], args["content"], args.get("wait"))
@@ -114,15 +114,15 @@ def _tools(link: GatewayLink) -> list[Tool]:
             remaining = max(0.0, deadline - time.monotonic())
             # peek, then ack once the result is built: a server that dies in between loses nothing
             request = PollRequest(gid=link.gid, wait=remaining, limit=limit, peek=True, peer=args.get("peer") or None)
-            result = await link.call(request.OP, timeout=remaining + 30, **request.to_wire())
-            drained = result.get("messages") or []
+            result = PollResult.from_wire(await link.call(request.OP, timeout=remaining + 30, **request.to_wire()))
+            drained = result.messages
             if drained:
-                await link.call("ack", gid=link.gid, msg_ids=[m["msgId"] for m in drained], timeout=30)
-            messages = [m for m in drained if not is_nudge(m, link.gid)]
+                await link.call("ack", gid=link.gid, msg_ids=[m.msg_id for m in drained], timeout=30)
+            messages = [m for m in drained if not is_nudge(m.to_wire(), link.gid)]
             # only our own reminder timers came back: keep waiting for a real message
             if messages or not drained or remaining <= 0:
                 break
-        data = {"gid": link.gid, "messages": messages}
+        data = {"gid": link.gid, "messages": [m.to_wire() for m in messages]}
         if not messages:
             return ToolResult("No messages are held for you.", data)
         head = f"{len(messages)} message{'s' if len(messages) != 1 else ''} (now removed from your hold):"
@@ -132,19 +132,14 @@ def _tools(link: GatewayLink) -> list[Tool]:
 
     async def bridge_roster(args: dict[str, Any]) -> ToolResult:
         request = RosterRequest()
-        result = await link.call(request.OP, timeout=30, **request.to_wire())
-        entries = result.get("entries") or []
-        if not entries:
-            return ToolResult("The roster is empty (no gateway announces any entity yet).", result)
+        result = RosterResult.from_wire(await link.call(request.OP, timeout=30, **request.to_wire()))
+        if not result.entries:
+            return ToolResult("The roster is empty (no gateway announces any entity yet).", result.to_wire())
         lines = ["label | host | role | status | backend | gid"]
-        for e in entries:
-            lines.append(
-                " | ".join(
-                    str(e.get(k) if e.get(k) is not None else "-")
-                    for k in ("label", "host", "role", "status", "backend", "gid")
-                )
-            )
-        return ToolResult("\n".join(lines), result)
+        for e in result.entries:
+            row = (e.label, e.host, e.role, e.status, e.backend, e.gid)
+            lines.append(" | ".join(str(v if v is not None else "-") for v in row))
+        return ToolResult("\n".join(lines), result.to_wire())
 
     async def bridge_spawn(args: dict[str, Any]) -> ToolResult:
         wait_ready = float(args["wait_ready"]) if args.get("wait_ready") else None
@@ -158,17 +153,17 @@ def _tools(link: GatewayLink) -> list[Tool]:
         )
         # without wait_ready the target applies its profile's ready_timeout, which only the
         # gateway learns (its own wait is bounded by it): no socket timeout of ours then
-        result = await link.call(request.OP, timeout=wait_ready + 60 if wait_ready else None, **request.to_wire())
+        timeout = wait_ready + 60 if wait_ready else None
+        result = SpawnResult.from_wire(await link.call(request.OP, timeout=timeout, **request.to_wire()))
         return ToolResult(
-            f"Spawned {result.get('label') or '?'} on {result.get('host')} "
-            f"(gid {result.get('gid')}). Address it with bridge_send.",
-            result,
+            f"Spawned {result.label or '?'} on {result.host} (gid {result.gid}). Address it with bridge_send.",
+            result.to_wire(),
         )
 
     async def bridge_stop(args: dict[str, Any]) -> ToolResult:
         request = StopRequest(target=args["target"], sender=link.gid)
-        result = await link.call(request.OP, timeout=60, **request.to_wire())
-        return ToolResult(f"Stopped {args['target']}.\n{as_json(result)}", result)
+        result = StopResult.from_wire(await link.call(request.OP, timeout=60, **request.to_wire()))
+        return ToolResult(f"Stopped {args['target']}.\n{as_json(result.to_wire())}", result.to_wire())
 
     return [
         Tool(

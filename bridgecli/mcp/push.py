@@ -20,7 +20,8 @@ from typing import Any
 
 from bridgecli.errors import BridgeError, NotFound
 from bridgecli.mcp.link import GatewayLink
-from bridgecli.requests import SendRequest
+from bridgecli.requests import SendRequest, ShowRequest
+from bridgecli.results import ShowResult
 
 logger = logging.getLogger("bridgecli.mcp")
 
@@ -142,10 +143,12 @@ class InboxWatcher:
         landed: set[str] = set()
         for msg_id in list(self.nudges):
             try:
-                message = (await self.link.call("show", msg_id=msg_id, timeout=10))["message"]
+                request = ShowRequest(msg_id=msg_id)
+                answer = await self.link.call(request.OP, timeout=10, **request.to_wire())
+                message = ShowResult.from_wire(answer).message
             except NotFound:
                 continue  # still travelling through bridge.delay
-            if message.get("state") == "held":
+            if message.state == "held":
                 landed.add(msg_id)
             else:
                 del self.nudges[msg_id]  # drained by a poll
@@ -171,4 +174,4 @@ class InboxWatcher:
         except BridgeError as exc:
             logger.warning("could not schedule the reminder through bridge.delay: %s", exc)
             return
-        self.nudges[sent["msgId"]] = "pending"
+        self.nudges[str(sent.msg_id)] = "pending"

@@ -10,41 +10,41 @@ tool result's data, unframed, for clients that read JSON.
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
+from bridgecli.results import Message
 from bridgecli.sanitize import sanitize, sanitize_line
 
 GUTTER = "│ "
 
 
-def sender(message: dict[str, Any]) -> str:
+def sender(message: Message) -> str:
     """``label@host`` when known, else the short gid."""
-    who = message.get("fromLabel") or str(message.get("from", "?"))[:13]
-    host = message.get("fromHost")
+    who = message.sender_label or str(message.sender)[:13]
+    host = message.sender_host
     return sanitize_line(f"{who}@{host}" if host else who, max_chars=80)
 
 
-def answer_hint(message: dict[str, Any]) -> str:
+def answer_hint(message: Message) -> str:
     """The tool call that answers ``message`` (ASK → bridge_answer, else bridge_reply)."""
-    tool = "bridge_answer" if message.get("kind") == "ASK" else "bridge_reply"
-    return f'{tool}(msg_id="{message.get("msgId")}", content=...)'
+    tool = "bridge_answer" if message.kind == "ASK" else "bridge_reply"
+    return f'{tool}(msg_id="{message.msg_id}", content=...)'
 
 
-def frame(message: dict[str, Any]) -> str:
+def frame(message: Message) -> str:
     """One message as a framed block of text."""
-    ts = message.get("ts")
+    ts = message.ts
     when = datetime.datetime.fromtimestamp(ts).strftime("%H:%M:%S") if isinstance(ts, (int, float)) else "?"
-    header = f"[bridge] {message.get('kind')} from {sender(message)} at {when} · msg {message.get('msgId')}"
-    if message.get("inReplyTo"):
-        header += f" (re {message['inReplyTo']})"
+    header = f"[bridge] {message.kind} from {sender(message)} at {when} · msg {message.msg_id}"
+    if message.in_reply_to:
+        header += f" (re {message.in_reply_to})"
     lines = [header]
-    if message.get("kind") in ("SEND", "ASK"):
+    if message.kind in ("SEND", "ASK"):
         lines.append(f"answer with: {answer_hint(message)}")
-    content = sanitize(str(message.get("content", "")))
+    content = sanitize(str(message.content))
     lines.extend(GUTTER + line for line in content.split("\n"))
     lines.append("[end bridge]")
     return "\n".join(lines)
 
 
-def frames(messages: list[dict[str, Any]]) -> str:
+def frames(messages: list[Message]) -> str:
     return "\n\n".join(frame(m) for m in messages)
