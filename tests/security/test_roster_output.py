@@ -7,6 +7,7 @@ import json
 
 from bridgecli.cli import hub as hub_cli
 from bridgecli.cli import roster as roster_cli
+from bridgecli.results import RosterResult
 from bridgecli.sanitize import is_inert
 
 EVIL = "rev\x1b]0;owned\x07\x1b[2J\r\nfake-row\x9b31m"
@@ -14,7 +15,7 @@ EVIL = "rev\x1b]0;owned\x07\x1b[2J\r\nfake-row\x9b31m"
 
 def test_the_roster_table_prints_no_control_character(capsys):
     entry = {"label": EVIL, "gid": "\x1b[31mabcdef", "host": "b\r", "role": EVIL, "status": EVIL, "last_seen": 0}
-    roster_cli._render({"entries": [entry], "gateways": [{"host": EVIL}]})
+    roster_cli._render(RosterResult.from_wire({"entries": [entry], "gateways": [{"host": EVIL}]}))
     out = capsys.readouterr()
     assert is_inert(out.out.replace("\n", "")) and is_inert(out.err.replace("\n", ""))
     assert out.out.count("\n") == 2  # the header and one row: no forged line
