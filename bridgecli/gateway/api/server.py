@@ -375,7 +375,7 @@ class LocalApi:
         gateway is stopping, its clients with it) ignored."""
         try:
             self.owner.later(_safely(fn))
-        except Exception:
+        except Exception:  # the loop is gone: the gateway is stopping, its clients with it
             pass
 
     def _request_done(self, client: Client, token: object) -> None:
