@@ -9,6 +9,7 @@ blocking (the rest when the socket is writable again), a worker or the early ans
 
 from __future__ import annotations
 
+import enum
 import select
 import socket
 import threading
@@ -22,6 +23,33 @@ from bridgecli.gateway.api.answers import PENDING
 WRITE_TIMEOUT = 30.0
 #: one encoder for every response, as ``json.dumps(response, ensure_ascii=False, default=str)``
 _ENCODE = wirejson.text_encoder((", ", ": "), default=str)
+
+
+class ConnectionState(enum.Enum):
+    """Where a client connection is in its life."""
+
+    #: requests are read and served
+    OPEN = "open"
+    #: no further request is served; dropped once the one in progress ends
+    HUNG_UP = "hung up"
+    #: a write failed: nothing more reaches the client; dropped once its request ends
+    BROKEN = "broken"
+    #: closed and forgotten
+    DROPPED = "dropped"
+
+
+#: the moves a connection may make; hanging up or breaking again where already past it stays put
+MOVES = {
+    ConnectionState.OPEN: {ConnectionState.HUNG_UP, ConnectionState.BROKEN, ConnectionState.DROPPED},
+    ConnectionState.HUNG_UP: {ConnectionState.BROKEN, ConnectionState.DROPPED},
+    ConnectionState.BROKEN: {ConnectionState.DROPPED},
+    ConnectionState.DROPPED: set(),
+}
+
+
+class IllegalConnectionMove(RuntimeError):
+    """A move :data:`MOVES` does not allow (serving or dropping a connection already dropped):
+    a bug in the local API, never a client's doing."""
 
 
 def line_of(response: dict[str, Any]) -> bytes:
@@ -86,8 +114,9 @@ class SocketAnswer:
 
 
 class Client:
-    """A connection's state: its unread input, the request in progress, and the messages it
-    was handed and has not confirmed (see :data:`~bridgecli.gateway.answers.PENDING`)."""
+    """A connection's state: where it is in its life (:class:`ConnectionState`, changed by the
+    named methods only), its unread input, the request in progress, and the messages it was
+    handed and has not confirmed (see :data:`~bridgecli.gateway.api.answers.PENDING`)."""
 
     def __init__(self, sock: socket.socket, loop: EventLoop) -> None:
         self.sock = sock
@@ -95,10 +124,8 @@ class Client:
         self.inbuf = bytearray()
         #: loop thread: the token of the request in progress (its answer not written yet)
         self.request: object | None = None
-        #: loop thread: the connection is over; it is dropped once its request ends
-        self.closed = False
-        #: a write failed: the connection is dropped once its request ends
-        self.broken = False
+        #: where it is in its life; moved by :meth:`hang_up`, :meth:`mark_broken` and :meth:`close`
+        self.state = ConnectionState.OPEN
         #: loop thread: the client sent all it will send (a half-close); what came before is
         #: still answered
         self.input_ended = False
@@ -140,6 +167,27 @@ class Client:
         """A request is in progress (loop thread)."""
         return self.request is not None
 
+    @property
+    def serving(self) -> bool:
+        """Its requests are still read and served (loop thread)."""
+        return self.state is ConnectionState.OPEN
+
+    def _move(self, to: ConnectionState) -> None:
+        with self._lock:
+            if to not in MOVES[self.state]:
+                raise IllegalConnectionMove(f"a {self.state.value} connection cannot become {to.value}")
+            self.state = to
+
+    def hang_up(self) -> None:
+        """Serve no further request (loop thread); a connection already hung up or broken stays."""
+        if self.state is ConnectionState.OPEN or self.state is ConnectionState.DROPPED:
+            self._move(ConnectionState.HUNG_UP)
+
+    def mark_broken(self) -> None:
+        """A write failed (any thread); a connection already broken stays."""
+        if self.state is not ConnectionState.BROKEN:
+            self._move(ConnectionState.BROKEN)
+
     def note(self, response: dict[str, Any]) -> None:
         """Keep track of what ``response`` hands out to be confirmed, or confirms."""
         with self._lock:
@@ -179,7 +227,8 @@ class Client:
     def write_more(self) -> None:
         """The socket is writable again: write more of the rest (loop thread)."""
         if self.unwritten and not self.write(self.unwritten):
-            self.unwritten, self.broken, self.closed = b"", True, True
+            self.unwritten = b""
+            self.mark_broken()
         if not self.unwritten:
             self._watch()
 
@@ -188,7 +237,8 @@ class Client:
         write_all(self.sock, data)
 
     def close(self) -> None:
-        """Stop watching the socket and close it (loop thread)."""
+        """Stop watching the socket and close it (loop thread): the connection is dropped."""
+        self._move(ConnectionState.DROPPED)
         if self._watched:
             self._watched = 0
             try:

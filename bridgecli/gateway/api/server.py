@@ -26,7 +26,7 @@ from bridgecli.errors import BridgeError, Conflict, Rejected
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.api import operations, polling, sending
 from bridgecli.gateway.api.answers import ANSWERED, PENDING
-from bridgecli.gateway.api.connections import READ, WRITE, Client, EventLoop, SocketAnswer, line_of
+from bridgecli.gateway.api.connections import READ, WRITE, Client, ConnectionState, EventLoop, SocketAnswer, line_of
 from bridgecli.gateway.api.contract import ApiGateway, WouldWait
 from bridgecli.gateway.api.heldwaits import HeldWaits
 from bridgecli.gateway.api.request_threads import Workers
@@ -156,7 +156,8 @@ class LocalApi:
                 self._readable(client, events)
             except Exception as exc:  # a bug here must not stop the loop: drop only this client
                 glog.event(logger, "local API connection failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
-                client.closed = client.broken = True
+                if client.state is not ConnectionState.DROPPED:  # the bug may have come after the drop
+                    client.mark_broken()
                 if not client.busy:
                     self._drop(client)
 
@@ -165,7 +166,7 @@ class LocalApi:
     def _readable(self, client: Client, events: int) -> None:
         if events & WRITE:
             client.write_more()
-            if client.broken:
+            if client.state is ConnectionState.BROKEN:
                 self._hang_up(client)
                 return
             if not (events & READ):
@@ -185,7 +186,7 @@ class LocalApi:
 
     def _next(self, client: Client) -> None:
         """Serve the client's buffered requests, one at a time."""
-        while client.request is None and not client.closed and not client.unwritten:
+        while client.request is None and client.serving and not client.unwritten:
             end = client.inbuf.find(b"\n")
             if end < 0:
                 if len(client.inbuf) > MAX_REQUEST_BYTES:
@@ -365,7 +366,7 @@ class LocalApi:
                 else:
                     early.finish()
             except OSError:
-                client.broken = True
+                client.mark_broken()
             self._on_loop(lambda: self._request_done(client, token))
 
         self.workers.submit(run)
@@ -384,7 +385,7 @@ class LocalApi:
         if client.request is not token:
             return
         client.request = None
-        if client.closed or client.broken:
+        if not client.serving:
             self._drop(client)
         else:
             self._next(client)
@@ -393,13 +394,13 @@ class LocalApi:
         """Write ``response`` (loop thread); False when the client is gone (then dropped)."""
         client.note(response)
         if not client.write(line_of(response)):
-            client.closed = True
+            client.hang_up()
             self._drop(client)
             return False
         return True
 
     def _hang_up(self, client: Client) -> None:
-        client.closed = True
+        client.hang_up()
         if not client.busy:
             self._drop(client)
 
