@@ -180,7 +180,7 @@ class Client:
 
     def hang_up(self) -> None:
         """Serve no further request (loop thread); a connection already hung up or broken stays."""
-        if self.state is ConnectionState.OPEN or self.state is ConnectionState.DROPPED:
+        if self.state is not ConnectionState.HUNG_UP and self.state is not ConnectionState.BROKEN:
             self._move(ConnectionState.HUNG_UP)
 
     def mark_broken(self) -> None:
