@@ -1,18 +1,12 @@
 """Benchmark: confirmed injections per second into one tmux pane and into the herdr fake.
 
-Baselines, measured in the same run against the same pane:
+Baselines, in the same run against the same pane: ``raw send-keys`` (one tmux process per
+message, no framing or confirmation); ``raw send-keys + wait`` (then poll ``capture-pane``
+until the text shows); ``raw send_input`` (one herdr ``pane.send_input`` per message); and,
+for a 5-line message, ``raw header + paste + Enter + wait`` (the backend's old one-call
+sequence, before it waited for each step to show).
 
-* ``raw send-keys`` — a loop of ``tmux send-keys -l TEXT ; send-keys Enter`` (one tmux
-  process per message, fire-and-forget: no framing, no sanitising, no confirmation);
-* ``raw send-keys + wait`` — the same, then poll ``capture-pane`` until the text shows
-  (what "confirmed" costs with no bridge code at all);
-* ``raw send_input`` — one ``pane.send_input`` request per message on the herdr socket;
-* ``raw header + paste + Enter + wait`` — for a 5-line message: the header typed, the body
-  pasted and Enter in one tmux call, then poll until the header shows (the backend's old
-  sequence, before it waited for each step to show).
-
-Run: ``.venv/bin/python bench/tmux_inject.py [-n 200]``. Prints a table; ``main()`` returns
-the rows. Timing is never asserted in tests.
+Run: ``.venv/bin/python bench/tmux_inject.py [-n 200]``. Timing is never asserted in tests.
 """
 
 from __future__ import annotations
