@@ -8,17 +8,15 @@ runs offline with a made-up key (tests/support/agent_clis.py).
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
-from tmux_helpers import agent_tmux_server, wait_for
+from tmux_helpers import agent_tmux_server, spawn_with_prompt_then_send, wait_for
 
-from bridgecli_tmux.client import tmux_available
 from tests.support import agent_clis
 from tests.support.tmux import stop_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -51,13 +49,7 @@ def test_spawned_claude_is_ready_and_gets_a_message_once(host_factory, claude_ho
     a = host_factory("a", extra_env={"BRIDGE_ROSTER_INTERVAL": "0.5"})
     a.register("main", role="main")
     b.start_gateway(env={"PATH": path}), a.start_gateway()
-    first = f"first-{uuid.uuid4().hex[:8]}"
-    word = f"ping-{uuid.uuid4().hex[:8]}"
-
-    handle = a.bridge_json("spawn", "claude", "-H", b.name, "-l", "cc1", "--prompt", first, timeout=180)
-    sent = a.bridge_json("send", "cc1", word, "--from", "main")
-    pane = handle["deliver"].removeprefix("tmux:")
-    marker = f"[bridge {sent['msgId'][:8]}]"
+    pane, marker, first, word = spawn_with_prompt_then_send(a, b, "claude", "cc1", spawn_timeout=180)
 
     wait_for(lambda: marker in tmux.capture(pane, 300), timeout=60, what="the message in Claude Code's pane")
     wait_for(lambda: first in tmux.capture(pane, 300), timeout=60, what="the first prompt in Claude Code's pane")

@@ -10,17 +10,15 @@ Both run offline with a made-up key and their first-run state written beforehand
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
-from tmux_helpers import agent_tmux_server, wait_for
+from tmux_helpers import agent_tmux_server, spawn_with_prompt_then_send, wait_for
 
-from bridgecli_tmux.client import tmux_available
 from tests.support import agent_clis
 from tests.support.tmux import stop_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")]
+pytestmark = pytest.mark.slow
 
 #: kind -> (its program, what its screen shows once the first prompt was submitted)
 KINDS = {"opencode": ("opencode", "\u25a3 "), "gemini": ("gemini", "> first-")}
@@ -62,13 +60,7 @@ def test_spawned_agent_with_a_prompt_gets_a_message_once(host_factory, agent_hos
     a = host_factory("a", extra_env={"BRIDGE_ROSTER_INTERVAL": "0.5"})
     a.register("main", role="main")
     b.start_gateway(env={"PATH": path}), a.start_gateway()
-    first = f"first-{uuid.uuid4().hex[:8]}"
-    word = f"ping-{uuid.uuid4().hex[:8]}"
-
-    handle = a.bridge_json("spawn", "agent", "-H", b.name, "-l", "ag1", "--prompt", first, timeout=120)
-    sent = a.bridge_json("send", "ag1", word, "--from", "main")
-    pane = handle["deliver"].removeprefix("tmux:")
-    marker = f"[bridge {sent['msgId'][:8]}]"
+    pane, marker, first, _ = spawn_with_prompt_then_send(a, b, "agent", "ag1", spawn_timeout=120)
 
     try:
         wait_for(lambda: marker in tmux.capture(pane, 300), timeout=30, what=f"the message in {kind}'s pane")

@@ -44,3 +44,16 @@ def agent_tmux_server(host, sock: str, agent_env: dict[str, str]):
         env=env,
     )
     return Tmux(sock), env, server_pid(sock)
+
+
+def spawn_with_prompt_then_send(a, b, profile: str, label: str, spawn_timeout: float):
+    """From host ``a`` (with an entity ``main``), spawn ``profile`` on host ``b`` as ``label``
+    with a first prompt, then send it a message the moment the spawn returns, as a user would;
+    returns (its pane, the message's header marker, the prompt, the message's word)."""
+    import uuid
+
+    first = f"first-{uuid.uuid4().hex[:8]}"
+    word = f"ping-{uuid.uuid4().hex[:8]}"
+    handle = a.bridge_json("spawn", profile, "-H", b.name, "-l", label, "--prompt", first, timeout=spawn_timeout)
+    sent = a.bridge_json("send", label, word, "--from", "main")
+    return handle["deliver"].removeprefix("tmux:"), f"[bridge {sent['msgId'][:8]}]", first, word
