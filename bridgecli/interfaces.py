@@ -77,6 +77,24 @@ class BackendTraits:
     #: the entity pulls its messages (a hold): one a local ``send --wait`` / ``poll --wait``
     #: waits for may be recorded as taken by it at once (:meth:`RecordingBackend.record`)
     pulled: bool = False
+    #: what the ``delivered`` receipt says when ``deliver`` returns None (:class:`Delivered`)
+    delivered_how: str = "typed"
+
+
+#: how a message reached its entity, as its ``delivered`` receipt says (docs/receipts.md)
+HOW_TYPED, HOW_HELD, HOW_EXEC, HOW_ACCEPTED = "typed", "held", "exec", "accepted"
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What :meth:`DeliveryBackend.deliver` may return instead of None: how the entity got the
+    message (``how``), whether its turn already began with it (``read``: a structured client
+    started a turn), and the client's own id for it (``ref``: a turn or message id). Why: the
+    sender's ``bridge track`` shows the proof the backend had, not a guess."""
+
+    how: str = HOW_TYPED
+    read: bool = False
+    ref: str | None = None
 
 
 @runtime_checkable
@@ -99,8 +117,9 @@ class DeliveryBackend(Protocol):
         """Validate ``ADDRESS`` of ``--deliver BACKEND:ADDRESS`` at registration; raise
         :class:`bridgecli.errors.BridgeError` with a fix when it is wrong."""
 
-    def deliver(self, entity: Entity, envelope: Envelope) -> None:
-        """Deliver one message; return only when the entity has it."""
+    def deliver(self, entity: Entity, envelope: Envelope) -> Delivered | None:
+        """Deliver one message; return only when the entity has it (None: the backend's
+        ``traits.delivered_how``, see :class:`Delivered`)."""
 
     def status(self, entity: Entity) -> str:
         """The entity's current status, one of :data:`STATUSES`."""

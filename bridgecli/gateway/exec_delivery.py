@@ -22,7 +22,7 @@ TIMEOUT = 60.0
 class ExecBackend:
     inline = False
     #: the command may `bridge reply` to the message it is handling: make it findable first
-    traits = BackendTraits(stage=True)
+    traits = BackendTraits(stage=True, delivered_how="exec")
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context

@@ -23,7 +23,7 @@ class HoldBackend:
 
     inline = True  # one local SQLite commit: safe on the AMQP thread
     #: deliver() writes the dedup record itself (same transaction); waiters may take at once
-    traits = BackendTraits(inline=True, records_itself=True, pulled=True)
+    traits = BackendTraits(inline=True, records_itself=True, pulled=True, delivered_how="held")
 
     def __init__(self, context: BackendContext, store: Store | None = None) -> None:
         self.store = store or context.store or Store(default_path(), context.config.values["messaging.dedup_window"])
