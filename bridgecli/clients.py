@@ -279,6 +279,7 @@ class Change:
     data: dict[str, Any]
     mode: int
     backup: str | None = None
+    part: str = "mcp"  # what is edited: bridge's MCP entry, or its hooks (bridgecli.client_hooks)
 
     @property
     def changed(self) -> bool:
@@ -292,10 +293,12 @@ class Change:
             "changed": self.changed,
             "entry": self.entry,
             "backup": self.backup,
+            "part": self.part,
         }
 
 
-def _mode(path: Path, scope: str) -> int:
+def file_mode(path: Path, scope: str) -> int:
+    """The mode a rewrite keeps: the file's own, else private for a user file."""
     if path.exists():
         return stat.S_IMODE(path.stat().st_mode)
     return 0o600 if scope == "user" else 0o644
@@ -313,7 +316,7 @@ def plan_install(client: Client, scope: str, command: list[str], cwd: Path | Non
     action = "unchanged" if new == old else ("updated" if old is not None else "added")
     if action != "unchanged":
         data.setdefault(client.table_key, {})[ENTRY_NAME] = new
-    return Change(client.name, str(path), action, new, data, _mode(path, scope))
+    return Change(client.name, str(path), action, new, data, file_mode(path, scope))
 
 
 def plan_uninstall(client: Client, scope: str, cwd: Path | None = None) -> Change:
@@ -322,9 +325,9 @@ def plan_uninstall(client: Client, scope: str, cwd: Path | None = None) -> Chang
     data = read(client, path)
     table = servers(client, path, data)
     if not table or ENTRY_NAME not in table:
-        return Change(client.name, str(path), "unchanged", None, data, _mode(path, scope))
+        return Change(client.name, str(path), "unchanged", None, data, file_mode(path, scope))
     old = table.pop(ENTRY_NAME)
-    return Change(client.name, str(path), "removed", old, data, _mode(path, scope))
+    return Change(client.name, str(path), "removed", old, data, file_mode(path, scope))
 
 
 def _backup(path: Path, mode: int) -> Path:

@@ -222,22 +222,28 @@ def check_gateway() -> Check:
 
 
 def check_clients() -> Check:
-    """Which agent clients run bridge's MCP server; an entry that runs another or a missing
-    ``bridge`` is a warning (the client's session would fail to connect, not bridge itself)."""
-    from bridgecli import clients
+    """Which agent clients run bridge's MCP server and its hooks (bridgecli.client_hooks); an
+    entry or hook that runs another or a missing ``bridge``, or a hook missing, is a warning
+    (the client's session would lose bridge's tools or receipts, not bridge itself)."""
+    from bridgecli import client_hooks, clients
 
     entries = clients.configured()
-    bad = [e for e in entries if e.problem]
+    hooks = client_hooks.configured()
+    bad = [f"{e.client} ({e.file}): {e.problem}" for e in entries if e.problem]
+    bad += [f"{h.client} hooks ({h.file}): {h.problem}" for h in hooks if h.problem]
     if bad:
         return Check(
             "agent clients",
             WARN,
-            "; ".join(f"{e.client} ({e.file}): {e.problem}" for e in bad),
+            "; ".join(bad),
             "rerun `bridge install CLIENT` with this bridge (or fix the file by hand)",
         )
     if not entries:
         return Check("agent clients", OK, "no client has bridge configured (`bridge install --all` adds it)")
-    return Check("agent clients", OK, "bridge configured for " + ", ".join(f"{e.client} ({e.file})" for e in entries))
+    text = "bridge configured for " + ", ".join(f"{e.client} ({e.file})" for e in entries)
+    if hooks:
+        text += "; hooks for " + ", ".join(f"{h.client} ({h.file})" for h in hooks)
+    return Check("agent clients", OK, text)
 
 
 def check_secret_files(cfg: Any) -> list[Check]:

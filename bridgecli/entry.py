@@ -3,8 +3,8 @@
 Kept outside :mod:`bridgecli.cli` because importing that package imports click, which is the
 cost the fast paths exist to avoid: TAB completion and ``bridge --help``
 (:mod:`bridgecli.cli.fastpath`), ``bridge --version`` (its start-up goal,
-docs/design.md#goal-startup, had too thin a margin with click loaded) and
-:mod:`bridgecli.fast_send`.
+docs/design.md#goal-startup, had too thin a margin with click loaded),
+:mod:`bridgecli.fast_send` and ``bridge hook`` (:mod:`bridgecli.hooks`, run in every agent turn).
 """
 
 from __future__ import annotations
@@ -64,6 +64,10 @@ def main() -> None:
         except BrokenPipeError:  # `bridge --version | true`: as the click path, not a traceback
             pass
         sys.exit(0)
+    if argv and argv[0] == "hook" and "-h" not in argv and "--help" not in argv:
+        from bridgecli import hooks
+
+        sys.exit(hooks.run(argv[1:]))
     if argv and argv[0] in ("send", "ask", "reply", "answer"):  # the keys of fast_send.OPTIONS
         from bridgecli import fast_send
 

@@ -35,6 +35,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "dlq": ("bridgecli.cli.dlq:dlq", "Inspect, retry or purge dead-lettered messages."),
     "doctor": ("bridgecli.cli.doctor:doctor", "Check config, broker, gateway and file permissions."),
     "entities": ("bridgecli.cli.register:entities", "List the entities registered on this host."),
+    "hook": ("bridgecli.cli.hook:hook", "Report a turn of an agent client to the gateway (its hooks run this)."),
     "hub": ("bridgecli.cli.hub:hub", "Make this machine the hub that other hosts join."),
     "install": (
         "bridgecli.cli.install:install",

@@ -60,21 +60,29 @@ def _select(names: tuple[str, ...], all_: bool, scope: str) -> list:
 
 
 def _report(changes: list, dry_run: bool, as_json: bool) -> None:
-    if as_json:
-        output.data({"dryRun": dry_run, "clients": [c.as_dict() for c in changes]})
+    if as_json:  # one item per client; its hooks' change (when any) under "hooks"
+        items: list[dict] = []
+        for change in changes:
+            if change.part == "hooks":
+                items[-1]["hooks"] = {k: v for k, v in change.as_dict().items() if k not in ("client", "part")}
+            else:
+                items.append({k: v for k, v in change.as_dict().items() if k != "part"})
+        output.data({"dryRun": dry_run, "clients": items})
         return
     for change in changes:
+        what = "hooks" if change.part == "hooks" else "entry"
         if not change.changed:
-            what = "bridge's entry is already as wanted" if change.entry is not None else "no bridge entry"
-            output.line(f"{change.client}: unchanged — {what} in {change.file}")
+            state = f"bridge's {what} already as wanted" if change.entry is not None else f"no bridge {what}"
+            output.line(f"{change.client}: unchanged — {state} in {change.file}")
             continue
         verb = {"added": "add", "updated": "update", "removed": "remove"}[change.action]
         if dry_run:
-            output.line(f"{change.client}: would {verb} bridge's entry in {change.file}:")
+            output.line(f"{change.client}: would {verb} bridge's {what} in {change.file}:")
         else:
             backup = f" (backup: {change.backup})" if change.backup else ""
-            output.line(f"{change.client}: {change.action} bridge's entry in {change.file}{backup}:")
-        for text in json.dumps({"bridge": change.entry}, indent=2).splitlines():
+            output.line(f"{change.client}: {change.action} bridge's {what} in {change.file}{backup}:")
+        shown = change.entry if change.part == "hooks" else {"bridge": change.entry}
+        for text in json.dumps(shown, indent=2).splitlines():
             output.line(f"  {text}")
     if not dry_run and changes and not any(c.changed for c in changes):
         output.note("bridge: nothing to change")
@@ -84,9 +92,30 @@ def _run(changes: list, dry_run: bool, as_json: bool) -> None:
     from bridgecli import clients
 
     if not dry_run:
+        written: dict[str, str | None] = {}  # file -> its backup
         for change in changes:
+            if change.changed and change.file in written:
+                change.backup = written[change.file]  # one write carried both parts (same data)
+                continue
             clients.apply(change)
+            if change.changed:
+                written[change.file] = change.backup
     _report(changes, dry_run, as_json)
+
+
+def _with_hooks(changes: list, chosen: list, scope: str, install: bool) -> list:
+    """Each MCP change followed by the hooks change of a client bridge has hooks for (user
+    settings only: a project's hooks are the project's)."""
+    from bridgecli import client_hooks
+
+    if scope != "user":
+        return changes
+    out = []
+    for client, change in zip(chosen, changes, strict=True):
+        out.append(change)
+        if client_hooks.supported(client):
+            out.append(client_hooks.plan(client, install, base=change))
+    return out
 
 
 @click.command()
@@ -95,25 +124,35 @@ def _run(changes: list, dry_run: bool, as_json: bool) -> None:
 @click.option(
     "--role", type=click.Choice(["main", "orchestrator"]), default=None, help="Passed to `bridge mcp --role`."
 )
+@click.option("--no-hooks", is_flag=True, help="Only the MCP entry: no read-receipt and activity hooks.")
 def install(
-    names: tuple[str, ...], all_: bool, scope: str, dry_run: bool, as_json: bool, label: str | None, role: str | None
+    names: tuple[str, ...],
+    all_: bool,
+    scope: str,
+    dry_run: bool,
+    as_json: bool,
+    label: str | None,
+    role: str | None,
+    no_hooks: bool,
 ) -> None:
     """Add bridge's MCP server to Claude Code, Codex, OpenCode, Gemini or Cursor.
 
-    CLIENT is claude-code, codex, opencode, gemini or cursor. The entry, named "bridge", runs
-    this installation's bridge by absolute path, never another `bridge` on PATH (iproute2's).
-    --scope user edits ~/.claude.json, $CODEX_HOME/config.toml,
-    $XDG_CONFIG_HOME/opencode/opencode.json, ~/.gemini/settings.json or ~/.cursor/mcp.json;
-    --scope project the client's file here (.mcp.json, opencode.json, .gemini/settings.json,
-    .cursor/mcp.json; Codex has none). Other keys are kept; the file is backed up
-    (FILE.bridge-backup-TIME) and replaced atomically; a rerun changes nothing. Exit codes:
-    6 unknown client, 11 client not installed, 3 file unreadable (nothing written).
+    CLIENT: claude-code, codex, opencode, gemini or cursor. The entry, named "bridge", runs
+    this bridge by absolute path, never a `bridge` on PATH (iproute2's), in the user's
+    file or (--scope project) the client's file here; Codex has none. Claude Code and Gemini
+    also get hooks in ~/.claude or ~/.gemini/settings.json that report reads and activity
+    (docs/hooks.md; user scope; not with --no-hooks). Other keys and hooks are kept; the file
+    is backed up (FILE.bridge-backup-TIME) and replaced atomically; reruns change nothing.
+    Exit: 6 unknown client, 11 client not installed, 3 file unreadable.
     """
     from bridgecli import clients
 
     chosen = _select(names, all_, scope)
     command = clients.mcp_command(label, role)
-    _run([clients.plan_install(c, scope, command) for c in chosen], dry_run, as_json)
+    changes = [clients.plan_install(c, scope, command) for c in chosen]
+    if not no_hooks:
+        changes = _with_hooks(changes, chosen, scope, install=True)
+    _run(changes, dry_run, as_json)
 
 
 @click.command()
@@ -121,11 +160,13 @@ def install(
 def uninstall(names: tuple[str, ...], all_: bool, scope: str, dry_run: bool, as_json: bool) -> None:
     """Remove bridge's MCP server entry from agent clients.
 
-    Removes only the entry named "bridge" from the same files `bridge install` edits, after
-    a backup (FILE.bridge-backup-TIME); every other server and key stays. A client without
-    the entry is reported unchanged.
+    Removes only the entry named "bridge" from the same files `bridge install` edits, and
+    (--scope user) bridge's own hooks from Claude Code's and Gemini's settings.json, after a
+    backup (FILE.bridge-backup-TIME); every other server, hook and key stays. A client
+    without them is reported unchanged.
     """
     from bridgecli import clients
 
     chosen = _select(names, all_, scope)
-    _run([clients.plan_uninstall(c, scope) for c in chosen], dry_run, as_json)
+    changes = _with_hooks([clients.plan_uninstall(c, scope) for c in chosen], chosen, scope, install=False)
+    _run(changes, dry_run, as_json)
