@@ -229,6 +229,19 @@ SETTINGS: dict[str, Setting] = {
             "Seconds a held message may wait before its entity is nudged.",
             check=positive,
         ),
+        Setting(
+            "receipts.enabled",
+            bool,
+            True,
+            "Track sent messages and send receipts back to senders' hosts (bridge track; docs/receipts.md).",
+        ),
+        Setting(
+            "receipts.keep",
+            float,
+            604800.0,
+            "Seconds this host keeps the record of a message it sent (bridge track).",
+            check=positive,
+        ),
         Setting("roster.interval", float, 5.0, "Presence heartbeat interval in seconds.", check=positive),
         Setting(
             "roster.expiry_missed", int, 3, "Missed heartbeats after which a roster entry expires.", check=positive

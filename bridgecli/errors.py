@@ -36,6 +36,7 @@ class ExitCode(enum.IntEnum):
     TLS = 17  #: a TLS handshake failed: certificate not trusted, wrong hub, bad client files
     CLOCK = 18  #: this host's clock and the hub's are too far apart
     RATE_LIMITED = 19  #: the hub's registrar is refusing this host's requests for a while
+    DEAD_LETTERED = 20  #: the message was dead-lettered on the recipient's host (`bridge track`)
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -91,6 +92,12 @@ class Timeout(BridgeError):
 
 class Rejected(BridgeError):
     exit_code = ExitCode.REJECTED
+
+
+class DeadLettered(BridgeError):
+    """The recipient's gateway dead-lettered the message: its receipt says why."""
+
+    exit_code = ExitCode.DEAD_LETTERED
 
 
 class PluginError(BridgeError):

@@ -324,3 +324,57 @@ class RosterRequest(_Request):
     OP = "roster"
     FIELDS = {"host": None}
     host: str | None
+
+
+class TrackRequest(_Request):
+    """What became of ``msg_id`` (a full id, or a prefix of at least 8 characters), a message
+    sent from this host; with ``wait`` (``delivered`` or ``read``) block up to ``within``
+    seconds until it gets there or is dead-lettered."""
+
+    __slots__ = ("msg_id", "wait", "within")
+    OP = "track"
+    FIELDS = {"msg_id": "", "wait": None, "within": 60.0}
+    msg_id: str
+    wait: str | None
+    within: float
+
+    def _validate(self) -> None:
+        text = str(self.msg_id).lower()
+        if len(text) < 8 or len(text) > 36 or any(c not in _HEX and c != "-" for c in text):
+            raise _invalid(f"{str(self.msg_id)[:40]!r} is not a message id", "pass the msgId `bridge send` printed")
+        object.__setattr__(self, "msg_id", text)
+        if self.wait not in (None, "delivered", "read"):
+            raise _invalid(f"cannot wait for {self.wait!r}", "wait for delivered or read", usage=True)
+        if not isinstance(self.within, int | float) or not 0 <= self.within <= 24 * 3600:
+            raise _invalid("--timeout must be between 0s and 24h", "pass a duration such as 30s", usage=True)
+
+
+class ActivityRequest(_Request):
+    """What an agent's hook reports: its entity (``gid``, else the tmux ``pane`` it runs in)
+    began reading these frame ``markers`` (``seen``), or is now ``status`` (``working``,
+    ``waiting``, ``idle``); ``how`` names the hook (``hook:claude-code``)."""
+
+    __slots__ = ("gid", "pane", "markers", "status", "how")
+    OP = "activity"
+    FIELDS = {"gid": None, "pane": None, "markers": (), "status": None, "how": "hook"}
+    gid: str | None
+    pane: str | None
+    markers: tuple[str, ...]
+    status: str | None
+    how: str
+
+    def _validate(self) -> None:
+        markers = self.markers
+        if not isinstance(markers, list | tuple) or len(markers) > 64:
+            raise _invalid("markers must be a list of at most 64", "send the markers of one prompt")
+        if not all(isinstance(m, str) and len(m) == 8 and all(c in _HEX for c in m) for m in markers):
+            raise _invalid("a marker is 8 lower-case hex digits", "send what follows `[bridge ` in a frame")
+        object.__setattr__(self, "markers", tuple(markers))
+        if self.status not in (None, "working", "waiting", "idle"):
+            raise _invalid(f"status {str(self.status)[:20]!r} is not working, waiting or idle", "send one of those")
+        if not isinstance(self.how, str) or not 0 < len(self.how) <= 40:
+            raise _invalid("how must be a short name", "send e.g. hook:claude-code")
+        for name in ("gid", "pane"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or len(value) > 64):
+                raise _invalid(f"{name} must be a short string", "send the value of $BRIDGE_GID or $TMUX_PANE")

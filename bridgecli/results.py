@@ -317,3 +317,22 @@ class RosterResult(_Wire):
             gateways=tuple(GatewayRow(g) for g in wire.get("gateways") or ()),
             interval=wire.get("interval"),
         )
+
+
+class TrackResult(_Wire):
+    """What became of one message sent from this host: ``states`` maps each state it reached
+    (``sent``, ``delivered``, ``read``, ``dead-lettered``) to ``{at, how, ref}`` or
+    ``{at, reason}``."""
+
+    __slots__ = ("msg_id", "recipient", "states")
+    msg_id: str
+    recipient: str
+    states: dict[str, dict[str, Any]]
+
+    def _read(self, wire: dict[str, Any]) -> None:
+        self._set(msg_id=wire["msgId"], recipient=wire["to"], states=dict(wire.get("states") or {}))
+
+    @property
+    def dead(self) -> bool:
+        """Dead-lettered, and not delivered since (a retry from the DLQ may deliver it)."""
+        return "dead-lettered" in self.states and "delivered" not in self.states

@@ -45,6 +45,8 @@ MEANINGS: dict[str, str] = {
     "CLOCK": "This host's clock and the hub's differ by more than five minutes; fix the time (NTP) and retry.",
     "RATE_LIMITED": "The hub's registrar is refusing this host's requests for a while (too many in a short "
     "time); wait the seconds the error names and retry.",
+    "DEAD_LETTERED": "The recipient's gateway dead-lettered the message (`bridge track`, `send --wait`); the "
+    "error gives its reason, and `bridge dlq` on the hub shows the message.",
     "INTERRUPTED": "Stopped by Ctrl-C.",
 }
 

@@ -67,7 +67,7 @@ def test_both_sessions_serve_every_operation_of_the_interface():
 
 def test_every_operation_has_a_model():
     ops = {cls.OP for cls in vars(requests).values() if isinstance(cls, type) and getattr(cls, "OP", "")}
-    assert ops == {"send", "register", "unregister", "poll", "show", "spawn", "stop", "roster"}
+    assert ops == {"send", "register", "unregister", "poll", "show", "spawn", "stop", "roster", "track", "activity"}
 
 
 @pytest.mark.parametrize(

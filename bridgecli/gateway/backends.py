@@ -15,7 +15,15 @@ from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, DeliveryError
 from bridgecli.hoststate.store import DELIVERED, Store
 from bridgecli.hoststate.transaction import Transaction
-from bridgecli.interfaces import BackendContext, BackendTraits, DeliveryBackend, Entity, RecordingBackend, traits_of
+from bridgecli.interfaces import (
+    BackendContext,
+    BackendTraits,
+    Delivered,
+    DeliveryBackend,
+    Entity,
+    RecordingBackend,
+    traits_of,
+)
 
 
 class Backends:
@@ -55,19 +63,20 @@ class Backends:
         envelope: Envelope,
         tx: Transaction | None = None,
         traits: BackendTraits | None = None,
-    ) -> None:
+    ) -> Delivered:
         """Hand one message to ``backend`` and write its dedup record (unless the backend
         records it itself), in ``tx`` when given; any failure comes out as a DeliveryError.
-        ``traits``: the backend's, when the caller has them already."""
+        ``traits``: the backend's, when the caller has them already. Returns how it was
+        delivered: what the backend said, else its traits' ``delivered_how``."""
         if traits is None:
             traits = self.traits(entity)  # ``backend`` is this entity's: its traits are cached
         if traits.stage:
             self.store.stage(envelope, tx=tx)  # visible to `bridge reply` while the backend runs
         try:
             if traits.records_itself:
-                cast(RecordingBackend, backend).deliver(entity, envelope, tx=tx)  # records in tx
+                outcome = cast(RecordingBackend, backend).deliver(entity, envelope, tx=tx)  # records in tx
             else:
-                backend.deliver(entity, envelope)
+                outcome = backend.deliver(entity, envelope)
         except DeliveryError:
             raise
         except BridgeError as exc:
@@ -76,3 +85,4 @@ class Backends:
             raise DeliveryError(f"backend {entity.backend} raised {type(exc).__name__}: {exc}") from exc
         if not traits.records_itself:
             self.store.record(envelope, DELIVERED, tx=tx)
+        return outcome if isinstance(outcome, Delivered) else Delivered(how=traits.delivered_how)

@@ -68,7 +68,7 @@ class Burst:
         backend: DeliveryBackend,
         traits: BackendTraits,
         envelope: Envelope,
-        deliver: Callable[[Transaction], None],
+        deliver: Callable[[Transaction], object],
     ) -> int:
         """Take ``envelope`` into the open transaction: handed to a waiter for it, else
         ``deliver(tx)`` (the backend's write, in that transaction). Whatever ``deliver`` raises

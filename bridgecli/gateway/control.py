@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import pika
 
-from bridgecli import agent_kinds, gids, paths
+from bridgecli import agent_kinds, gids, paths, receipts
 from bridgecli.amqp import topology
 from bridgecli.control_client import DEFAULT_READY_TIMEOUT
 from bridgecli.error_wire import to_wire as error_to_wire
@@ -47,6 +47,8 @@ class ControlHost(Protocol):
     channel: Any
     publisher: Any
     on_connect_hooks: list[Callable[[], None]]
+    #: takes the receipt frames that arrive on ``control.<host>`` (``on_frame(user_id, body)``)
+    tracking: Any
 
     @property
     def exclusive(self) -> bool: ...
@@ -86,6 +88,10 @@ class Control:
         channel.basic_consume(queue, self._on_request, exclusive=self.gw.exclusive)
 
     def _on_request(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
+        if props.type == receipts.FRAME_TYPE:  # what became of messages sent from here
+            self.gw.tracking.on_frame(props.user_id, body)
+            channel.basic_ack(method.delivery_tag)
+            return
         channel.basic_ack(method.delivery_tag)
         try:
             request = json.loads(body)

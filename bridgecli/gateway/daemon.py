@@ -29,7 +29,7 @@ from bridgecli.amqp.publisher import Publisher
 from bridgecli.amqp.stepped import SteppedConnection, Stepper
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
-from bridgecli.gateway import deadletter, identity, iocalls, registration
+from bridgecli.gateway import deadletter, identity, iocalls, registration, tracking
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
@@ -44,7 +44,7 @@ from bridgecli.gateway.waiters import Waiters
 from bridgecli.hoststate.entities import Registry, open_registry
 from bridgecli.hoststate.store import Store, open_store
 from bridgecli.hub.claims import claimer_for
-from bridgecli.interfaces import DeliveryBackend, Entity
+from bridgecli.interfaces import Delivered, DeliveryBackend, Entity
 
 if TYPE_CHECKING:
     from bridgecli.roster import RosterView
@@ -125,6 +125,10 @@ class Gateway:
         #: queues of ours consumed by another client (a clone of this host?)
         self.elsewhere = Elsewhere(stale_grace=2 * float(config.values["broker.heartbeat"]) + 60.0)
         self.add_periodic(0.5, self._retry_elsewhere)
+        #: receipts to senders' hosts and from recipients' hosts, and hooks' activity
+        self.tracking = tracking.build(config, self.store, self.lane, self.stepper, lambda: self.roster, self.waiters)
+        self.add_periodic(600.0, self.tracking.prune)
+        self.add_status("receipts", self.tracking.status_line)
 
     def use_roster(self, view: RosterView) -> None:
         """Resolve targets and verify senders against ``view`` (presence calls this once)."""
@@ -403,6 +407,8 @@ class Gateway:
     def flush_batch(self) -> None:
         """Commit, hand over, sync and ack the open burst (:meth:`.burst.Burst.flush`); log it."""
         batch = self.burst.flush(self.channel)
+        for _, entity, envelope in batch:
+            self.tracking.delivered(envelope, Delivered(how=self.backends.traits(entity).delivered_how))
         if len(batch) == 1:
             _, entity, envelope = batch[0]
             self._log_delivered(entity, envelope)
@@ -421,7 +427,8 @@ class Gateway:
     def deliver_once(self, entity: Entity, backend: DeliveryBackend, envelope: Envelope) -> None:
         """Hand one message to the backend, write its dedup record, log it and wake its
         waiters (a worker thread's call; raises DeliveryError)."""
-        self.backends.deliver(entity, backend, envelope)
+        outcome = self.backends.deliver(entity, backend, envelope)
+        self.tracking.delivered(envelope, outcome)
         self._log_delivered(entity, envelope)
         self.waiters.notify(envelope)
 
@@ -470,6 +477,7 @@ class Gateway:
             self.connection.after_step(lambda: self.dead_letter(tag, props, body, queue_name, reason, detail, attempts))
             return
         assert self.publisher is not None and self.channel is not None
+        self.tracking.dead_lettered(body, getattr(props, "user_id", None), reason, detail)
         deadletter.dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
 
     # --- publishing ---------------------------------------------------------------------

@@ -48,6 +48,8 @@ class PresenceHost(Protocol):
     on_entity_added: list[Callable[[Entity], None]]
     on_entity_removed: list[Callable[[Entity, str], None]]
     on_stop_hooks: list[Callable[[], None]]
+    #: what agents' hooks report they are doing (``activity_of(gid)``)
+    tracking: Any
 
     def add_periodic(self, interval: float, fn: Callable[[], None]) -> None: ...
 
@@ -255,7 +257,10 @@ class Presence:
                 )
                 if launched == "gone":
                     return launched
-            return self.gw.backend_for(entity).status(entity)
+            status = self.gw.backend_for(entity).status(entity)
+            # what the agent's own hooks last said (working, waiting, idle) beats a guess from
+            # its pane, unless the pane is gone
+            return status if status == "gone" else self.gw.tracking.activity_of(entity.gid) or status
         except Exception:
             return "unknown"
 

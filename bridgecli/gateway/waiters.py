@@ -88,6 +88,8 @@ class Waiter:
     #: called after every wake-up (any thread): a wait held on a loop, with no thread blocked
     #: in :meth:`wait`, learns of it this way (:meth:`call_on_wake`)
     on_wake: Callable[[], None] | None = None
+    #: why the message a ``send --wait`` waits on was dead-lettered (:meth:`Waiters.fail`)
+    failure: str | None = None
 
     def wake(self) -> None:
         """Wake whoever waits for this waiter: its thread, or its :attr:`on_wake`."""
@@ -222,6 +224,18 @@ class Waiters:
                     if waiter.state is WaiterState.OFFERED and waiter.handed:
                         self._answer(waiter)
                     waiter.wake()
+
+    def fail(self, msg_id: str, reason: str) -> int:
+        """Wake every ``send --wait`` waiting on ``msg_id``, which was dead-lettered for
+        ``reason`` (its receipt said so): it ends with that reason instead of waiting out its
+        timeout. Returns how many were woken."""
+        with self.lock:
+            failed = [w for w in self._waiting if w.in_reply_to == msg_id and w.claims]
+            for waiter in failed:
+                waiter.failure = reason
+        for waiter in failed:
+            waiter.wake()
+        return len(failed)
 
     def offer(self, waiter: Waiter, answer: Callable[[list[StoredMessage]], bool]) -> bool:
         """Let the thread that hands ``waiter`` messages answer its client itself with ``answer``

@@ -13,6 +13,7 @@ from bridgecli.interfaces import Entity
 def _presence(interval=1.0, **gw_attrs):
     lane = SimpleNamespace(ready=threading.Event())
     lane.ready.set()
+    gw_attrs.setdefault("tracking", SimpleNamespace(activity_of=lambda gid: None))
     gw = SimpleNamespace(
         config=SimpleNamespace(values={"roster.interval": interval, "roster.expiry_missed": 3}), lane=lane, **gw_attrs
     )
@@ -68,3 +69,17 @@ def test_a_spawned_entity_whose_process_is_gone_is_announced_gone():
     answers["subprocess"] = "running"
     assert p.status_of(_entity("subprocess")) == "idle"  # alive: the backend's status
     assert p.status_of(_entity(None)) == "idle"  # registered by hand: no launcher to ask
+
+
+def test_what_the_agents_hooks_report_wins_unless_its_pane_is_gone():
+    reported = {}
+    statuses = {"now": "idle"}
+    backend = SimpleNamespace(status=lambda entity: statuses["now"])
+    tracking = SimpleNamespace(activity_of=reported.get)
+    p = _presence(plugins=SimpleNamespace(), backend_for=lambda entity: backend, tracking=tracking)
+    entity = _entity(None)
+    assert p.status_of(entity) == "idle"
+    reported[entity.gid] = "blocked"  # its Notification hook: waiting for the user
+    assert p.status_of(entity) == "blocked"
+    statuses["now"] = "gone"
+    assert p.status_of(entity) == "gone"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from bridgecli.config import Config
     from bridgecli.envelope import Envelope
+    from bridgecli.gateway.tracking import Tracking
     from bridgecli.gateway.waiters import Waiters
     from bridgecli.hoststate.entities import Registry
     from bridgecli.hoststate.store import Store
@@ -60,6 +61,10 @@ class ApiGateway(Protocol):
     @property
     def waiters(self) -> Waiters:
         """Local calls blocked on a message, and the hand-offs to them."""
+
+    @property
+    def tracking(self) -> Tracking:
+        """Receipts: the ledger of messages sent from here, and what hooks report."""
 
     @property
     def roster(self) -> RosterView | None:

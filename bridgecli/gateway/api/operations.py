@@ -22,6 +22,7 @@ from bridgecli.gateway.api.contract import ApiGateway
 from bridgecli.gateway.api.polling import op_poll
 from bridgecli.gateway.api.sending import LOOK_EVERY, MAX_WAIT, op_send
 from bridgecli.gateway.api.speaker import speaker
+from bridgecli.gateway.api.tracking_ops import op_activity, op_receipts, op_track
 from bridgecli.gids import short
 from bridgecli.hoststate.wire import entity_dict, message_dict
 from bridgecli.requests import (
@@ -234,6 +235,10 @@ OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "roster": op_roster,
     "spawn": op_spawn,
     "stop": op_stop,
+    "track": op_track,
+    "seen": op_activity,
+    "activity": op_activity,
+    "receipts": op_receipts,
 }
 
 __all__ = ["ANSWERED", "OPS", "PENDING", "EarlyAnswer", "entity_dict", "message_dict", "short"]

@@ -42,13 +42,16 @@ class Polling:
     #: what the early answer wrote, once it went out
     sent: list[dict[str, Any]] = field(default_factory=list)
 
-    def result_of(self, messages: list[StoredMessage]) -> dict[str, Any]:
-        """The response to ``messages``."""
+    def result_of(self, gw: ApiGateway, messages: list[StoredMessage]) -> dict[str, Any]:
+        """The response to ``messages``; their senders learn they were read, unless peeked at."""
         result = {"gid": self.gid, "messages": [message_dict(m) for m in messages], **self.registered}
         if self.peer:
             result["peer"] = self.peer
         if self.request.confirm and not self.request.peek and messages:
             result[PENDING] = [m.envelope.msg_id for m in messages]
+        if messages and not self.request.peek:
+            pulled = [(m.envelope.msg_id, m.envelope.recipient, m.envelope.sender_host) for m in messages]
+            gw.tracking.read(pulled, "poll")
         return result
 
     def look(self, gw: ApiGateway) -> dict[str, Any] | None:
@@ -68,7 +71,7 @@ class Polling:
             if handed:
                 messages = sorted(messages + handed, key=lambda m: m.received)
         if messages or waiter is None or time.monotonic() >= self.deadline:
-            return self.result_of(messages)
+            return self.result_of(gw, messages)
         return None
 
     def offer(self, gw: ApiGateway) -> bool:
@@ -78,7 +81,7 @@ class Polling:
             return False
 
         def build(handed: list[StoredMessage]) -> dict[str, Any]:
-            return self.result_of(sorted(handed, key=lambda m: m.received))
+            return self.result_of(gw, sorted(handed, key=lambda m: m.received))
 
         return gw.waiters.offer(self.waiter, early_answer(self.early, build, self.sent))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bridgecli import messaging, sender
-from bridgecli.errors import Timeout
+from bridgecli.errors import DeadLettered, Timeout
 from bridgecli.gateway.api.answers import PENDING, EarlyAnswer, answered, early_answer
 from bridgecli.gateway.api.contract import ApiGateway, WouldWait
 from bridgecli.gateway.api.speaker import speaker
@@ -27,6 +27,7 @@ from bridgecli.requests import SendRequest
 
 if TYPE_CHECKING:
     from bridgecli.envelope import Envelope
+    from bridgecli.gateway.tracking import Tracking
     from bridgecli.gateway.waiters import Waiter
 
 MAX_WAIT = 24 * 3600.0
@@ -97,7 +98,7 @@ def prepare(gw: ApiGateway, wire: dict[str, Any], early: EarlyAnswer | None, may
         sending.waiter = gw.waiters.add(identity.gid, envelope.msg_id, claims=1, two_phase=request.confirm)
         if early is not None and request.new_id is None:  # a resend looks in the store first
             build = early_answer(
-                early, lambda handed: _with_reply(result, message_dict(handed[0]), request.confirm), sending.sent
+                early, lambda handed: _with_reply(gw, result, message_dict(handed[0]), request.confirm), sending.sent
             )
             sending.offered = gw.waiters.offer(sending.waiter, build)
     return sending
@@ -132,7 +133,7 @@ def finish(gw: ApiGateway, sending: Sending, confirmed: list[Future], first_wait
             mark=TAKEN if request.confirm else DRAINED,
             started=sending.started,
         )
-        return _with_reply(sending.result, reply, request.confirm)
+        return _with_reply(gw, sending.result, reply, request.confirm)
     finally:
         gw.waiters.remove(waiter)
 
@@ -162,17 +163,35 @@ def start(gw: ApiGateway, wire: dict[str, Any], early: EarlyAnswer | None) -> tu
 
 
 def _published(gw: ApiGateway, sending: Sending, publish: Callable[[], list[Future]]) -> list[Future]:
-    """``publish()``'s confirm futures; when it fails, the send's waiter goes with it."""
+    """``publish()``'s confirm futures; when it fails, the send's waiter goes with it. Each
+    message is tracked from before its publish (a local recipient's receipt may come before
+    the confirm) and marked sent by its confirm."""
+    tracking = gw.tracking
+    if tracking.enabled:
+        tracking.sending(sending.envelopes)
     try:
-        return publish()
+        futures = publish()
     except BaseException:
         if sending.waiter is not None:
             gw.waiters.remove(sending.waiter)
+        if tracking.enabled:
+            tracking.confirmed_all([e.msg_id for e in sending.envelopes], ok=False)
         raise
+    if tracking.enabled:
+        for envelope, future in zip(sending.envelopes, futures, strict=True):
+            future.add_done_callback(_marks_sent(tracking, envelope.msg_id))
+    return futures
 
 
-def _with_reply(result: dict[str, Any], reply: dict[str, Any], confirm: bool) -> dict[str, Any]:
-    """A ``send --wait``'s response: ``result`` with its reply, pending if the client confirms."""
+def _marks_sent(tracking: Tracking, msg_id: str) -> Callable[[Future], None]:
+    """A confirm's callback that marks ``msg_id`` sent, or forgets it when refused."""
+    return lambda done: tracking.confirmed(msg_id, not done.cancelled() and done.exception() is None)
+
+
+def _with_reply(gw: ApiGateway, result: dict[str, Any], reply: dict[str, Any], confirm: bool) -> dict[str, Any]:
+    """A ``send --wait``'s response: ``result`` with its reply, pending if the client confirms;
+    the reply's sender learns it was read (``wait``)."""
+    gw.tracking.read([(reply["msgId"], reply["to"], reply.get("fromHost"))], "wait")
     out = {**result, "reply": reply}
     if confirm and reply.get("state") != DELIVERED:
         out[PENDING] = [reply["msgId"]]
@@ -211,6 +230,8 @@ def _await_reply(
                 return message_dict(found)
         if confirm.done() and confirm.exception() is not None:
             raise confirm.exception()  # type: ignore[misc]
+        if waiter.failure is not None:  # its receipt says it was dead-lettered: no reply is coming
+            raise DeadLettered(f"{msg_id} was dead-lettered: {waiter.failure}", f"see it with `bridge track {msg_id}`")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             await_confirm(confirm, started + CONFIRM_TIMEOUT)
