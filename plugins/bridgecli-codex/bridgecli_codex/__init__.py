@@ -1,0 +1,3 @@
+"""bridge's Codex plugin: deliver messages as turns through ``codex app-server`` and launch one."""
+
+__version__ = "0.1.0"
