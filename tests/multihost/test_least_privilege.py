@@ -10,6 +10,7 @@ claiming to come from B but published by A is dead-lettered with ``sender_mismat
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -308,3 +309,64 @@ def test_permission_patterns_shape():
     # 10,000 entities cost the grant nothing: it does not grow with them
     assert len(for_host("hosta").read) == len(for_host("hosta", [gids.mint("hosta") for _ in range(10_000)]).read)
     assert json.dumps(perms.rabbitmqctl("hosta"))
+
+
+def _receipt_counts(lab: NetnsLab, host: str) -> dict[str, int]:
+    """The receipt counters host ``host``'s ``bridge status`` shows."""
+    line = lab.bridge_json(host, "status")["extra"]["receipts"]
+    return {name: int(count) for name, count in re.findall(r"([a-z]+) (\d+)", line)}
+
+
+def test_a_host_cannot_forge_receipts_for_another_hosts_entity(netns_lab: NetnsLab, secure_hosts):
+    """B tracks a message to A (whose receipts count) and one to its own second entity (which
+    only B may speak for). A, a joined host using only its own grants, forges receipts into
+    B's control queue: each kind is dropped and counted, and B's records do not change."""
+    lab = netns_lab
+    s = secure_hosts
+    a, b = s["a"], s["b"]
+    user, password = s["creds"]["A"]
+    other = register(lab, b, "lp-other")
+    to_a = lab.bridge_json(b, "send", s["main"], "receipts please", "--from", "lp-worker", "--force")
+    local = lab.bridge_json(b, "send", other, "for B only", "--from", "lp-worker")
+    held = lab.bridge_json(b, "track", to_a["msgId"], "--wait", "delivered", "--timeout", "30s")
+    assert held["states"]["delivered"]["how"] == "held"  # A's real receipt counts
+    before = _receipt_counts(lab, b)
+
+    def item(msg_id: str, to: str, state: str = "read") -> dict[str, Any]:
+        return {"msgId": msg_id, "to": to, "state": state, "at": 1.0, "how": "forged"}
+
+    frames = [
+        # claims to be B itself: A's user may not speak for host B
+        {"v": 1, "host": b, "receipts": [item(local["msgId"], other)]},
+        # as A, about B's own entity: not A's to speak for
+        {"v": 1, "host": a, "receipts": [item(local["msgId"], other)]},
+        # as A, about a message B never sent
+        {"v": 1, "host": a, "receipts": [item(str(uuid.uuid4()), s["main"])]},
+        # as A, the delivered receipt again: a duplicate
+        {"v": 1, "host": a, "receipts": [item(to_a["msgId"], s["main"], "delivered")]},
+        # as A, a malformed item next to nothing else
+        {"v": 1, "host": a, "receipts": [{"msgId": "x", "state": "read"}]},
+    ]
+
+    def publish(ch) -> None:
+        ch.confirm_delivery()
+        props = pika.BasicProperties(type="RECEIPT", user_id=user, delivery_mode=2)
+        for frame in frames:
+            ch.basic_publish(topology.CONTROL, b, json.dumps(frame).encode(), props)
+        ch.basic_publish(topology.CONTROL, b, b"\xff not json", props)
+        ch.basic_publish(topology.CONTROL, b, b"[" * 100_000, props)
+
+    assert _refused(lab, user, password, publish) == 0  # the broker lets A write to B's key: B must check
+    expected = {"forged": 2, "unknown": 1, "duplicate": 1, "bad": 3}
+    wait_for(
+        lambda: all(_receipt_counts(lab, b)[k] - before[k] >= n for k, n in expected.items()),
+        what=f"B to count the forged receipts ({expected})",
+    )
+    after = _receipt_counts(lab, b)
+    assert after["recorded"] == before["recorded"]  # nothing forged was recorded
+    assert "read" not in lab.bridge_json(b, "track", local["msgId"])["states"]
+    assert "read" not in lab.bridge_json(b, "track", to_a["msgId"])["states"]
+    # B's gateway is still fine: a real read receipt from A still counts
+    assert [m["msgId"] for m in poll(lab, a, s["main"])] == [to_a["msgId"]]
+    read = lab.bridge_json(b, "track", to_a["msgId"], "--wait", "read", "--timeout", "30s")
+    assert read["states"]["read"]["how"] == "poll"
