@@ -336,3 +336,20 @@ class TrackResult(_Wire):
     def dead(self) -> bool:
         """Dead-lettered, and not delivered since (a retry from the DLQ may deliver it)."""
         return "dead-lettered" in self.states and "delivered" not in self.states
+
+    def check(self, wait: str | None, within: float) -> None:
+        """Raise the error whose exit code says how a track ended, for the CLI and the MCP tool
+        alike: :class:`~bridgecli.errors.DeadLettered`, or :class:`~bridgecli.errors.Timeout`
+        when ``wait``'s state was not reached within ``within`` seconds."""
+        from bridgecli.errors import DeadLettered, Timeout
+
+        if self.dead:
+            reason = self.states["dead-lettered"].get("reason") or "no reason given"
+            raise DeadLettered(
+                f"{self.msg_id} was dead-lettered: {reason}", "fix the cause, then `bridge dlq retry` on the hub"
+            )
+        if wait and wait not in self.states:
+            raise Timeout(
+                f"{self.msg_id} was not {wait} within {within:g}s",
+                "track it again later: receipts keep coming after the timeout",
+            )

@@ -44,7 +44,7 @@ def track(msg_id: str, wait: str | None, timeout: float, as_json: bool) -> None:
         output.data(result.to_wire())
     else:
         show(result)
-    finish(result, wait, timeout)
+    result.check(wait, timeout)
 
 
 def track_message(msg_id: str, wait: str | None, timeout: float) -> TrackResult:
@@ -61,23 +61,6 @@ def track_message(msg_id: str, wait: str | None, timeout: float) -> TrackResult:
         client.close()
     answer.pop("ok", None)
     return TrackResult.from_wire(answer)
-
-
-def finish(result: TrackResult, wait: str | None, timeout: float) -> None:
-    """Raise the error whose exit code says how a track ended: dead-lettered, or the awaited
-    state not reached within ``timeout``."""
-    from bridgecli.errors import DeadLettered, Timeout
-
-    if result.dead:
-        reason = result.states["dead-lettered"].get("reason") or "no reason given"
-        raise DeadLettered(
-            f"{result.msg_id} was dead-lettered: {reason}", "fix the cause, then `bridge dlq retry` on the hub"
-        )
-    if wait and wait not in result.states:
-        raise Timeout(
-            f"{result.msg_id} was not {wait} within {timeout:g}s",
-            "track it again later: receipts keep coming after the timeout",
-        )
 
 
 def show(result: TrackResult) -> None:

@@ -1,4 +1,4 @@
-"""The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, roster, spawn, stop.
+"""The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, track, roster, spawn, stop.
 
 Each tool is one gateway operation on behalf of this session's entity (``link.gid``), built
 as the same request model the CLI sends (:mod:`bridgecli.requests`), and a send is sent the
@@ -21,8 +21,8 @@ from bridgecli.mcp import render
 from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
 from bridgecli.mcp.tools import Handler, Tool, ToolRegistry, ToolResult, as_json
-from bridgecli.requests import PollRequest, RosterRequest, SendRequest, SpawnRequest, StopRequest
-from bridgecli.results import PollResult, RosterResult, SpawnResult, StopResult
+from bridgecli.requests import PollRequest, RosterRequest, SendRequest, SpawnRequest, StopRequest, TrackRequest
+from bridgecli.results import PollResult, RosterResult, SpawnResult, StopResult, TrackResult
 
 #: the longest a tool call may block (seconds); MCP clients time calls out too
 MAX_WAIT = 3600
@@ -130,6 +130,17 @@ def _tools(link: GatewayLink) -> list[Tool]:
             head += " — more may be held: call bridge_poll again"
         return ToolResult(f"{head}\n\n{render.frames(messages)}", data)
 
+    async def bridge_track(args: dict[str, Any]) -> ToolResult:
+        within = float(args.get("timeout") or 60)
+        request = TrackRequest(msg_id=args["msg_id"], wait=args.get("wait") or None, within=within)
+        result = TrackResult.from_wire(await link.call(request.OP, timeout=within + 30, **request.to_wire()))
+        result.check(request.wait, within)  # dead-lettered or not reached in time: a tool error with the reason
+        lines = [f"{result.msg_id} to {result.recipient}:"]
+        for state, info in result.states.items():
+            how = info.get("reason") or info.get("how") or ""
+            lines.append(f"- {state} at {time.strftime('%H:%M:%S', time.localtime(info.get('at') or 0))} {how}")
+        return ToolResult("\n".join(lines), result.to_wire())
+
     async def bridge_roster(args: dict[str, Any]) -> ToolResult:
         request = RosterRequest()
         result = RosterResult.from_wire(await link.call(request.OP, timeout=30, **request.to_wire()))
@@ -225,6 +236,31 @@ def _tools(link: GatewayLink) -> list[Tool]:
             ),
             bridge_poll,
             title="Collect held messages",
+        ),
+        Tool(
+            "bridge_track",
+            "What became of a message you sent, by its msgId: sent, delivered (typed into a pane, held, run, "
+            "or accepted by a client), read (pulled by a poll, seen by the agent's hook, or a turn began with "
+            "it), or dead-lettered with the reason. With wait, block until it is delivered or read; a "
+            "dead-lettered message or one not there in time is an error that says so.",
+            _schema(
+                {
+                    "msg_id": {**_MSG_ID, "minLength": 8, "description": "The msgId a send returned."},
+                    "wait": {
+                        "type": "string",
+                        "enum": ["delivered", "read"],
+                        "description": "Block until the message reaches this state (absent: return at once).",
+                    },
+                    "timeout": {
+                        **_WAIT,
+                        "description": "Seconds wait may block (default 60).",
+                    },
+                },
+                ["msg_id"],
+            ),
+            bridge_track,
+            title="Track a sent message",
+            read_only=True,
         ),
         Tool(
             "bridge_roster",

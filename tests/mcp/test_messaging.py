@@ -17,6 +17,7 @@ TOOLS = {
     "bridge_reply",
     "bridge_answer",
     "bridge_poll",
+    "bridge_track",
     "bridge_roster",
     "bridge_spawn",
     "bridge_stop",
@@ -273,3 +274,28 @@ def test_poll_for_one_peer_leaves_the_others_held(gw_host, label):
     left = gw_host.bridge_json("poll", "--as", main, "--wait", "5s")["messages"]
     # (a plain `bridge poll` also shows the session's own reminder timers, sent to itself)
     assert [m["content"] for m in left if m.get("turn") != "bridge-mcp-nudge"] == [f"again from wa{label}"]
+
+
+def test_track_follows_a_message_until_the_recipients_bridge_poll_reads_it(gw_host, label):
+    """The sender's bridge_track waits for ``read``, which the recipient's bridge_poll (a peek
+    and then an ack) makes; a dead-lettered message is a tool error with its reason."""
+    gw_host.register(f"r{label}")
+
+    async def scenario():
+        async with mcp_client(gw_host, label) as (session, _):
+            sent = await session.call_tool("bridge_send", {"target": f"r{label}", "content": "track me"})
+            msg_id = sent.structured_content["msgId"]
+            held = await session.call_tool("bridge_track", {"msg_id": msg_id, "wait": "delivered", "timeout": 20})
+            assert not held.is_error, text_of(held)
+            assert held.structured_content["states"]["delivered"]["how"] == "held"
+            early = await session.call_tool("bridge_track", {"msg_id": msg_id, "wait": "read", "timeout": 0.5})
+            assert early.is_error and "was not read within" in text_of(early)
+            async with mcp_client(gw_host, f"r{label}") as (reader, _):
+                got = await reader.call_tool("bridge_poll", {})
+                assert [m["msgId"] for m in got.structured_content["messages"]] == [msg_id]
+            read = await session.call_tool("bridge_track", {"msg_id": msg_id, "wait": "read", "timeout": 20})
+            assert not read.is_error, text_of(read)
+            assert read.structured_content["states"]["read"]["how"] == "poll"
+            assert "- read at" in text_of(read)
+
+    anyio.run(scenario)

@@ -128,10 +128,16 @@ def op_confirm(gw: ApiGateway, msg_ids: list[str]) -> dict[str, Any]:
 
 
 def op_ack(gw: ApiGateway, msg_ids: list[str], gid: str | None = None) -> dict[str, Any]:
-    """Confirm messages returned by ``poll`` with ``peek``: they leave the hold."""
+    """Confirm messages returned by ``poll`` with ``peek``: they leave the hold, and their
+    senders learn they were read (``bridge_poll`` pulls this way)."""
     registered: dict[str, Any] = {}
     identity = speaker(gw, gid, registered)
-    return {"gid": identity.gid, "acked": gw.store.ack(identity.gid, list(msg_ids)), **registered}
+    acked = gw.store.ack(identity.gid, list(msg_ids))
+    if acked and gw.tracking.enabled:
+        found = [gw.store.get(str(m)) for m in msg_ids]
+        pulled = [s.envelope for s in found if s is not None and s.envelope.recipient == identity.gid]
+        gw.tracking.read([(e.msg_id, e.recipient, e.sender_host) for e in pulled], "poll")
+    return {"gid": identity.gid, "acked": acked, **registered}
 
 
 def op_held(gw: ApiGateway, gid: str | None = None, wait: float = 0.0, baseline: int | None = None) -> dict[str, Any]:
