@@ -281,7 +281,7 @@ class CodexLauncher:
                     time.sleep(0.02)
                 if not group_alive(pid):
                     break
-        _remove_socket(Path(sock))
+        remove_socket(Path(sock))
 
     def status(self, handle: LaunchHandle) -> str:
         """``gone`` when the server exited, else its thread's status (see ``read_state``)."""
@@ -291,12 +291,14 @@ class CodexLauncher:
         return read_state(Address(Endpoint("unix", str(data["socket"])), str(data["thread_id"])), 5.0).status
 
 
-def _remove_socket(sock: Path) -> None:
-    """Remove the symlink codex leaves at ``sock`` and a dead socket it points to."""
+def remove_socket(sock: Path) -> None:
+    """Remove the symlink codex leaves at ``sock``, and the socket it points to with its lock
+    file: a killed server leaves both in codex's shared dir. Call it once the server is gone."""
     try:
         target = Path(os.path.realpath(sock)) if sock.is_symlink() else None
         sock.unlink(missing_ok=True)
         if target is not None and stat.S_ISSOCK(target.lstat().st_mode):
             target.unlink()
+            target.with_name(target.name + ".lock").unlink(missing_ok=True)
     except FileNotFoundError:
         pass

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bridgecli_codex.client import Address, AppServer, Endpoint, Unreachable
-from bridgecli_codex.launcher import group_alive
+from bridgecli_codex.launcher import group_alive, remove_socket
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
@@ -65,6 +65,7 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
         pass
     proc.wait(timeout=30)
     wait_for(lambda: not group_alive(proc.pid), what="the app-server's processes to exit")
+    remove_socket(Path(str(proc.args[-1]).removeprefix("unix://")))
 
 
 def kill_servers_under(root: Path) -> None:
@@ -75,8 +76,11 @@ def kill_servers_under(root: Path) -> None:
         if not entry.name.isdigit():
             continue
         try:
-            if needle in (entry / "cmdline").read_bytes():
+            cmdline = (entry / "cmdline").read_bytes()
+            if needle in cmdline:
                 os.killpg(os.getpgid(int(entry.name)), signal.SIGKILL)
+                listen = next(arg for arg in cmdline.split(b"\0") if arg.startswith(needle))
+                remove_socket(Path(listen.decode().removeprefix("unix://")))
         except (OSError, ProcessLookupError):
             continue
 

@@ -37,7 +37,12 @@ def test_spawned_codex_gets_a_message_as_turn_input(host_factory, codex_host) ->
     b = codex_host
     a = host_factory("a", extra_env={"BRIDGE_ROSTER_INTERVAL": "0.5"})
     a.register("main", role="main")
-    a.start_gateway(), b.start_gateway()
+    b.start_gateway(), a.start_gateway()
+
+    def live_on_a() -> set[str]:
+        return {g["host"] for g in a.bridge_json("roster").get("gateways", [])}
+
+    wait_for(lambda: b.name in live_on_a(), what=f"{b.name}'s gateway in a's roster")
     first = f"first-{uuid.uuid4().hex[:8]}"
     spawned = a.bridge_json("spawn", "cx", "-H", b.name, "-l", "cx1", "--prompt", first, timeout=120)
     assert spawned["deliver"].startswith("codex:unix:") and spawned["launcher"] == "codex"
