@@ -55,6 +55,16 @@ def _tail(path: Path, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text[-lines:] if line.strip())
 
 
+def start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat`` field 22),
+    None where /proc has no such file: a pid and this identify one process for good."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
 def split_command(spec: LaunchSpec) -> tuple[str, str | None]:
     """The OpenCode program and the first prompt (a ``--prompt=TEXT`` element, as the
     ``opencode`` agent kind passes it) of ``spec.command``; any other argument is a
@@ -125,13 +135,14 @@ class OpenCodeLauncher:
             ) from None
         data: dict[str, Any] = {
             "pid": proc.pid,
+            "started": start_time(proc.pid),
             "log": str(log),
             "password_file": str(password_file),
             "username": DEFAULT_USERNAME,
             "profile": spec.profile_name,
         }
         try:
-            url = self._wait_listening(proc.pid, log, time.monotonic() + timeout, spec.profile_name)
+            url = self._wait_listening(proc, log, time.monotonic() + timeout, spec.profile_name)
             client = Client(Address("http", "127.0.0.1", int(url.rsplit(":", 1)[1]), "ses_"), password)
             _, session = client.request("POST", "/session", {"title": f"bridge {spec.label}"}, timeout=timeout)
             sid = str(session["id"])
@@ -153,7 +164,7 @@ class OpenCodeLauncher:
             raise
         return LaunchHandle(launcher=NAME, deliver=f"opencode:{url}#{sid}", data=data)
 
-    def _wait_listening(self, pid: int, log: Path, deadline: float, profile: str) -> str:
+    def _wait_listening(self, proc: subprocess.Popen[bytes], log: Path, deadline: float, profile: str) -> str:
         """The URL the server prints once it listens; BridgeError when it exits first."""
         delay = 0.02
         while True:
@@ -163,9 +174,10 @@ class OpenCodeLauncher:
                 found = None
             if found:
                 return found.group(1)
-            if not self._alive(pid):
+            if proc.poll() is not None:
                 raise BridgeError(
-                    f"OpenCode for profile {profile} exited before it listened: {_tail(log) or 'no output'}",
+                    f"OpenCode for profile {profile} exited ({proc.returncode}) before it listened: "
+                    + (_tail(log) or "no output"),
                     "fix the profile's command or OpenCode's configuration (its log is kept)",
                 )
             if time.monotonic() >= deadline:
@@ -189,7 +201,7 @@ class OpenCodeLauncher:
         pid = int(handle.data["pid"])
         delay = 0.02
         while True:
-            if not self._alive(pid):
+            if not self._alive(pid, handle.data.get("started")):
                 raise BridgeError(
                     f"OpenCode (pid {pid}) of profile {handle.data.get('profile')} exited: "
                     f"{_tail(Path(str(handle.data['log']))) or 'no output'}",
@@ -212,16 +224,16 @@ class OpenCodeLauncher:
         data = handle.data
         if isinstance(data.get("tui"), dict):
             kill_tui(data["tui"])
-        pid = int(data.get("pid") or 0)
+        pid, started = int(data.get("pid") or 0), data.get("started")
         for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
-            if not pid or not self._alive(pid):
+            if not self._alive(pid, started):
                 break
             try:
                 os.killpg(pid, sig)
             except (ProcessLookupError, PermissionError):
                 break
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and self._alive(pid):
+            while time.monotonic() < deadline and self._alive(pid, started):
                 time.sleep(0.05)
         if data.get("password_file"):
             Path(str(data["password_file"])).unlink(missing_ok=True)
@@ -229,12 +241,13 @@ class OpenCodeLauncher:
     def status(self, handle: LaunchHandle) -> str:
         """``gone`` once the server process ended, else ``running`` (the backend tells
         idle from working)."""
-        return "running" if self._alive(int(handle.data.get("pid") or 0)) else "gone"
+        alive = self._alive(int(handle.data.get("pid") or 0), handle.data.get("started"))
+        return "running" if alive else "gone"
 
     @staticmethod
-    def _alive(pid: int) -> bool:
-        """Whether ``pid`` is a live OpenCode server (reaped if it is our exited child; its
-        command line is checked where /proc has it, so a reused pid is not taken for it)."""
+    def _alive(pid: int, started: Any = None) -> bool:
+        """Whether ``pid`` is the live server (reaped if it is our exited child); with
+        ``started`` (its start time at launch) a reused pid is not taken for it."""
         if not pid:
             return False
         try:
@@ -242,9 +255,4 @@ class OpenCodeLauncher:
                 return False
         except ChildProcessError:
             pass  # not our child (a restarted gateway): kill(0) and /proc decide
-        if not pid_alive(pid):
-            return False
-        try:
-            return b"serve" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return True
+        return pid_alive(pid) and (started is None or start_time(pid) in (None, started))

@@ -111,7 +111,7 @@ def test_start_ready_deliver_stop(launcher, started, make_backend, launch_root) 
 
 
 def test_a_command_that_is_not_opencode_reports_its_output(launcher, started, launch_root) -> None:
-    with pytest.raises(BridgeError, match=r"exited before it listened: .*serve"):
+    with pytest.raises(BridgeError, match=r"exited \(\d+\) before it listened: .*serve"):
         launcher.start(spec(launch_root, ["sh"]))  # `sh serve …`: no such file
     assert not (launch_root / "spawn" / "oc1" / "opencode-password").exists()
 
