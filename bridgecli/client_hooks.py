@@ -39,7 +39,8 @@ TABLES: dict[str, HookTable] = {
     for t in (
         HookTable(
             "claude-code",
-            {"UserPromptSubmit": "prompt", "Stop": "stop", "Notification": "notify"},
+            # StopFailure: a turn an API error ended, which runs no Stop
+            {"UserPromptSubmit": "prompt", "Stop": "stop", "StopFailure": "stop", "Notification": "notify"},
             5,  # seconds
         ),
         HookTable(

@@ -16,7 +16,11 @@ from tests.cli.test_install import ABS, backups, bridge
 host = test_install.host  # the fixture: a temp HOME, no client on PATH, a project dir
 
 EVENTS = {
-    "claude-code": (".claude", {"UserPromptSubmit": "prompt", "Stop": "stop", "Notification": "notify"}, 5),
+    "claude-code": (
+        ".claude",
+        {"UserPromptSubmit": "prompt", "Stop": "stop", "StopFailure": "stop", "Notification": "notify"},
+        5,
+    ),
     "gemini": (".gemini", {"BeforeAgent": "prompt", "AfterAgent": "stop", "Notification": "notify"}, 5000),
 }
 OTHER = {"type": "command", "command": "notify-send done"}

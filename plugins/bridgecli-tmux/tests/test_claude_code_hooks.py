@@ -4,8 +4,8 @@ Two simulated hosts on the session's real RabbitMQ, real gateways. On b, `bridge
 claude-code` runs with an isolated HOME, then the real ``claude`` (npm,
 tests/support/agent_clis.py) starts offline in a hand-registered pane (no ``BRIDGE_GID``: the
 hook finds its entity by ``$TMUX_PANE``). A message from a is typed into it; Claude Code
-submits it, runs ``bridge hook claude-code prompt``, and the sender on a learns it was read.
-Its model call fails (no network): the API error it shows is expected.
+submits it, runs ``bridge hook claude-code prompt``, and the sender on a learns it was read;
+its model call fails (no network), which ends the turn, and the roster shows it idle.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def claude_with_hooks(host_factory, short_tmp: Path):
     """Host b whose tmux pane runs the real ``claude`` with bridge's hooks installed by
     `bridge install claude-code`. Yields ``(b, tmux, pane, home)``."""
     bin_dir = agent_clis.install("claude")
-    b = host_factory("b")
+    b = host_factory("b", extra_env={"BRIDGE_ROSTER_INTERVAL": "0.5"})
     sock = str(short_tmp / "s")
     b.write_config(f'[plugins.tmux]\nsocket = "{sock}"\n')
     home, project = short_tmp / "home", short_tmp / "project"
@@ -39,6 +39,7 @@ def claude_with_hooks(host_factory, short_tmp: Path):
     agent_clis.claude_home(home, project)
     env = {k: v for k, v in b.env.items() if not k.startswith("TMUX") and k != "BRIDGE_GID"}
     env.update(agent_clis.client_env(home, bin_dir))
+    env["CLAUDE_CODE_MAX_RETRIES"] = "0"  # offline, the turn ends at once rather than after minutes
     installed = subprocess.run(
         [BRIDGE_BIN, "install", "claude-code"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -78,6 +79,12 @@ def test_the_prompt_hook_tells_the_sender_its_message_was_read(host_factory, cla
     record = a.bridge_json("track", msg_id, "--wait", "read", "--timeout", "90s", timeout=120)
     assert record["states"]["read"]["how"] == "hook:claude-code", record
     assert "delivered" in record["states"], record
+
+    # the turn ended on the API error (StopFailure): the roster shows the agent idle again
+    def status() -> str:
+        return next(e["status"] for e in b.bridge_json("roster")["entries"] if e["gid"] == worker)
+
+    wait_for(lambda: status() == "idle", timeout=60, what="the agent idle in the roster")
 
     # the hook printed nothing: Claude Code's transcript holds the prompt and no hook output
     wait_for(lambda: "API" in tmux.capture(pane).split(word)[-1], timeout=60, what="the API error")
