@@ -17,6 +17,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from bridgecli.dashboard import receipt_view
 from bridgecli.dashboard.collector import Collector, DeadLetterView
 from bridgecli.dashboard.guard import Guard
 from bridgecli.dashboard.traffic import Traffic
@@ -43,13 +44,16 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic, de
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
 
     async def state(request: Request) -> Response:
-        return JSONResponse({"now": time.time(), "version": collector.version, **collector.snapshot})
+        return JSONResponse(
+            {"now": time.time(), "version": collector.version, **collector.snapshot, "receipts": collector.receipts}
+        )
 
     async def events(request: Request) -> Response:
         return StreamingResponse(_stream(request), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
     async def _stream(request: Request) -> AsyncIterator[str]:
         sent_version, seq = -1, max(0, traffic.last_seq - BATCH_LIMIT)
+        sent_receipts: dict[str, Any] = {}
         rates_at = 0.0
         yield "retry: 1000\n\n"
         while True:
@@ -57,6 +61,11 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic, de
             if collector.version != sent_version:
                 sent_version = collector.version
                 update["state"] = collector.snapshot
+            tracked = collector.receipts  # replaced whole by the collector's thread, read once
+            if tracked is not sent_receipts:
+                fresh, sent_receipts = receipt_view.changed(sent_receipts, tracked), tracked
+                if fresh:
+                    update["receipts"] = fresh
             rows, seq, skipped = traffic.since(seq, BATCH_LIMIT)
             if rows or skipped:
                 update["traffic"], update["skipped"] = rows, skipped

@@ -1,5 +1,6 @@
 """Everything the page shows except traffic, rebuilt on one thread every half second from the
-local gateway's socket, the roster, ``bridge.dlq`` and the browser broker."""
+local gateway's socket (with the receipts of messages sent from here), the roster,
+``bridge.dlq`` and the browser broker."""
 
 from __future__ import annotations
 
@@ -10,19 +11,24 @@ from collections.abc import Callable
 from typing import Any
 
 from bridgecli.config import Config
+from bridgecli.dashboard import receipt_view
 from bridgecli.dashboard.feed import BrokerFeed
 from bridgecli.dashboard.fleet import FleetTracker
-from bridgecli.errors import BridgeError
+from bridgecli.errors import BridgeError, Rejected
 
 logger = logging.getLogger("bridgecli.dashboard")
 #: seconds between ``bridge.dlq`` peeks when no gateway reports the queue's depth
 DLQ_PEEK_EVERY = 3.0
 DLQ_LIMIT = 200
+#: the newest receipt records asked of the gateway each round (the page draws fewer rows)
+RECEIPTS_LIMIT = 200
 
 
-def gateway_view(socket_path: str | None = None) -> dict[str, Any] | None:
-    """The local gateway's ``status`` and ``roster`` and, for each entity with held messages,
-    the count and the oldest's arrival time; None when no gateway listens."""
+def gateway_view(socket_path: str | None = None, skip_receipts_of: int | None = None) -> dict[str, Any] | None:
+    """The local gateway's ``status`` and ``roster``, for each entity with held messages the
+    count and the oldest's arrival time, and its ``receipts`` answer (None from a gateway
+    without the operation, and unasked of the one whose pid is ``skip_receipts_of``); None
+    when no gateway listens."""
     from bridgecli.gateway.client import GatewayClient
 
     client = GatewayClient.connect(socket_path, timeout=1.0)
@@ -44,7 +50,13 @@ def gateway_view(socket_path: str | None = None) -> dict[str, Any] | None:
                         "oldest": answer["oldest"],
                     }
                 )
-    return {"status": status, "roster": roster, "held": held}
+        tracked = None
+        if status.get("pid") != skip_receipts_of:
+            try:
+                tracked = client.call("receipts", limit=RECEIPTS_LIMIT, timeout=5)
+            except Rejected:  # a gateway older than receipts: the view goes without them
+                tracked = None
+    return {"status": status, "roster": roster, "held": held, "receipts": tracked}
 
 
 class DeadLetterView:
@@ -93,7 +105,9 @@ class DeadLetterView:
 
 class Collector:
     """Builds :attr:`snapshot` (a JSON-able dict) every ``period`` seconds on its own thread;
-    ``version`` grows whenever it changed, so the event stream sends it only then."""
+    ``version`` grows whenever it changed, so the event stream sends it only then.
+    :attr:`receipts` (msgId -> :func:`~bridgecli.dashboard.receipt_view.cell`) is replaced,
+    never changed in place, whenever a message's state moved on."""
 
     def __init__(
         self,
@@ -111,6 +125,8 @@ class Collector:
         self.fleet = FleetTracker()
         self.snapshot: dict[str, Any] = {}
         self.version = 0
+        self.receipts: dict[str, dict[str, Any]] = {}
+        self._no_receipts_op: int | None = None  # the pid of a gateway that lacks the operation
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dashboard-collector", daemon=True)
@@ -144,7 +160,7 @@ class Collector:
         now = time.time()
         missing: list[str] = []
         try:
-            local = gateway_view()
+            local = gateway_view(skip_receipts_of=self._no_receipts_op)
         except BridgeError as exc:
             local, missing = None, [f"the local gateway did not answer ({exc})"]
         if local is None:
@@ -160,9 +176,11 @@ class Collector:
             # the gateway heard the whole fleet long before our own listener: it tells the
             # feed which host each gid is on (for the rates) from the first second
             self.feed.roster.load(entries)
-        if not self.feed.connected:
+            self._take_receipts(local)
+        broker = {"connected": self.feed.connected, "error": self.feed.error}  # read once: the feed moves on
+        if not broker["connected"]:
             missing.append(
-                f"no broker connection ({self.feed.error or 'connecting'}): traffic, the roster "
+                f"no broker connection ({broker['error'] or 'connecting'}): traffic, the roster "
                 "and dead letters are not live — check `bridge doctor`"
             )
         elif self.feed.dead_letter_error:
@@ -174,9 +192,24 @@ class Collector:
             "held": local["held"] if local else None,
             "deadLetters": {"rows": self.dead_letters.rows, "error": self.dead_letters.error},
             "browser": self.browser() if self.browser else None,
-            "broker": {"connected": self.feed.connected, "error": self.feed.error},
+            "broker": broker,
             "missing": missing,
         }
         if snapshot != self.snapshot:
             self.snapshot = snapshot
             self.version += 1
+
+    def _take_receipts(self, local: dict[str, Any]) -> None:
+        """Keep the cells of the gateway's newest records; remember a gateway without the
+        operation so it is not asked again every round (a restarted one has another pid)."""
+        tracked = local["receipts"]
+        pid = local["status"].get("pid")
+        if tracked is None:
+            if pid != self._no_receipts_op:
+                self._no_receipts_op = pid
+                logger.info("the local gateway has no receipts operation: the traffic view shows no states")
+            return
+        self._no_receipts_op = None
+        cells = receipt_view.cells(tracked.get("records") or [])
+        if cells != self.receipts:
+            self.receipts = cells

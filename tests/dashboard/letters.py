@@ -1,4 +1,4 @@
-"""Dead letters made the way a gateway makes them, for the dashboard tests."""
+"""Dead letters and receipts made the way a gateway makes them, for the dashboard tests."""
 
 from __future__ import annotations
 
@@ -41,3 +41,26 @@ def dead_letter(uri: str, recipient: str, sender: str, content: str, detail: str
     finally:
         connection.close()
     return msg_id
+
+
+def receipt(uri: str, sender_host: str, recipient_host: str, msg_id: str, recipient: str, **fields) -> None:
+    """Tell ``sender_host`` what became of ``msg_id`` as ``recipient_host``'s gateway would:
+    one RECEIPT frame on bridge.ctl under the sender host's key (``fields``: state, how,
+    reason — whatever that host chooses to say)."""
+    import time
+
+    from bridgecli import receipts
+
+    item = receipts.Receipt(msg_id=msg_id, recipient=recipient, at=time.time(), **fields)
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.basic_publish(
+            "bridge.ctl",
+            sender_host,
+            receipts.encode(recipient_host, [item]),
+            pika.BasicProperties(type=receipts.FRAME_TYPE, content_type="application/json", delivery_mode=2),
+        )
+    finally:
+        connection.close()

@@ -73,3 +73,29 @@ def test_fleet_keeps_what_vanished_as_gone():
     assert [(e["label"], e["status"], e["goneSince"]) for e in view["entities"]] == [("rev", "gone", 20.0)]
     view = fleet.update(gateways, [entity], None, now=30.0)  # back again
     assert not view["hosts"][0]["gone"] and view["entities"][0]["status"] == "idle"
+
+
+def _record(msg_id: str, **states: dict) -> dict:
+    return {"msgId": msg_id, "to": "t", "from": "f", "kind": "SEND", "created": 1.0, "states": states}
+
+
+def test_receipt_cell_shows_the_furthest_state():
+    from bridgecli.dashboard.receipt_view import cell, cells, changed
+
+    sent = {"at": 1.0}
+    delivered = {"at": 2.0, "how": "held", "ref": "r1"}
+    read = {"at": 3.0, "how": "poll"}
+    assert cell(_record("m", sent=sent)) == {"state": "sent", "states": {"sent": {"at": 1.0}}}
+    shown = cell(_record("m", sent=sent, delivered=delivered))
+    assert shown["state"] == "delivered" and shown["detail"] == "held"
+    assert shown["states"]["delivered"] == {"at": 2.0, "how": "held"}  # the client's ref is not shown
+    assert cell(_record("m", delivered=delivered, read=read))["detail"] == "poll"
+    dead = cell(_record("m", sent=sent, delivered=delivered, **{"dead-lettered": {"at": 4.0, "reason": "<b>x</b>"}}))
+    assert dead["state"] == "dead-lettered" and dead["detail"] == "<b>x</b>"  # the page writes it as text
+    assert cell(_record("m")) is None  # tracked, not confirmed yet: nothing to show
+    both = cells([_record("a", sent=sent), _record("b"), _record("c", read=read)])
+    assert sorted(both) == ["a", "c"]
+    later = dict(both, a=cell(_record("a", sent=sent, delivered=delivered)))
+    assert changed(both, later) == {"a": later["a"]}
+    assert changed(later, later) == {} and changed({}, both) == both
+    assert changed(both, {}) == {}  # a record out of the gateway's window is not withdrawn

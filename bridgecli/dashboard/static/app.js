@@ -6,7 +6,8 @@ const MAX_ROWS = 500;       // traffic rows kept in the page
 const SHOWN_ROWS = 150;     // traffic rows drawn
 const $ = (id) => document.getElementById(id);
 const page = { state: null, skew: 0, traffic: [], paused: false, pending: 0, skipped: 0,
-               confirm: null, updates: 0, lag: { last: null, max: 0 } };
+               confirm: null, updates: 0, lag: { last: null, max: 0 },
+               receipts: new Map() };  // msgId -> its state (a Map: no id can reach a prototype)
 window.bridgeDashboard = page;  // read by the end-to-end tests and the benchmark
 
 function el(tag, text, cls) {
@@ -100,6 +101,42 @@ function trafficMatches(row, needle) {
   return fields.some((f) => f && String(f).toLowerCase().includes(needle));
 }
 
+// a message's states, in the order it reaches them; the furthest is shown, all in the tooltip
+const STATES = ["sent", "delivered", "read", "dead-lettered"];
+const STATE_CLASS = { "sent": "st-sent", "delivered": "st-delivered", "read": "st-read", "dead-lettered": "st-dead" };
+const STATE_COLUMN = 4;  // the traffic table's state column (0-based)
+
+function receiptCell(msgId) {
+  const td = el("td", null, "receipt");
+  const r = page.receipts.get(msgId);
+  if (!r) return td;  // not sent from this host, or no receipt yet
+  td.appendChild(el("span", r.state, "state " + (STATE_CLASS[r.state] || "")));
+  if (r.detail) {
+    const detail = String(r.detail);
+    td.appendChild(el("small", detail.length > 24 ? detail.slice(0, 24) + "…" : detail, "muted"));  // all of it on hover
+  }
+  td.title = STATES.filter((s) => r.states && r.states[s]).map((s) => {
+    const st = r.states[s], why = st.how || st.reason;
+    return s + " " + (st.at ? clock(st.at) : "?") + (why ? " (" + why + ")" : "");
+  }).join("\n");
+  return td;
+}
+
+function applyReceipts(changed) {
+  const ids = Object.keys(changed);
+  for (const id of ids) page.receipts.set(id, changed[id]);
+  if (page.receipts.size > 4 * MAX_ROWS) {  // forget the states of rows the page no longer has
+    const kept = new Set(page.traffic.map((m) => m.msgId));
+    for (const id of page.receipts.keys()) if (!kept.has(id)) page.receipts.delete(id);
+  }
+  const fresh = new Set(ids);
+  for (const row of $("traffic").tBodies[0].rows) {
+    if (row.dataset.msgId !== undefined && fresh.has(row.dataset.msgId)) {
+      row.cells[STATE_COLUMN].replaceWith(receiptCell(row.dataset.msgId));
+    }
+  }
+}
+
 function renderTraffic() {
   const needle = $("traffic-filter").value.toLowerCase();
   const rows = [];
@@ -107,13 +144,14 @@ function renderTraffic() {
     const m = page.traffic[i];
     if (!trafficMatches(m, needle)) continue;
     if (m.invalid) {
-      rows.push(tr([clock(m.seen), "INVALID", "→ " + m.routing_key, m.size, m.invalid + ": " + m.body]));
+      rows.push(tr([clock(m.seen), "INVALID", "→ " + m.routing_key, m.size, "", m.invalid + ": " + m.body]));
       continue;
     }
     const who = el("span", (m.fromLabel || labelOf(m.from)) + " → " + labelOf(m.to));
     who.title = m.from + " → " + m.to;
     const content = el("td", m.content + (m.truncated ? "…" : ""), "content");
     const row = tr([clock(m.ts), m.kind, who, m.size]);
+    row.appendChild(receiptCell(m.msgId));
     row.appendChild(content);
     row.className = "clickable";
     row.dataset.msgId = m.msgId;
@@ -252,6 +290,7 @@ function apply(update) {
       page.lag.max = Math.max(page.lag.max, page.lag.last);
     }
   }
+  if (update.receipts) applyReceipts(update.receipts);
   if (update.rates) { page.rates = update.rates; renderRates(update.rates); }
 }
 
