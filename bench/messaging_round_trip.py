@@ -65,9 +65,11 @@ def bridge_round_trips(
     warmup: int,
     env_for: Callable[[str], dict[str, str]] | None = None,
     cpu: list[float] | None = None,
+    before_stop: Callable[[Any, Any], None] | None = None,
 ) -> list[float]:
     """U1 round trips in ms; ``env_for(host name)`` adds to a host's environment; ``cpu`` gets
-    the CPU ms the two gateways used per measured round trip."""
+    the CPU ms the two gateways used per measured round trip; ``before_stop(a, b)`` sees the
+    two hosts once the trips are done, their gateways still up."""
     from bridgecli.errors import NotFound
     from bridgecli.gateway.client import GatewayClient
 
@@ -122,7 +124,13 @@ def bridge_round_trips(
             meter.stop(count)
             client.call("send", command="send", target=worker_gid, content="stop", sender=main_gid)
         worker.wait(30)
+        if before_stop is not None:
+            before_stop(a, b)
     finally:
+        import os
+        if os.environ.get("DBG_STATUS"):
+            for h in (a, b):
+                print(h.name, h.bridge("status", "--json", check=False).stdout[:3000], file=sys.stderr)
         if worker.poll() is None:
             worker.kill()
         a.stop_gateway()

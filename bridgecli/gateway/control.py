@@ -43,7 +43,8 @@ class ControlHost(Protocol):
     registry: Any
     plugins: Any
     grants: Any
-    #: the consuming channel and its publisher (I/O thread only)
+    #: the consuming connection and channel, and its publisher (I/O thread only)
+    connection: Any
     channel: Any
     publisher: Any
     on_connect_hooks: list[Callable[[], None]]
@@ -79,12 +80,15 @@ class Control:
         self.gw.on_connect_hooks.append(self.on_connect)
 
     def on_connect(self) -> None:
-        """Consume ``control.<host>`` exclusively (retried while another client holds it)."""
-        channel = self.gw.channel
+        """Consume ``control.<host>`` exclusively (retried while another client holds it), on a
+        channel of its own. Why: the inbox consumers ack a burst with one ``multiple`` ack up to
+        its last tag, which would also cover a control delivery acked later, between steps (an
+        unknown-tag error that closes the channel)."""
         queue = f"control.{self.gw.host}"
-        topology.declare(channel, topology.control_queue(self.gw.host, self.gw.queue_type))
+        topology.declare(self.gw.channel, topology.control_queue(self.gw.host, self.gw.queue_type))
         if self.gw.consumed_elsewhere(queue, self.on_connect, "spawn/stop requests"):
             return
+        channel = self.gw.connection.sync_channel(30.0, "control")
         channel.basic_consume(queue, self._on_request, exclusive=self.gw.exclusive)
 
     def _on_request(self, channel: Any, method: Any, props: Any, body: bytes) -> None:

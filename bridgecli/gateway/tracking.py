@@ -37,7 +37,7 @@ ACTIVITY = {"working": "working", "waiting": "blocked", "idle": "idle"}
 #: most msgIds one ``seen`` call may name (a prompt quoting a whole log is not a list of reads)
 MAX_MARKERS = 64
 #: the counters ``bridge status`` shows
-COUNTERS = ("sent", "recorded", "duplicate", "unknown", "forged", "bad")
+COUNTERS = ("sent", "frames", "recorded", "duplicate", "unknown", "forged", "bad")
 
 Frame = tuple[str, str, bytes, Any]
 
@@ -169,6 +169,7 @@ class Tracking:
                 )
         if frames and self.send_soft(frames):
             self.counts["sent"] += sum(len(items) for items in outbox.values())
+            self.counts["frames"] += len(frames)
 
     # --- the sender's side: receipts from other hosts ------------------------------------
 
@@ -239,7 +240,8 @@ class Tracking:
             return "off"
         counts = self.counts
         return (
-            f"sent {counts['sent']}, recorded {counts['recorded']}; dropped: duplicate {counts['duplicate']}, "
+            f"sent {counts['sent']} in {counts['frames']} frames, recorded {counts['recorded']}; "
+            f"dropped: duplicate {counts['duplicate']}, "
             f"unknown {counts['unknown']}, forged {counts['forged']}, bad {counts['bad']}"
         )
 

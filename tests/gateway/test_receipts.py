@@ -11,6 +11,7 @@ import time
 import pytest
 
 from bridgecli.errors import ExitCode
+from tests.support.env import BRIDGE_BIN
 from tests.support.hosts import Host
 
 
@@ -98,3 +99,39 @@ def test_a_pane_that_is_gone_ends_dead_lettered_at_the_sender(host_factory, tmp_
         assert tracked.returncode == ExitCode.DEAD_LETTERED, tracked.stderr
     finally:
         subprocess.run(["tmux", "-S", sock, "kill-server"], check=False)
+
+
+@pytest.mark.slow
+def test_receipts_interleaved_with_inbox_bursts_keep_both_flowing(host_factory):
+    """Each host receives messages and receipt frames at once: the receipts' acks never
+    collide with a burst's one multiple ack (which once closed the consuming channel)."""
+    a, b = _pair(host_factory)
+    main = a.register("rc-main", role="main")
+    worker = b.register("rc-worker")
+    _announced(a, worker)
+    _announced(b, main)
+    rounds = 200
+    lines = "".join(f"line {i}\n" for i in range(rounds))
+    # both hosts send a burst at once: each receives inbox deliveries and receipt frames together
+    senders = [
+        subprocess.Popen(
+            [BRIDGE_BIN, "send", "--lines", target, "-", "--from", label],
+            env=host.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        for host, target, label in ((a, worker, "rc-main"), (b, main, "rc-worker"))
+    ]
+    for proc in senders:
+        proc.communicate(lines, timeout=60)
+        assert proc.returncode == 0
+    for host, gid in ((a, main), (b, worker)):
+        got: list[dict] = []
+        deadline = time.monotonic() + 60
+        while len(got) < rounds and time.monotonic() < deadline:
+            got += host.bridge_json("poll", "--as", gid, "--wait", "5s", "--limit", "1000")["messages"]
+        assert len(got) == rounds, f"{host.name} got {len(got)} of {rounds}"
+        last = got[-1]["msgId"]
+        sender = b if host is a else a
+        assert _track(sender, last, "--wait", "read", "--timeout", "30s")["states"]["read"]["how"] == "poll"
