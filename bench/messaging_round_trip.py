@@ -127,10 +127,6 @@ def bridge_round_trips(
         if before_stop is not None:
             before_stop(a, b)
     finally:
-        import os
-        if os.environ.get("DBG_STATUS"):
-            for h in (a, b):
-                print(h.name, h.bridge("status", "--json", check=False).stdout[:3000], file=sys.stderr)
         if worker.poll() is None:
             worker.kill()
         a.stop_gateway()
