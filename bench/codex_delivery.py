@@ -122,6 +122,30 @@ def bench_tmux(n: int, tmp: Path, env: dict[str, str]) -> list[float]:
         _kill_under(tmp)
 
 
+def _daemon_dir() -> Path:
+    """Where codex keeps its sockets (the paths given to --listen are symlinks into it)."""
+    return Path(tempfile.gettempdir()) / f"codex-daemon-{os.getuid()}"
+
+
+def _remove_dead_sockets(before: set[str]) -> None:
+    """Remove the sockets (and lock files) that appeared in codex's dir during this run and
+    no longer answer: SIGKILLed servers leave them behind."""
+    folder = _daemon_dir()
+    for path in folder.glob("*") if folder.is_dir() else []:
+        if path.name in before or path.suffix == ".lock":
+            continue
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".lock").unlink(missing_ok=True)
+        except OSError:
+            continue
+        finally:
+            probe.close()
+
+
 def _kill_under(tmp: Path) -> None:
     """Kill what this run started that is still running (codex's daemon), by pid."""
     for entry in Path("/proc").iterdir():
@@ -138,6 +162,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("-n", type=int, default=20, help="deliveries per measurement")
     args = parser.parse_args([] if argv is None else argv)
     tmp = Path(tempfile.mkdtemp(prefix="bcx", dir="/tmp"))
+    before = {p.name for p in _daemon_dir().glob("*")}
     hole = socket.socket()  # accepts, never answers: codex's model requests hang
     hole.bind(("127.0.0.1", 0))
     hole.listen(64)
@@ -148,6 +173,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     finally:
         hole.close()
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_dead_sockets(before)
     print(f"codex app-server backend: {codex:8.1f} ms median of {args.n}")
     print(f"tmux backend, Codex TUI:  {typed:8.1f} ms median of {args.n}")
     print(f"ratio codex / tmux:       {codex / typed:8.2f}")
