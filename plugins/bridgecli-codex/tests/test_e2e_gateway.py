@@ -1,6 +1,6 @@
 """The codex plugin end to end through real gateways on the session's RabbitMQ: a main on
-host a spawns Codex on host b, and its message becomes input of b's Codex thread; a server
-that died dead-letters the message with the reason."""
+host a spawns Codex on host b, its message becomes input of b's Codex thread and its receipts
+name that turn; a server that died dead-letters the message with the reason."""
 
 from __future__ import annotations
 
@@ -59,6 +59,11 @@ def test_spawned_codex_gets_a_message_as_turn_input(host_factory, codex_host) ->
     assert message[1].startswith(f"[bridge {sent['msgId'][:8]}] SEND from main")
     assert "│ please review PR 7" in message[1]
     assert b.log().count("delivery failed") == 0, b.log()
+    # the sender's receipts carry codex's own id of the turn that holds the message
+    states = a.bridge_json("track", sent["msgId"], "--wait", "read", "--timeout", "30s")["states"]
+    (turn_id,) = [t["id"] for t in turns(address) if sent["msgId"] in (c for c, _ in user_texts(t))]
+    assert (states["delivered"]["how"], states["delivered"]["ref"]) == ("accepted", turn_id)
+    assert (states["read"]["how"], states["read"]["ref"]) == ("turn", turn_id)
 
     a.bridge("stop", "cx1", check=True)
     wait_for(lambda: not Path(address.endpoint.target).exists(), what="the server's socket to go")
