@@ -290,6 +290,8 @@ class Gateway:
         while not self.should_stop.is_set() and (end is None or time.monotonic() < end):
             assert self.connection is not None
             self.connection.process_data_events(time_limit=self.burst.ack_wait(0.2))
+            if not self.channel.is_open:  # closed by the broker (a channel error): reconnect, never wedge
+                raise pika.exceptions.ChannelClosed(0, "the consuming channel was closed by the broker")
             self.lane.tend()
             self.flush_batch()
             self.periodic.run_due()

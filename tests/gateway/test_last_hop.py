@@ -115,3 +115,21 @@ def test_a_gateway_fault_at_the_hand_off_loses_nothing(host_factory, fault):
         assert _REQUEUED[fault] in a.log()
     assert [(m["msgId"], m["content"]) for m in got] == [(msg_id, "hand me over")]
     assert a.bridge_json("poll", "--as", main, "--wait", "1s")["messages"] == [], "once"
+
+
+def test_a_consuming_channel_the_broker_closed_is_reopened_and_nothing_is_lost(host_factory):
+    """A channel error (here a delivery acked twice) closes the consuming channel while the
+    connection lives: the gateway reconnects instead of sitting on a dead consumer."""
+    a = host_factory("a")
+    main = a.register("main", role="main")
+    a.register("peer")
+    _start_faulty(a, "ack-twice:1")
+    first = a.bridge_json("send", main, "one", "--from", "peer")
+    wait_for(lambda: "broker connection lost" in a.log(), what="the gateway to notice the closed channel")
+    a.wait_connected()
+    second = a.bridge_json("send", main, "two", "--from", "peer")
+    got = wait_for(
+        lambda: (m := a.bridge_json("poll", "--as", main, "--wait", "2s")["messages"]) and m, 30, what="messages"
+    )
+    got += a.bridge_json("poll", "--as", main, "--wait", "2s")["messages"]
+    assert sorted(m["msgId"] for m in got) == sorted([first["msgId"], second["msgId"]])

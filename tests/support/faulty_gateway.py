@@ -5,8 +5,9 @@ batch transaction, not committed), ``after-commit`` (committed, no ack sent) or 
 (the burst's acks written to the socket) — counting bursts — or, counting bursts that hand
 a message to a waiting client, ``handoff-after-commit`` (committed, the client not answered
 yet) or ``handoff-commit-fails`` (the commit raises a disk I/O error instead; the gateway
-lives), or ``burst-raises`` (the burst's flush raises an unexpected error before it commits;
-the gateway lives). The gateway is bridge's own code, unchanged: this
+lives), ``burst-raises`` (the burst's flush raises an unexpected error before it commits;
+the gateway lives), or ``ack-twice`` (the burst's last delivery is acked again once its acks
+went out: the broker closes the consuming channel; the gateway lives). The gateway is bridge's own code, unchanged: this
 only wraps two of its methods to kill the process at the stage's boundary, which is how a
 crash at that instant looks to the broker and the store.
 """
@@ -50,7 +51,12 @@ def _install(stage: str, nth: int) -> None:
         if bursts["armed"] and stage == "burst-raises":
             bursts["armed"] = False
             raise RuntimeError("a bug in the burst (injected)")
+        last_tag = counted[-1][0] if counted else None
         flush(self)
+        if bursts["armed"] and stage == "ack-twice":
+            bursts["armed"] = False
+            self.burst.sync_and_ack()
+            self.channel.basic_ack(last_tag)  # an unknown delivery tag now: a channel error
         if bursts["armed"] and stage == "after-ack":
             # the acks follow the store's sync (queued for a while): let them go out now
             self.burst.sync_and_ack()
@@ -78,6 +84,7 @@ def main() -> None:
         "handoff-after-commit",
         "handoff-commit-fails",
         "burst-raises",
+        "ack-twice",
     ), stage
     _install(stage, int(nth or 1))
     from bridgecli.entry import main as bridge_main
