@@ -238,9 +238,9 @@ def check_clients() -> Check:
             "; ".join(bad),
             "rerun `bridge install CLIENT` with this bridge (or fix the file by hand)",
         )
-    if not entries:
+    if not entries and not hooks:
         return Check("agent clients", OK, "no client has bridge configured (`bridge install --all` adds it)")
-    text = "bridge configured for " + ", ".join(f"{e.client} ({e.file})" for e in entries)
+    text = "bridge configured for " + (", ".join(f"{e.client} ({e.file})" for e in entries) or "no client")
     if hooks:
         text += "; hooks for " + ", ".join(f"{h.client} ({h.file})" for h in hooks)
     return Check("agent clients", OK, text)
