@@ -126,9 +126,7 @@ class Gateway:
         self.elsewhere = Elsewhere(stale_grace=2 * float(config.values["broker.heartbeat"]) + 60.0)
         self.add_periodic(0.5, self._retry_elsewhere)
         #: receipts to senders' hosts and from recipients' hosts, and hooks' activity
-        self.tracking = tracking.build(config, self.store, self.lane, self.stepper, lambda: self.roster, self.waiters)
-        self.add_periodic(600.0, self.tracking.prune)
-        self.add_status("receipts", self.tracking.status_line)
+        self.tracking = tracking.build(self, self.lane)
 
     def use_roster(self, view: RosterView) -> None:
         """Resolve targets and verify senders against ``view`` (presence calls this once)."""

@@ -3,7 +3,7 @@ what other hosts tell ours (docs/receipts.md).
 
 As the recipient's host, a delivery, a pull, a hook's sighting or a dead letter becomes a
 :class:`~bridgecli.receipts.Receipt`: applied to the local ledger for a local sender, else
-batched per host into one ``RECEIPT`` frame per loop turn, sent to ``bridge.ctl`` under
+batched per host into ``RECEIPT`` frames every 50 ms, sent to ``bridge.ctl`` under
 the sender host's key. As a sender's host, a frame counts only when published by the broker
 user of the host it names, about recipients minted on that host: no host speaks for another
 host's entity.
@@ -27,6 +27,7 @@ from bridgecli.envelope import Envelope
 from bridgecli.gateway import identity
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.identity import IdentityPolicy
+from bridgecli.gateway.ledger_writer import LedgerWriter
 from bridgecli.hoststate import ledger as ledger_mod
 from bridgecli.hoststate.ledger import Ledger
 from bridgecli.interfaces import Delivered
@@ -36,6 +37,9 @@ logger = logging.getLogger("bridgecli.gateway")
 ACTIVITY = {"working": "working", "waiting": "blocked", "idle": "idle"}
 #: most msgIds one ``seen`` call may name (a prompt quoting a whole log is not a list of reads)
 MAX_MARKERS = 64
+#: how often gathered receipts are published (seconds): each frame then carries several
+#: messages' receipts once the gateway is busy
+FLUSH_EVERY = 0.05
 #: the counters ``bridge status`` shows
 COUNTERS = ("sent", "frames", "recorded", "duplicate", "unknown", "forged", "bad")
 
@@ -46,8 +50,8 @@ class Tracking:
     """Receipts in and out for one gateway. ``ledger`` is None when ``receipts.enabled`` is
     off: nothing is recorded or sent then. ``user_id`` gives the broker user frames name (the
     broker checks it). ``send_soft`` publishes frames on the publish lane
-    (False when it is down: those receipts are lost, as a roster frame would be); ``next_turn``
-    runs a function on the loop's next turn; ``roster`` gives the fleet's roster view (None
+    (False when it is down: those receipts are lost, as a roster frame would be); the gateway
+    calls :meth:`flush` every :data:`FLUSH_EVERY` seconds; ``roster`` gives the fleet's roster view (None
     before presence runs); ``fail_waits`` ends the ``send --wait`` calls on a dead-lettered message."""
 
     def __init__(
@@ -58,7 +62,6 @@ class Tracking:
         *,
         user_id: Callable[[], str | None],
         send_soft: Callable[[list[Frame]], bool],
-        next_turn: Callable[[Callable[[], None]], None],
         roster: Callable[[], Any],
         fail_waits: Callable[[str, str], int],
     ) -> None:
@@ -68,7 +71,6 @@ class Tracking:
         self.user_id = user_id
         self._user: str | None = None
         self.send_soft = send_soft
-        self.next_turn = next_turn
         self.roster = roster
         self.fail_waits = fail_waits
         self.keep = float(values.get("receipts.keep") or 7 * 86400)
@@ -76,6 +78,8 @@ class Tracking:
         self._lock = threading.Lock()
         self._outbox: dict[str, list[rc.Receipt]] = {}
         self._activity: dict[str, tuple[str, float]] = {}
+        #: every ledger write, in order, off the loop thread
+        self.writer = LedgerWriter(ledger, self._applied) if ledger is not None else None
 
     @property
     def enabled(self) -> bool:
@@ -85,17 +89,18 @@ class Tracking:
 
     def sending(self, envelopes: list[Envelope]) -> None:
         """Local senders are about to publish ``envelopes``: start their records."""
-        if self.ledger is not None:
-            self.ledger.track(envelopes)
+        if self.writer is not None:
+            self.writer.track(envelopes)
 
     def confirmed(self, msg_id: str, ok: bool) -> None:
         """The broker confirmed ``msg_id`` (``ok``), or refused it: then it has no record."""
-        if self.ledger is None:
-            return
-        if ok:
-            self.ledger.sent(msg_id)
-        else:
-            self.ledger.forget([msg_id])
+        if self.writer is not None:
+            self.writer.sent(msg_id, ok)
+
+    def settle(self) -> None:
+        """Wait until the ledger holds every change queued so far (before reading it)."""
+        if self.writer is not None:
+            self.writer.settle()
 
     def confirmed_all(self, msg_ids: list[str], ok: bool) -> None:
         """:meth:`confirmed` for each of ``msg_ids``."""
@@ -147,13 +152,13 @@ class Tracking:
                 self._apply(item)
             return
         with self._lock:
-            first = not self._outbox
             self._outbox.setdefault(host, []).extend(items)
-        if first:
-            self.next_turn(self._flush)
 
-    def _flush(self) -> None:
-        """Publish what the turn gathered: per sender host, frames of up to MAX_ITEMS receipts."""
+    def flush(self) -> None:
+        """Publish what was gathered since the last flush: per sender host, frames of up to
+        MAX_ITEMS receipts (between the loop's steps)."""
+        if not self._outbox:
+            return
         with self._lock:
             outbox, self._outbox = self._outbox, {}
         frames: list[Frame] = []
@@ -198,8 +203,11 @@ class Tracking:
         return view.owner(gid) if view is not None else None
 
     def _apply(self, item: rc.Receipt) -> None:
-        assert self.ledger is not None
-        outcome = self.ledger.apply(item)
+        assert self.writer is not None
+        self.writer.apply(item)
+
+    def _applied(self, item: rc.Receipt, outcome: str) -> None:
+        """What the ledger made of ``item`` (the writer's thread, after its commit)."""
         if outcome == ledger_mod.MISMATCH:
             self._drop("forged", f"receipt for {item.msg_id} names another recipient", None)
             return
@@ -231,9 +239,16 @@ class Tracking:
     # --- housekeeping --------------------------------------------------------------------
 
     def prune(self) -> None:
-        """Forget records older than ``receipts.keep``."""
-        if self.ledger is not None:
+        """Forget records older than ``receipts.keep`` (through the writer's order)."""
+        if self.ledger is not None and self.writer is not None:
+            self.writer.settle()
             self.ledger.prune(self.keep)
+
+    def close(self) -> None:
+        """Send what is gathered and write what is queued (the gateway is stopping)."""
+        self.flush()
+        if self.writer is not None:
+            self.writer.close()
 
     def status_line(self) -> str:
         if self.ledger is None:
@@ -246,21 +261,27 @@ class Tracking:
         )
 
 
-def build(config: Any, store: Any, lane: Any, stepper: Any, roster: Callable[[], Any], waiters: Any) -> Tracking:
-    """The gateway's :class:`Tracking`: its ledger beside ``store``'s file unless
-    ``receipts.enabled`` is off; frames go out on ``lane`` (a ``PublishLane``) as this host's
-    broker user, gathered on ``stepper``'s loop."""
+def build(gw: Any, lane: Any) -> Tracking:
+    """The :class:`Tracking` of gateway ``gw`` (its config, store, roster, waiters), wired in:
+    its ledger beside the store's file unless ``receipts.enabled`` is off, frames out on
+    ``lane`` (a ``PublishLane``) as this host's broker user, flushed and pruned periodically,
+    its line in ``bridge status``, its writer closed when the gateway stops."""
     from bridgecli.amqp import connection as amqp_conn
 
+    config = gw.config
     values = config.values
-    ledger = Ledger(store.path.parent / "receipts.db") if values["receipts.enabled"] else None
-    return Tracking(
+    ledger = Ledger(gw.store.path.parent / "receipts.db") if values["receipts.enabled"] else None
+    tracking = Tracking(
         config.host_id,
         values,
         ledger,
         user_id=lambda: amqp_conn.username(config),
         send_soft=lane.send_soft,
-        next_turn=stepper.next_turn,
-        roster=roster,
-        fail_waits=waiters.fail,
+        roster=lambda: gw.roster,
+        fail_waits=gw.waiters.fail,
     )
+    gw.add_periodic(FLUSH_EVERY, tracking.flush)
+    gw.add_periodic(600.0, tracking.prune)
+    gw.add_status("receipts", tracking.status_line)
+    gw.on_stop_hooks.append(tracking.close)
+    return tracking

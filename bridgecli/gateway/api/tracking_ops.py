@@ -22,6 +22,7 @@ def op_track(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     ledger = gw.tracking.ledger
     if ledger is None:
         raise ConfigError("receipts are off on this host", "turn them on: bridge config set receipts.enabled true")
+    gw.tracking.settle()  # what was queued before this request is in the ledger
     try:
         record = ledger.get(request.msg_id)
         if record is not None and request.wait:
@@ -64,6 +65,7 @@ def op_receipts(gw: ApiGateway, limit: int = 100) -> dict[str, Any]:
     ledger = gw.tracking.ledger
     if ledger is None:
         return {"records": [], "enabled": False}
+    gw.tracking.settle()
     return {"records": ledger.recent(max(1, min(int(limit), 1000))), "enabled": True}
 
 
