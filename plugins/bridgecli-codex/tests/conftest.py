@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bridgecli_codex.client import Address, Endpoint
 from codex_helpers import new_thread, start_server, stop_server, write_config
 
+from bridgecli_codex.client import Address, Endpoint
 from tests.support import agent_clis
 
 

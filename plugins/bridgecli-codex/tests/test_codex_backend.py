@@ -9,14 +9,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from bridgecli_codex.backend import thread_state
-from bridgecli_codex.client import Address, AppServer, Endpoint, parse_address
 from codex_helpers import stop_server, turns, user_texts, wait_for
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, ConfigError, DeliveryError, NotFound
 from bridgecli.framing import render
 from bridgecli.interfaces import STATUSES, Delivered, Entity, traits_of
+from bridgecli_codex.backend import thread_state
+from bridgecli_codex.client import Address, AppServer, Endpoint, parse_address
 
 
 def entity(deliver: str) -> Entity:

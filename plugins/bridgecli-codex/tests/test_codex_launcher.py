@@ -12,13 +12,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from bridgecli_codex.client import parse_address
-from bridgecli_codex.launcher import group_alive
 from codex_helpers import turns, user_texts, wait_for
 
 from bridgecli.envelope import Envelope
 from bridgecli.errors import BridgeError, ConfigError
 from bridgecli.interfaces import Entity, LaunchSpec
+from bridgecli_codex.client import parse_address
+from bridgecli_codex.launcher import group_alive
 
 
 def spec(command, tmp: Path, env: dict[str, str], **profile) -> LaunchSpec:

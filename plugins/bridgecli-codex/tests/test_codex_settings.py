@@ -4,10 +4,9 @@ refused, and every declared default is what the backend uses anyway."""
 
 from __future__ import annotations
 
+from bridgecli import config
 from bridgecli_codex.backend import CodexSettings
 from bridgecli_codex.settings import PLUGIN_SETTINGS
-
-from bridgecli import config
 from tests.support.env import run_bridge
 
 

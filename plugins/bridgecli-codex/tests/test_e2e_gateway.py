@@ -8,9 +8,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from codex_helpers import kill_servers_under, stop_server, turns, user_texts, wait_for
+
 from bridgecli_codex.client import parse_address
 from bridgecli_codex.launcher import group_alive
-from codex_helpers import kill_servers_under, stop_server, turns, user_texts, wait_for
 
 pytestmark = pytest.mark.slow
 
