@@ -53,9 +53,11 @@ class LedgerWriter:
 
     def _put(self, op: str, arg: Any) -> None:
         with self._cond:
+            idle = not self._ops  # else the writer is gathering: no need to wake it again
             self._ops.append((op, arg))
             self._queued += 1
-            self._cond.notify_all()
+            if idle:
+                self._cond.notify_all()
 
     def settle(self, timeout: float = 10.0) -> bool:
         """Wait until everything queued before this call is written (True), at most ``timeout``."""
