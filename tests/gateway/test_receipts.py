@@ -63,6 +63,10 @@ def test_held_is_delivered_then_read_only_after_the_poll(host_factory):
     assert [line.split()[0] for line in shown.splitlines()[1:]] == ["sent", "delivered", "read"]
     # receipts are never shown to the sender as inbox messages
     assert a.bridge_json("poll", "--as", "rc-main")["messages"] == []
+    # the record survives the sender's gateway restarting
+    a.stop_gateway()
+    a.start_gateway()
+    assert _track(a, sent["msgId"])["states"] == read["states"]
 
 
 @pytest.mark.slow
