@@ -139,3 +139,35 @@ def test_receipts_interleaved_with_inbox_bursts_keep_both_flowing(host_factory):
         last = got[-1]["msgId"]
         sender = b if host is a else a
         assert _track(sender, last, "--wait", "read", "--timeout", "30s")["states"]["read"]["how"] == "poll"
+
+
+@pytest.mark.slow
+def test_the_hooks_activity_is_the_status_the_fleet_sees(host_factory):
+    """``bridge hook`` (as Claude Code runs it) reports working, waiting for the user, idle;
+    another host's roster shows each (waiting as ``blocked``), whatever the backend guesses."""
+    a = host_factory("rcpta", extra_env={"BRIDGE_ROSTER_INTERVAL": "1"})
+    b = host_factory("rcptb", extra_env={"BRIDGE_ROSTER_INTERVAL": "1"})
+    for host in (a, b):
+        host.start_gateway()
+    agent = a.register("rc-hooked")
+    _announced(b, agent)
+
+    def hook(event: str, payload: dict) -> None:
+        proc = a.bridge("hook", "claude-code", event, input=json.dumps(payload), env={"BRIDGE_GID": agent})
+        assert proc.returncode == 0 and proc.stdout == ""
+
+    def shown() -> str:
+        return next(e["status"] for e in b.bridge_json("roster")["entries"] if e["gid"] == agent)
+
+    def becomes(status: str) -> None:
+        deadline = time.monotonic() + 30
+        while shown() != status:
+            assert time.monotonic() < deadline, f"roster still says {shown()!r}, not {status!r}"
+            time.sleep(0.2)
+
+    hook("prompt", {"hook_event_name": "UserPromptSubmit", "prompt": "go on"})
+    becomes("working")
+    hook("notify", {"hook_event_name": "Notification", "notification_type": "permission_prompt"})
+    becomes("blocked")
+    hook("stop", {"hook_event_name": "Stop"})
+    becomes("idle")
