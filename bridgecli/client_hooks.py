@@ -1,10 +1,11 @@
 """bridge's hooks in an agent client's settings: which events run ``bridge hook``, and the edits.
 
-Claude Code (``~/.claude/settings.json``) and Gemini CLI (``~/.gemini/settings.json``) run a
-command at a prompt's submission, a turn's end and a notification; bridge's hooks report
-them (:mod:`bridgecli.hooks`). As with the MCP entry (:mod:`bridgecli.clients`), only bridge's
-own hooks are added, updated or removed; every other key and hook stays, the file is backed
-up and written atomically, and a file that does not parse is refused with nothing written.
+Claude Code (``~/.claude/settings.json``), Gemini CLI (``~/.gemini/settings.json``) and Codex
+(``$CODEX_HOME/hooks.json``) run a command at a prompt's submission, a turn's end and a
+permission prompt; bridge's hooks report them (:mod:`bridgecli.hooks`). As with the MCP
+entry (:mod:`bridgecli.clients`), only bridge's own hooks are added, updated or removed;
+every other key and hook stays, the file is backed up and written atomically, and a file
+that does not parse is refused with nothing written.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ class HookTable:
     client: str
     events: dict[str, str]  # client's event name -> bridge hook event
     timeout: int
+    name: str = "settings.json"
+    #: what the user must do before the client runs them, if anything
+    note: str | None = None
 
     def file(self) -> Path:
-        return clients.CLIENTS[self.client].config_dir() / "settings.json"
+        return clients.CLIENTS[self.client].config_dir() / self.name
 
 
 TABLES: dict[str, HookTable] = {
@@ -47,6 +51,13 @@ TABLES: dict[str, HookTable] = {
             "gemini",
             {"BeforeAgent": "prompt", "AfterAgent": "stop", "Notification": "notify"},
             5000,  # milliseconds
+        ),
+        HookTable(
+            "codex",
+            {"UserPromptSubmit": "prompt", "Stop": "stop", "PermissionRequest": "notify"},
+            5,  # seconds
+            "hooks.json",
+            "Codex runs them only once trusted: open /hooks in Codex and trust bridge's hooks",
         ),
     )
 }
@@ -153,7 +164,7 @@ def plan(client: clients.Client, install: bool, base: clients.Change | None = No
     data, so that one write carries both."""
     path = clients.real_path(TABLES[client.name].file())
     shared = base is not None and Path(base.file) == path
-    data = base.data if shared and base is not None else clients.read(client, path)
+    data = base.data if shared and base is not None else clients.read(client, path, toml=False)
     before = copy.deepcopy(data.get("hooks"))
     wanted, had = _edit(client, data, path, install)
     if data.get("hooks") == before:
@@ -186,7 +197,7 @@ def configured() -> list[Installed]:
         path = table.file()
         try:
             path = clients.real_path(path)
-            hooks = _table(path, clients.read(clients.CLIENTS[name], path))
+            hooks = _table(path, clients.read(clients.CLIENTS[name], path, toml=False))
         except ConfigError as exc:
             if path.exists():
                 found.append(Installed(name, str(path), str(exc)))

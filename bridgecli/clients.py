@@ -223,9 +223,10 @@ def real_path(path: Path) -> Path:
     return path
 
 
-def read(client: Client, path: Path) -> dict[str, Any]:
-    """The parsed file (``{}`` when absent or blank); a parse error or a top level that is
-    not an object is a :class:`ConfigError` naming the path and line."""
+def read(client: Client, path: Path, toml: bool | None = None) -> dict[str, Any]:
+    """The parsed file (``{}`` when absent or blank), TOML when ``toml`` (default: the
+    client's format); a parse error or a top level that is not an object is a
+    :class:`ConfigError` naming the path and line."""
     if not path.exists():
         return {}
     try:
@@ -234,7 +235,7 @@ def read(client: Client, path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {exc}", "fix its permissions or encoding; nothing was written") from exc
     if not text.strip():
         return {}
-    if client.is_toml:
+    if client.is_toml if toml is None else toml:
         import tomllib
 
         try:
@@ -352,7 +353,7 @@ def apply(change: Change) -> None:
     path = Path(change.file)
     if path.exists():
         change.backup = str(_backup(path, change.mode))
-    if CLIENTS[change.client].is_toml:
+    if CLIENTS[change.client].is_toml and change.part == "mcp":  # hooks files are JSON
         old = path.read_text(encoding="utf-8") if path.exists() else ""
         payload = toml_text(old, change.data, change.entry if change.action != "removed" else None).encode()
     else:

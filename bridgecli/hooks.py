@@ -30,10 +30,11 @@ HEX = frozenset("0123456789abcdef")
 
 #: per client, the notification types that mean it waits for the user. Claude Code: its
 #: ``notification_type`` (``idle_prompt`` comes a minute after ``Stop``: idle, not waiting);
-#: Gemini CLI: ``ToolPermission``.
+#: Gemini CLI: ``ToolPermission``; Codex runs ``notify`` from ``PermissionRequest`` only.
 WAITING: dict[str, frozenset[str]] = {
     "claude-code": frozenset({"permission_prompt", "elicitation_dialog", "worker_permission_prompt"}),
     "gemini": frozenset({"ToolPermission"}),
+    "codex": frozenset(),
 }
 CLIENTS = tuple(WAITING)
 #: the status each event reports (``notify`` only for a waiting notification)
@@ -109,6 +110,8 @@ def _waiting(client: str, payload: dict[str, Any]) -> bool:
     kind = payload.get("notification_type")
     if isinstance(kind, str):
         return kind in WAITING.get(client, frozenset())
+    if payload.get("hook_event_name") == "PermissionRequest":
+        return True
     # a client too old to send a type: Claude Code's permission message says so
     message = payload.get("message")
     return isinstance(message, str) and "permission" in message.lower()

@@ -20,7 +20,7 @@ from bridgecli import hooks
 def hook(client: str, event: str) -> None:
     """Report a turn of an agent client to the gateway (its hooks run this).
 
-    CLIENT is claude-code or gemini; EVENT is prompt (a prompt was submitted: the bridge
+    CLIENT is claude-code, gemini or codex; EVENT is prompt (a prompt was submitted: the bridge
     frames in it, by their [bridge xxxxxxxx] markers, were read, and the agent is working),
     stop (the turn ended: idle) or notify (a permission prompt: waiting). The client's JSON
     is read on stdin (at most 1 MiB). The entity is $BRIDGE_GID, else the tmux pane

@@ -101,6 +101,13 @@ def _run(changes: list, dry_run: bool, as_json: bool) -> None:
             if change.changed:
                 written[change.file] = change.backup
     _report(changes, dry_run, as_json)
+    if not as_json:
+        from bridgecli.client_hooks import TABLES
+
+        for change in changes:
+            note = TABLES[change.client].note if change.part == "hooks" else None
+            if note and change.action in ("added", "updated"):
+                output.note(f"bridge: {change.client}: {note}")
 
 
 def _with_hooks(changes: list, chosen: list, scope: str, install: bool) -> list:
@@ -138,10 +145,10 @@ def install(
     """Add bridge's MCP server to Claude Code, Codex, OpenCode, Gemini or Cursor.
 
     CLIENT: claude-code, codex, opencode, gemini or cursor. The entry, named "bridge", runs
-    this bridge by absolute path, never a `bridge` on PATH (iproute2's), in the user's
-    file or (--scope project) the client's file here; Codex has none. Claude Code and Gemini
-    also get hooks in ~/.claude or ~/.gemini/settings.json that report reads and activity
-    (docs/hooks.md; user scope; not with --no-hooks). Other keys and hooks are kept; the file
+    this bridge by absolute path, not a `bridge` on PATH (iproute2's), in the user's
+    file or (--scope project) the client's file here; Codex has none. Claude Code, Gemini and
+    Codex also get hooks (~/.claude or ~/.gemini/settings.json, $CODEX_HOME/hooks.json) that
+    report reads and activity (docs/hooks.md; user scope; --no-hooks: none). Other keys and hooks are kept; the file
     is backed up (FILE.bridge-backup-TIME) and replaced atomically; reruns change nothing.
     Exit: 6 unknown client, 11 client not installed, 3 file unreadable.
     """
@@ -161,9 +168,9 @@ def uninstall(names: tuple[str, ...], all_: bool, scope: str, dry_run: bool, as_
     """Remove bridge's MCP server entry from agent clients.
 
     Removes only the entry named "bridge" from the same files `bridge install` edits, and
-    (--scope user) bridge's own hooks from Claude Code's and Gemini's settings.json, after a
-    backup (FILE.bridge-backup-TIME); every other server, hook and key stays. A client
-    without them is reported unchanged.
+    (--scope user) bridge's own hooks (Claude Code, Gemini, Codex), after a backup
+    (FILE.bridge-backup-TIME); every other server, hook and key stays. A client without
+    them is reported unchanged.
     """
     from bridgecli import clients
 

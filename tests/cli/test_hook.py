@@ -106,7 +106,7 @@ def test_debug_explains_on_stderr_only(env) -> None:
 
 def test_help_is_clicks(env) -> None:
     done = subprocess.run([BRIDGE_BIN, "hook", "-h"], env=env, capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0 and "CLIENT is claude-code or gemini" in done.stdout
+    assert done.returncode == 0 and "CLIENT is claude-code, gemini or codex" in done.stdout
 
 
 def test_markers_deduped_in_order_capped_and_only_the_exact_form() -> None:
@@ -161,6 +161,7 @@ def test_bridge_gid_wins_over_the_pane(env, gateway) -> None:
         ("claude-code", {"message": "Claude needs your permission to use Bash"}, "waiting"),
         ("gemini", {"notification_type": "ToolPermission", "message": "run ls?"}, "waiting"),
         ("gemini", {"notification_type": "Other"}, None),
+        ("codex", {"hook_event_name": "PermissionRequest", "tool_name": "Bash"}, "waiting"),
     ],
 )
 def test_notify_reports_waiting_only_for_a_permission_prompt(env, gateway, client, payload, status) -> None:

@@ -22,7 +22,9 @@ EVENTS = {
         5,
     ),
     "gemini": (".gemini", {"BeforeAgent": "prompt", "AfterAgent": "stop", "Notification": "notify"}, 5000),
+    "codex": ("codex", {"UserPromptSubmit": "prompt", "Stop": "stop", "PermissionRequest": "notify"}, 5),
 }
+FILES = {"claude-code": "settings.json", "gemini": "settings.json", "codex": "hooks.json"}
 OTHER = {"type": "command", "command": "notify-send done"}
 
 
@@ -33,10 +35,11 @@ def ours(client: str, event: str) -> dict:
 
 @pytest.mark.parametrize("client", EVENTS)
 def test_install_adds_the_hooks_keeps_others_and_is_idempotent(host, client) -> None:
+    """Also: Codex's hooks.json is JSON beside its TOML config, and the user is told to trust them."""
     home, env, _ = host
     folder, events, _ = EVENTS[client]
     (home / folder).mkdir()
-    path = home / folder / "settings.json"
+    path = home / folder / FILES[client]
     stop = next(name for name, event in events.items() if event == "stop")
     original = {"model": "x", "hooks": {stop: [{"matcher": "", "hooks": [OTHER]}], "PreToolUse": [{"hooks": [OTHER]}]}}
     path.write_text(json.dumps(original))
@@ -44,6 +47,7 @@ def test_install_adds_the_hooks_keeps_others_and_is_idempotent(host, client) -> 
     done = bridge(env, "install", client)
     assert done.returncode == 0, done.stderr
     assert f"added bridge's hooks in {path}" in done.stdout
+    assert ("open /hooks in Codex" in done.stderr) == (client == "codex")
     data = json.loads(path.read_text())
     assert data["model"] == "x" and data["hooks"]["PreToolUse"] == [{"hooks": [OTHER]}]
     for name, event in events.items():
