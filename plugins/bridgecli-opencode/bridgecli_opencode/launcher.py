@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from bridgecli.errors import BridgeError, ConfigError, Timeout
 from bridgecli.interfaces import LaunchHandle, LaunchSpec
 from bridgecli.nodeprocess import pid_alive
-from bridgecli_opencode.client import DEFAULT_USERNAME, Address, Client, ServerError, new_message_id
+from bridgecli_opencode.client import DEFAULT_USERNAME, Address, Client, Refused, ServerError, new_message_id
 from bridgecli_opencode.tui import attach_argv, attach_hint, kill_tui, open_tui
 
 if TYPE_CHECKING:
@@ -147,8 +147,7 @@ class OpenCodeLauncher:
             _, session = client.request("POST", "/session", {"title": f"bridge {spec.label}"}, timeout=timeout)
             sid = str(session["id"])
             if prompt:
-                body = {"messageID": new_message_id(), "parts": [{"type": "text", "text": prompt}]}
-                client.request("POST", client.path("/session/{sid}/prompt_async", sid=sid), body, timeout=timeout)
+                self._first_prompt(client, sid, prompt, time.monotonic() + timeout)
             data.update(url=url, session=sid, attach=attach_argv(binary, url, sid))
             data["attach_hint"] = attach_hint(binary, data)
             if spec.profile.get("opencode_tui"):
@@ -163,6 +162,25 @@ class OpenCodeLauncher:
                 ) from None
             raise
         return LaunchHandle(launcher=NAME, deliver=f"opencode:{url}#{sid}", data=data)
+
+    @staticmethod
+    def _first_prompt(client: Client, sid: str, prompt: str, deadline: float) -> None:
+        """Post ``prompt`` and wait until OpenCode stored it: a fresh server takes seconds
+        to store its first prompt, and a message delivered meanwhile would come first."""
+        message_id = new_message_id()
+        body = {"messageID": message_id, "parts": [{"type": "text", "text": prompt}]}
+        client.request("POST", client.path("/session/{sid}/prompt_async", sid=sid), body)
+        stored = client.path("/session/{sid}/message/{mid}", sid=sid, mid=message_id)
+        delay = 0.02
+        while True:
+            try:
+                client.request("GET", stored)
+                return
+            except Refused as exc:
+                if exc.status != 404 or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
     def _wait_listening(self, proc: subprocess.Popen[bytes], log: Path, deadline: float, profile: str) -> str:
         """The URL the server prints once it listens; BridgeError when it exits first."""

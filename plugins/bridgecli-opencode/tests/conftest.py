@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from oc_helpers import Server
 
+from bridgecli.interfaces import LaunchHandle
+
 
 @pytest.fixture(scope="module")
 def oc_server() -> Iterator[Server]:
@@ -39,3 +41,20 @@ def make_backend(bridge_home) -> object:
         return factory(BackendContext(config=config.load(), state_dir=bridge_home.root, host_id="test"))
 
     return build
+
+
+@pytest.fixture
+def launcher(bridge_home):
+    from bridgecli import config, plugins
+
+    plugins.reset()
+    return plugins.get().provider("launchers", "opencode")(config.load())
+
+
+@pytest.fixture
+def started(launcher) -> Iterator[list[LaunchHandle]]:
+    """Every handle a test starts, stopped in teardown even when the test fails."""
+    handles: list[LaunchHandle] = []
+    yield handles
+    for handle in handles:
+        launcher.stop(handle)

@@ -15,10 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bridgecli_opencode.client import Address, Client
-
 from bridgecli.envelope import Envelope
-from bridgecli.interfaces import Entity
+from bridgecli.interfaces import Entity, LaunchHandle, LaunchSpec
+from bridgecli_opencode.client import Address, Client
 from tests.support import agent_clis
 
 
@@ -129,3 +128,36 @@ def envelope(content: str, sender: str | None = None) -> Envelope:
 
 def dump(messages: list[dict[str, Any]]) -> str:
     return json.dumps(messages, indent=1)[:3000]
+
+
+def launch_spec(root: Path, command: list[str], label: str = "oc1") -> LaunchSpec:
+    """What the gateway would pass the launcher for profile ``oc`` running ``command``."""
+    gid = str(uuid.uuid4())
+    log_dir = root / "spawn" / label
+    log_dir.mkdir(parents=True, mode=0o700)
+    (root / "project").mkdir(exist_ok=True)
+    return LaunchSpec(
+        gid=gid,
+        label=label,
+        role="agent",
+        profile_name="oc",
+        command=command,
+        cwd=str(root / "project"),
+        env={**opencode_env(root / "oc"), "BRIDGE_GID": gid, "BRIDGE_HOST_ID": "test"},
+        profile={"launcher": "opencode", "ready_timeout": 60},
+        log_dir=log_dir,
+    )
+
+
+def launched_entity(handle: LaunchHandle) -> Entity:
+    """The entity the gateway registers for ``handle``, launch data included."""
+    return Entity(
+        gid=str(uuid.uuid4()),
+        label="oc1",
+        role="agent",
+        deliver=handle.deliver,
+        host="test",
+        created=time.time(),
+        launcher="opencode",
+        launch_data=dict(handle.data),
+    )

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bridgecli_opencode.client import Address, Client
 from oc_helpers import opencode_bin, opencode_env, user_texts, wait_for
+
+from bridgecli_opencode.client import Address, Client
 
 pytestmark = pytest.mark.slow
 

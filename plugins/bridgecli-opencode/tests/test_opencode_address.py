@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from bridgecli_opencode.backend import OpenCodeBackend, OpenCodeSettings
-from bridgecli_opencode.client import new_message_id, parse_address
 
 from bridgecli.errors import ConfigError
+from bridgecli_opencode.backend import OpenCodeBackend, OpenCodeSettings
+from bridgecli_opencode.client import new_message_id, parse_address
 
 
 def test_check_address() -> None:

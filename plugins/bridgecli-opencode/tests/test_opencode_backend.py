@@ -6,11 +6,11 @@ from __future__ import annotations
 import socket
 
 import pytest
-from bridgecli_opencode.backend import OpenCodeBackend, OpenCodeSettings
 from oc_helpers import dump, envelope, user_texts, wait_for
 
 from bridgecli.errors import DeliveryError
 from bridgecli.interfaces import HOW_ACCEPTED, Delivered, traits_of
+from bridgecli_opencode.backend import OpenCodeBackend, OpenCodeSettings
 
 pytestmark = pytest.mark.slow  # the module's server takes seconds to start
 
