@@ -55,7 +55,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("bridgecli.cli.status:status", "Show the local gateway's connection, entities and queues."),
     "stop": ("bridgecli.cli.spawn:stop", "Stop an entity through the launcher that started it."),
     "tap": ("bridgecli.cli.tap:tap", "Print live traffic on bridge.msg."),
-    "track": ("bridgecli.cli.track:track", "Show what became of a sent message: delivered, read or dead-lettered."),
+    "track": ("bridgecli.cli.track:track", "Show what became of a message sent from this host."),
     "token": ("bridgecli.cli.token:token", "Manage the browser bridge token file (bridge.json)."),
     "uninstall": ("bridgecli.cli.install:uninstall", "Remove bridge's MCP server entry from agent clients."),
     "unregister": ("bridgecli.cli.register:unregister", "Remove an entity from this host."),
