@@ -167,7 +167,10 @@ class OpenCodeBackend:
             if not isinstance(state, dict) or state.get("type") not in BUSY_STATES:
                 return "idle"
             for kind in ("/permission", "/question"):
-                _, pending = client.request("GET", kind, timeout=timeout)
+                try:
+                    _, pending = client.request("GET", kind, timeout=timeout)
+                except Refused:
+                    continue  # a server without this list: the session still runs a turn
                 if any(isinstance(p, dict) and p.get("sessionID") == address.session for p in pending or []):
                     return "blocked"
             return "working"

@@ -1,6 +1,7 @@
 """End to end through real gateways on the session's RabbitMQ: host a spawns an OpenCode
-agent on host b with the ``opencode`` launcher, sends it a message, and b's gateway posts it
-into the real OpenCode session; a's ``bridge track`` shows the stored message's id."""
+agent (kind ``opencode``, with a first prompt) on host b with the ``opencode`` launcher,
+sends it a message, and b's gateway posts it into the real OpenCode session; a's
+``bridge track`` shows the stored message's id."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def test_spawn_send_track_stop(host_factory) -> None:
     env_toml = ", ".join(f'{k} = "{v}"' for k, v in env.items())
     b.write_config(f"""
 [profiles.oc]
+agent = "opencode"
 launcher = "opencode"
 command = ["{opencode_bin()}"]
 cwd = "{project}"
@@ -34,9 +36,12 @@ ready_timeout = 90
 env = {{ {env_toml} }}
 """)
     main = a.register("main", role="main")
-    a.start_gateway(), b.start_gateway()
+    b.start_gateway(), a.start_gateway()
+    # a spawn goes to a gateway a's roster has heard: wait for b's announcement
+    wait_for(lambda: b.name in [g["host"] for g in a.bridge_json("roster")["gateways"]], what=f"{b.name} in a's roster")
 
-    spawned = a.bridge_json("spawn", "oc", "-H", b.name, "-l", "oc1", "--from", "main", timeout=120)
+    first = "start by reading the README"
+    spawned = a.bridge_json("spawn", "oc", "-H", b.name, "-l", "oc1", "--prompt", first, "--from", "main", timeout=120)
     deliver = spawned["deliver"]
     assert deliver.startswith("opencode:http://127.0.0.1:")
     url, session = deliver.removeprefix("opencode:").split("#")
@@ -52,6 +57,7 @@ env = {{ {env_toml} }}
         ref = states["delivered"]["ref"]
         assert states["delivered"]["how"] == "accepted" and states["read"]["ref"] == ref
         stored = user_texts(client.request("GET", f"/session/{session}/message")[1])
+        assert list(stored) == [list(stored)[0], ref] and stored[list(stored)[0]] == first  # the kind's prompt form
         assert stored[ref].startswith(f"{marker} SEND from main (gid {main}) on {a.name}")
         assert "│ please review PR 7" in stored[ref]
     finally:
