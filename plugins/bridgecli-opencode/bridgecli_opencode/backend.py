@@ -117,7 +117,7 @@ class OpenCodeBackend:
         may need a password only a spawned entity's launch data holds)."""
         parse_address(address)
 
-    def client_for(self, entity: Entity, timeout_kind: str = "request") -> tuple[Address, Client]:
+    def client_for(self, entity: Entity) -> tuple[Address, Client]:
         """The entity's address and a client with its credentials: the password file named
         in its launch data (a spawned entity), else ``[plugins.opencode] password_file``,
         else ``OPENCODE_SERVER_PASSWORD`` of the gateway's environment."""

@@ -157,7 +157,7 @@ class OpenCodeLauncher:
             self.stop(LaunchHandle(NAME, "", data))
             if isinstance(exc, ServerError):
                 raise BridgeError(
-                    f"OpenCode for profile {spec.profile_name} failed to create a session: {exc.detail}",
+                    f"OpenCode for profile {spec.profile_name} could not set up its session: {exc.detail}",
                     f"see its log {log}",
                 ) from None
             raise
