@@ -54,11 +54,10 @@ def _env(tmp: Path, hole: str) -> dict[str, str]:
 
 def bench_codex(n: int, tmp: Path, env: dict[str, str]) -> list[float]:
     """Milliseconds per codex-backend delivery, each a new turn."""
+    from bridgecli.interfaces import LaunchSpec
     from bridgecli_codex.backend import CodexBackend, CodexSettings
     from bridgecli_codex.client import AppServer, parse_address
     from bridgecli_codex.launcher import CodexLauncher
-
-    from bridgecli.interfaces import LaunchSpec
 
     launcher = CodexLauncher({})
     spec = LaunchSpec("g", "bench", "agent", "bench", [str(CODEX)], str(tmp / "project"), env, {}, tmp / "log")
