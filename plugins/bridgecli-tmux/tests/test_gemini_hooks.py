@@ -37,7 +37,12 @@ def gemini_with_hooks(host_factory, short_tmp: Path):
     project.mkdir()
     home.mkdir()
     agent_clis.gemini_home(home, project)
-    env = {k: v for k, v in b.env.items() if not k.startswith("TMUX") and k != "BRIDGE_GID"}
+    # not CI's variables: Gemini CLI run under CI=true is non-interactive and exits at once
+    env = {
+        k: v
+        for k, v in b.env.items()
+        if not k.startswith(("TMUX", "CI_")) and k not in ("BRIDGE_GID", "CI", "CONTINUOUS_INTEGRATION")
+    }
     env.update(agent_clis.client_env(home, bin_dir))
     installed = subprocess.run([BRIDGE_BIN, "install", "gemini"], env=env, capture_output=True, text=True, timeout=60)
     assert installed.returncode == 0, installed.stderr
