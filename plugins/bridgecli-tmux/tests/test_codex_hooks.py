@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from tmux_helpers import wait_for
 
-from bridgecli_tmux.client import Tmux, tmux_available
+from bridgecli_tmux.client import Tmux
 from tests.support import agent_clis
 from tests.support.env import BRIDGE_BIN
 from tests.support.tmux import server_pid, stop_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")]
+pytestmark = pytest.mark.slow  # tmux is a test dependency: without it these fail, never skip
 
 
 @pytest.fixture
