@@ -1,13 +1,9 @@
 """Run time of ``bridge hook claude-code prompt``, the command Claude Code runs at every prompt.
 
-Prints, from one run, the median wall time of the hook fed a prompt with two frame markers on
-stdin, next to ``python -c pass`` (the venv's interpreter), timed in interleaved rounds, with
-the difference and the ratio. Two cases: no gateway listening (the hook gives up at connect),
-and a socket that answers every request line as the gateway's local API does (the hook's own
-cost of its two calls, without the gateway's work). Goal (bridgecli/hooks.py): at most 60 ms
-over the bare interpreter.
-
-Run: ``.venv/bin/python bench/hook_runtime.py [--runs N]``. Asserts nothing about time.
+Median wall time of the hook fed two frame markers, against ``python -c pass`` in interleaved
+rounds: with no gateway listening, and with a socket answering as the gateway's local API does
+(the hook's own cost of its two calls). Goal (bridgecli/hooks.py): at most 60 ms over the bare
+interpreter. Run: ``.venv/bin/python bench/hook_runtime.py [--runs N]``. Asserts nothing.
 """
 
 from __future__ import annotations
