@@ -160,6 +160,16 @@ class SendRequest(_Request):
             raise _invalid(f"bad message id {self.new_id!r}", "--id takes a UUID, e.g. from `uuidgen`")
         if self.turn is not None and len(self.turn) > MAX_TURN_CHARS:
             raise _invalid(f"--turn is longer than {MAX_TURN_CHARS} characters", "use a shorter turn id")
+        if self.target is not None and self.target.startswith("#"):
+            from bridgecli import channels
+
+            channels.check_name(self.target)
+            if self.wait is not None:
+                raise _invalid(
+                    "--wait cannot be used with a channel: every member may reply",
+                    "send without --wait and read the replies with `bridge poll`",
+                    usage=True,
+                )
 
     @staticmethod
     def command_line_problem(values: dict[str, Any]) -> tuple[str, str] | None:
@@ -378,3 +388,44 @@ class ActivityRequest(_Request):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or len(value) > 64):
                 raise _invalid(f"{name} must be a short string", "send the value of $BRIDGE_GID or $TMUX_PANE")
+
+
+class ChannelRequest(_Request):
+    """``member`` (a local gid or label; None: the caller's default identity, as for a send)
+    joins channel ``name`` (``#`` optional)."""
+
+    __slots__ = ("name", "member")
+    OP = "channel_join"
+    FIELDS = {"name": "", "member": None}
+    name: str
+    member: str | None
+
+    def _validate(self) -> None:
+        from bridgecli import channels
+
+        object.__setattr__(self, "name", channels.check_name(self.name))
+        if self.member is not None and (not isinstance(self.member, str) or not 0 < len(self.member) <= 64):
+            raise _invalid("--as must be a gid or label", "pass the member's gid or label")
+
+
+class LeaveRequest(ChannelRequest):
+    """``member`` leaves channel ``name``; not being in it is an error of its own."""
+
+    __slots__ = ()
+    OP = "channel_leave"
+
+
+class ChannelListRequest(_Request):
+    """Every channel with its members on every host, or only channel ``name``'s."""
+
+    __slots__ = ("name",)
+    OP = "channel_list"
+    FIELDS = {"name": None}
+    name: str | None
+
+    def _validate(self) -> None:
+        if self.name is not None:
+            from bridgecli import channels
+
+            object.__setattr__(self, "name", channels.check_name(self.name))
+

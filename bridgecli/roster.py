@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from bridgecli import channels as channels_mod
 from bridgecli import gids
 from bridgecli.amqp.topology import ROSTER as EXCHANGE
 from bridgecli.sanitize import sanitize_line
@@ -64,9 +65,13 @@ class RosterEntry:
     version: str
     last_seen: float
     interval: float
+    #: the channels the entity is in, as its gateway announced them
+    channels: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["channels"] = list(self.channels)
+        return data
 
 
 @dataclass
@@ -112,6 +117,7 @@ def heartbeat_frame(
     entities: int = 0,
     profiles: Iterable[str] = (),
     started: float | None = None,
+    channels: Iterable[str] = (),
 ) -> bytes:
     """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None, which
     also names the host's spawn profiles and when the gateway started)."""
@@ -138,6 +144,8 @@ def heartbeat_frame(
                 "since": entity.created,
             }
         )
+        if channels:
+            frame["channels"] = list(channels)
     return json.dumps(frame, separators=(",", ":")).encode()
 
 
@@ -171,6 +179,14 @@ def capped_interval(value: Any) -> float:
 
 def _safe_name(name: str) -> bool:
     return 0 < len(name) <= MAX_NAME and sanitize_line(name) == name and " " not in name
+
+
+def _channel_names(value: Any) -> tuple[str, ...]:
+    """The channel names a frame lists: valid names only, at most
+    :data:`bridgecli.channels.MAX_PER_ENTITY`, sorted and without repeats."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(sorted({name for name in value[: channels_mod.MAX_PER_ENTITY] if channels_mod.valid_name(name)}))
 
 
 def spawned_entry(handle: dict[str, Any], *, interval: float, now: float | None = None) -> RosterEntry:
@@ -345,6 +361,7 @@ class RosterView:
         status, backend = _text(get("status"), "unknown"), _text(get("backend"), "?")
         since, version = _number(get("since") or now, now), _text(get("version"), "?")
         interval = capped_interval(get("interval"))
+        channels = _channel_names(get("channels"))
         previous = self._entries.get(gid)
         if previous is not None and (
             previous.label,
@@ -354,7 +371,8 @@ class RosterView:
             previous.backend,
             previous.since,
             previous.version,
-        ) == (label, role, host, status, backend, since, version):
+            previous.channels,
+        ) == (label, role, host, status, backend, since, version, channels):
             previous.last_seen, previous.interval = now, interval  # the common case: a refresh
             return
         self._entries[gid] = RosterEntry(
@@ -368,8 +386,9 @@ class RosterView:
             version=version,
             last_seen=now,
             interval=interval,
+            channels=channels,
         )
-        if previous is None or previous.status != status or previous.host != host:
+        if previous is None or (previous.status, previous.host, previous.channels) != (status, host, channels):
             self.changes += 1
 
     def expire(self, now: float | None = None) -> list[RosterEntry]:
@@ -420,4 +439,6 @@ class RosterView:
         """Fill from another view's ``as_dict`` rows (used by tests and tools)."""
         with self._lock:
             for row in rows:
-                self._entries[row["gid"]] = RosterEntry(**row)
+                entry = RosterEntry(**row)
+                entry.channels = tuple(entry.channels)
+                self._entries[row["gid"]] = entry

@@ -29,6 +29,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("bridgecli.cli.send:ask", "Ask an entity a question (ASK); --wait for the ANSWER."),
     "broker": ("bridgecli.cli.broker:broker", "Run a private local RabbitMQ node for this user."),
     "browser": ("bridgecli.cli.browser:browser", "Drive browsers through the auto-elected browser broker."),
+    "channel": ("bridgecli.cli.channel:channel", "Join, leave and list channels: one send reaches every member."),
     "completion": ("bridgecli.cli.completion:completion", "Print the shell completion script for bash, zsh or fish."),
     "config": ("bridgecli.cli.config:config", "Show and change settings in bridge.toml."),
     "dashboard": ("bridgecli.cli.dashboard:dashboard", "Serve a live web view of the fleet on 127.0.0.1."),

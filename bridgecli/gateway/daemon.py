@@ -37,6 +37,7 @@ from bridgecli.gateway.elsewhere import Elsewhere
 from bridgecli.gateway.entity_worker import Delivery
 from bridgecli.gateway.inboxes import Consumer, Inboxes
 from bridgecli.gateway.intake import Intake
+from bridgecli.gateway.memberships import Memberships
 from bridgecli.gateway.periodic import Periodic
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
@@ -88,8 +89,10 @@ class Gateway:
         self.publisher: Publisher | None = None
         self.generation = 0
         self.backends = Backends(config, self.host, self.plugins, self.store)
+        #: channel memberships: the registry's record, the broker's bindings, the roster's view
+        self.memberships = Memberships(self.registry, self.call_after_step, lambda: self.connection, self._announce)
         #: each local entity's inbox consumer and worker
-        self.inboxes = Inboxes(self)
+        self.inboxes = Inboxes(self, self.memberships.rebind)
         #: local calls blocked on a message (API threads register, the I/O thread hands over)
         self.waiters = Waiters(self.store)
         self.should_stop = threading.Event()
@@ -113,7 +116,7 @@ class Gateway:
         #: deliveries read in this turn of the loop, not handled yet (:meth:`on_message`)
         self._arrived: list[tuple[Entity, int, Any, Any, bytes]] = []
         #: what the I/O thread does with each delivery from a local inbox
-        self.intake = Intake(self, config.values, self.store, self.burst, self.inboxes, self.backends)
+        self.intake = Intake(self, config.values, self.store, self.burst, self.inboxes, self.backends, self.registry)
         #: the fleet's roster view, once presence is wired in (:meth:`use_roster`)
         self.roster: RosterView | None = None
         #: monotonic time by which the roster has heard every live gateway at least once
@@ -360,6 +363,10 @@ class Gateway:
         registration.release(self.grants, entity)
         return moved
 
+    def _announce(self, entity: Entity) -> None:
+        for hook in self.on_entity_added:
+            hook(entity)
+
     def attach_entity(self, entity: Entity) -> None:
         """Start serving a newly registered entity (I/O thread)."""
         if entity.gid in self.consumers:
@@ -367,8 +374,7 @@ class Gateway:
         if self.channel is not None:
             self.inboxes.attach(entity)
         glog.event(logger, "entity registered", entity=entity.label, gid=entity.gid, deliver=entity.deliver)
-        for hook in self.on_entity_added:
-            hook(entity)
+        self._announce(entity)
 
     def detach_entity(self, entity: Entity, reason: str = "unregistered") -> int:
         """Stop serving an entity; dead-letter whatever is still in its inbox, then delete

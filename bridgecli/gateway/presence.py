@@ -187,21 +187,24 @@ class Presence:
     def _publish(self, gid: str, body: bytes) -> None:
         self._publish_all([(gid, body)])
 
-    def _heartbeat(self, entity: Entity) -> tuple[str, bytes]:
+    def _heartbeat(self, entity: Entity, channels: dict[str, tuple[str, ...]]) -> tuple[str, bytes]:
         return entity.gid, roster_mod.heartbeat_frame(
             host=self.gw.host,
             version=__version__,
             interval=self.interval,
             entity=entity,
             status=self.statuses.get(entity.gid, "unknown"),
+            channels=channels.get(entity.gid, ()),
         )
 
     def heartbeat_one(self, entity: Entity) -> None:
-        self._publish_all([self._heartbeat(entity)])
+        """Announce ``entity`` now (registered, or its channels changed)."""
+        self._publish_all([self._heartbeat(entity, self.gw.registry.channels())])
 
     def heartbeat_all(self) -> None:
         entities = self.gw.registry.all()
-        frames = [self._heartbeat(entity) for entity in entities]
+        channels = self.gw.registry.channels()
+        frames = [self._heartbeat(entity, channels) for entity in entities]
         frames.append(
             (
                 roster_mod.GATEWAY_KEY,

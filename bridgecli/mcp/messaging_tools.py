@@ -1,4 +1,5 @@
-"""The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, track, roster, spawn, stop.
+"""The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, track, roster, spawn, stop,
+and :mod:`.channel_tools`.
 
 Each tool is one gateway operation on behalf of this session's entity (``link.gid``), built
 as the same request model the CLI sends (:mod:`bridgecli.requests`), and a send is sent the
@@ -17,7 +18,7 @@ from typing import Any
 
 from bridgecli.agent_kinds import MAX_PROMPT_BYTES
 from bridgecli.errors import Timeout
-from bridgecli.mcp import render
+from bridgecli.mcp import channel_tools, render
 from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
 from bridgecli.mcp.tools import Handler, Tool, ToolRegistry, ToolResult, as_json, object_schema
@@ -30,9 +31,9 @@ MAX_WAIT = 3600
 _TARGET = {
     "type": "string",
     "minLength": 1,
-    "description": 'Who to message: a label (e.g. "worker") or a global id (gid). Labels resolve '
-    "through this host's entities and the roster of all hosts; an ambiguous label is an error "
-    "that lists the candidates.",
+    "description": 'Who to message: a label (e.g. "worker"), a global id (gid), or "#NAME" for every '
+    "member of a channel (each gets one copy; no wait). Labels resolve through this host's entities "
+    "and the roster of all hosts; an ambiguous label is an error that lists the candidates.",
 }
 _WAIT = {
     "type": "number",
@@ -53,7 +54,7 @@ def register(registry: ToolRegistry, link: GatewayLink) -> None:
     """Add the messaging tools, bound to ``link``'s entity, to ``registry``. Each call first
     makes sure the entity is attached: the server starts without a gateway, and a call made
     before one runs is a one-line tool error that names the fix."""
-    for tool in _tools(link):
+    for tool in [*_tools(link), *channel_tools.tools(link)]:
         registry.add(dataclasses.replace(tool, handler=_attached(link, tool.handler)))
 
 

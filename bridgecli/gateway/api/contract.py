@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from bridgecli.config import Config
     from bridgecli.envelope import Envelope
+    from bridgecli.gateway.memberships import Memberships
     from bridgecli.gateway.tracking import Tracking
     from bridgecli.gateway.waiters import Waiters
     from bridgecli.hoststate.entities import Registry
@@ -65,6 +66,10 @@ class ApiGateway(Protocol):
     @property
     def tracking(self) -> Tracking:
         """Receipts: the ledger of messages sent from here, and what hooks report."""
+
+    @property
+    def memberships(self) -> Memberships:
+        """Channel memberships of local entities: join and leave."""
 
     @property
     def roster(self) -> RosterView | None:
