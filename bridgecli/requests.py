@@ -429,3 +429,51 @@ class ChannelListRequest(_Request):
 
             object.__setattr__(self, "name", channels.check_name(self.name))
 
+
+class HistoryRequest(_Request):
+    """Archived messages, newest first: of local entity ``as_gid`` (gid or label; None: every
+    local entity), exchanged ``with_`` a peer (gid or label), on ``channel``, matching
+    ``search`` (words; a trailing ``*`` is a prefix), from the last ``since`` seconds; at most
+    ``limit``."""
+
+    __slots__ = ("as_gid", "with_", "channel", "search", "since", "limit")
+    OP = "history"
+    FIELDS = {"as_gid": None, "with_": None, "channel": None, "search": None, "since": None, "limit": 100}
+    as_gid: str | None
+    with_: str | None
+    channel: str | None
+    search: str | None
+    since: float | None
+    limit: int
+
+    def _validate(self) -> None:
+        for name in ("as_gid", "with_"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 64):
+                raise _invalid(f"{name.rstrip('_')} must be a gid or label", "pass a gid or a label")
+        if self.channel is not None:
+            from bridgecli import channels
+
+            object.__setattr__(self, "channel", channels.check_name(self.channel))
+        if self.search is not None and (not isinstance(self.search, str) or len(self.search) > 1000):
+            raise _invalid("--search must be text of at most 1000 characters", "search for a few words")
+        if self.since is not None and (not isinstance(self.since, int | float) or not self.since >= 0):
+            raise _invalid("--since must be a duration of at least 0", "pass a duration such as 2h", usage=True)
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= 1000:
+            raise _invalid("--limit must be between 1 and 1000", "pass a smaller --limit", usage=True)
+
+
+class ThreadRequest(_Request):
+    """The conversation archived message ``msg_id`` (a full id, or a prefix of at least 8
+    characters) belongs to, in time order."""
+
+    __slots__ = ("msg_id",)
+    OP = "thread"
+    FIELDS = {"msg_id": ""}
+    msg_id: str
+
+    def _validate(self) -> None:
+        text = str(self.msg_id).lower()
+        if len(text) < 8 or len(text) > 36 or any(c not in _HEX and c != "-" for c in text):
+            raise _invalid(f"{str(self.msg_id)[:40]!r} is not a message id", "pass a msgId `bridge history` printed")
+        object.__setattr__(self, "msg_id", text)

@@ -364,3 +364,25 @@ class TrackResult(_Wire):
                 "track it again later: receipts keep coming after the timeout",
             )
 
+
+class ArchivedMessage(Message):
+    """A message of the archive: ``direction`` (``sent`` or ``received``) as local entity
+    ``owner`` saw it."""
+
+    __slots__ = ("direction", "owner")
+    direction: str
+    owner: str
+
+    def _read(self, wire: dict[str, Any]) -> None:
+        super()._read(wire)
+        self._set(direction=wire["direction"], owner=wire["owner"])
+
+
+class HistoryResult(_Wire):
+    """Archived messages (op ``history``: newest first; op ``thread``: in time order)."""
+
+    __slots__ = ("messages",)
+    messages: tuple[ArchivedMessage, ...]
+
+    def _read(self, wire: dict[str, Any]) -> None:
+        self._set(messages=tuple(ArchivedMessage(m) for m in wire.get("messages") or ()))

@@ -78,6 +78,8 @@ def test_every_operation_has_a_model():
         "roster",
         "track",
         "activity",
+        "history",
+        "thread",
         "channel_join",
         "channel_leave",
         "channel_list",

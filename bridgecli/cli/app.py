@@ -36,6 +36,10 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "dlq": ("bridgecli.cli.dlq:dlq", "Inspect, retry or purge dead-lettered messages."),
     "doctor": ("bridgecli.cli.doctor:doctor", "Check config, broker, gateway and file permissions."),
     "entities": ("bridgecli.cli.register:entities", "List the entities registered on this host."),
+    "history": (
+        "bridgecli.cli.history:history",
+        "Show and search the messages this host's entities sent and received.",
+    ),
     "hook": ("bridgecli.cli.hook:hook", "Report a turn of an agent client to the gateway (its hooks run this)."),
     "hub": ("bridgecli.cli.hub:hub", "Make this machine the hub that other hosts join."),
     "install": (
@@ -57,6 +61,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("bridgecli.cli.spawn:stop", "Stop an entity through the launcher that started it."),
     "tap": ("bridgecli.cli.tap:tap", "Print live traffic on bridge.msg."),
     "track": ("bridgecli.cli.track:track", "Show what became of a message sent from this host."),
+    "thread": ("bridgecli.cli.history:thread", "Show the conversation an archived message belongs to."),
     "token": ("bridgecli.cli.token:token", "Manage the browser bridge token file (bridge.json)."),
     "uninstall": ("bridgecli.cli.install:uninstall", "Remove bridge's MCP server entry from agent clients."),
     "unregister": ("bridgecli.cli.register:unregister", "Remove an entity from this host."),

@@ -29,7 +29,7 @@ from bridgecli.amqp.publisher import Publisher
 from bridgecli.amqp.stepped import SteppedConnection, Stepper
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
-from bridgecli.gateway import deadletter, identity, iocalls, registration, tracking
+from bridgecli.gateway import archive_writer, deadletter, identity, iocalls, registration, tracking
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
@@ -130,6 +130,8 @@ class Gateway:
         self.add_periodic(0.5, self._retry_elsewhere)
         #: receipts to senders' hosts and from recipients' hosts, and hooks' activity
         self.tracking = tracking.build(self, self.lane)
+        #: the archive of what local entities send and receive (bridge history), written off the loop
+        self.history = archive_writer.build(self)
 
     def use_roster(self, view: RosterView) -> None:
         """Resolve targets and verify senders against ``view`` (presence calls this once)."""
@@ -415,6 +417,7 @@ class Gateway:
         batch = self.burst.flush(self.channel)
         for _, entity, envelope in batch:
             self.tracking.delivered(envelope, Delivered(how=self.backends.traits(entity).delivered_how))
+        self.history.received((entity.gid, envelope) for _, entity, envelope in batch)
         if len(batch) == 1:
             _, entity, envelope = batch[0]
             self._log_delivered(entity, envelope)
@@ -435,6 +438,7 @@ class Gateway:
         waiters (a worker thread's call; raises DeliveryError)."""
         outcome = self.backends.deliver(entity, backend, envelope)
         self.tracking.delivered(envelope, outcome)
+        self.history.received([(entity.gid, envelope)])
         self._log_delivered(entity, envelope)
         self.waiters.notify(envelope)
 

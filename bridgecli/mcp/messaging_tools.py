@@ -1,5 +1,5 @@
 """The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, track, roster, spawn, stop,
-and :mod:`.channel_tools`.
+:mod:`.history_tools` and :mod:`.channel_tools`.
 
 Each tool is one gateway operation on behalf of this session's entity (``link.gid``), built
 as the same request model the CLI sends (:mod:`bridgecli.requests`), and a send is sent the
@@ -18,7 +18,7 @@ from typing import Any
 
 from bridgecli.agent_kinds import MAX_PROMPT_BYTES
 from bridgecli.errors import Timeout
-from bridgecli.mcp import channel_tools, render
+from bridgecli.mcp import channel_tools, history_tools, render
 from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
 from bridgecli.mcp.tools import Handler, Tool, ToolRegistry, ToolResult, as_json, object_schema
@@ -54,7 +54,7 @@ def register(registry: ToolRegistry, link: GatewayLink) -> None:
     """Add the messaging tools, bound to ``link``'s entity, to ``registry``. Each call first
     makes sure the entity is attached: the server starts without a gateway, and a call made
     before one runs is a one-line tool error that names the fix."""
-    for tool in [*_tools(link), *channel_tools.tools(link)]:
+    for tool in [*_tools(link), *history_tools.tools(link), *channel_tools.tools(link)]:
         registry.add(dataclasses.replace(tool, handler=_attached(link, tool.handler)))
 
 

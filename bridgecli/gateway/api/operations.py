@@ -20,6 +20,7 @@ from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.gateway.api.answers import ANSWERED, PENDING, EarlyAnswer
 from bridgecli.gateway.api.channel_ops import op_channel_join, op_channel_leave, op_channel_list
 from bridgecli.gateway.api.contract import ApiGateway
+from bridgecli.gateway.api.history_ops import op_history, op_thread
 from bridgecli.gateway.api.polling import op_poll
 from bridgecli.gateway.api.sending import LOOK_EVERY, MAX_WAIT, op_send
 from bridgecli.gateway.api.speaker import speaker
@@ -246,6 +247,8 @@ OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "seen": op_activity,
     "activity": op_activity,
     "receipts": op_receipts,
+    "history": op_history,
+    "thread": op_thread,
     "channel_join": op_channel_join,
     "channel_leave": op_channel_leave,
     "channel_list": op_channel_list,
