@@ -18,10 +18,11 @@ if TYPE_CHECKING:
 @click.option(
     "--as",
     "as_gid",
+    envvar="BRIDGE_GID",
     metavar="GID|LABEL",
     default=None,
     shell_complete=complete.local_targets,
-    help="Only this local entity's messages (default: every entity on this host).",
+    help="Only this local entity's messages (default: env BRIDGE_GID, else every entity on this host).",
 )
 @click.option(
     "--with",
