@@ -131,6 +131,9 @@ def test_membership_survives_broker_and_gateway_restarts(host_factory, rabbitmq_
     connection = pika.BlockingConnection(pika.URLParameters(node.uri))
     connection.channel().queue_unbind(f"agent.{member}.inbox", "bridge.msg", routing_key="chan.ops")
     connection.close()
+    # without a gateway the send goes straight to the broker, which finds no member
+    lost = a.bridge("send", "#ops", "nobody bound", "--from", "boss")
+    assert lost.returncode == ExitCode.EMPTY_CHANNEL, lost.stderr
     a.start_gateway()
     assert _members(a, "ops") == {"ops1"}
     a.bridge_json("send", "#ops", "after the gateway restarted", "--from", "boss")
