@@ -367,15 +367,17 @@ class TrackResult(_Wire):
 
 class ArchivedMessage(Message):
     """A message of the archive: ``direction`` (``sent`` or ``received``) as local entity
-    ``owner`` saw it."""
+    ``owner`` saw it; a sent one's receipt ``states`` (as :class:`TrackResult`'s) while the
+    receipt ledger keeps them, else empty."""
 
-    __slots__ = ("direction", "owner")
+    __slots__ = ("direction", "owner", "states")
     direction: str
     owner: str
+    states: dict[str, dict[str, Any]]
 
     def _read(self, wire: dict[str, Any]) -> None:
         super()._read(wire)
-        self._set(direction=wire["direction"], owner=wire["owner"])
+        self._set(direction=wire["direction"], owner=wire["owner"], states=dict(wire.get("states") or {}))
 
 
 class HistoryResult(_Wire):

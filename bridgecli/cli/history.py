@@ -111,6 +111,11 @@ def show(message: ArchivedMessage) -> None:
     header = f"[{when}] {message.direction} {message.kind} {message.msg_id} from {who}{host} to {to}"
     if message.in_reply_to:
         header += f" (re {sanitize_line(message.in_reply_to, max_chars=36)})"
+    from bridgecli.receipts import STATES  # in the order a message reaches them
+
+    furthest = next((state for state in reversed(STATES) if state in message.states), None)
+    if furthest:
+        header += f" [{furthest}]"
     output.line(header)
     output.line(sanitize(message.content))
     output.line("")

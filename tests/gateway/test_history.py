@@ -39,6 +39,12 @@ def test_history_search_from_both_sides_and_the_thread(host_factory):
         assert [m["direction"] for m in found] == (["received", "sent"] if side == "h-alice" else ["sent", "received"])
     assert len(_history(host, "--search", "rollout")) == 4  # each side's copy of both messages
     assert len(_history(host, "--with", "h-bob", "--as", "h-alice")) == 3
+    # a sent message carries its receipts: bob's poll pulled the ask
+    alices = _history(host, "--as", "h-alice", "--search", "zanzibar")
+    [sent_ask] = [m for m in alices if m["direction"] == "sent"]
+    assert sent_ask["msgId"] == asked["msgId"] and {"sent", "delivered", "read"} <= set(sent_ask["states"])
+    assert all("states" not in m for m in alices if m["direction"] == "received")
+    assert "[read]" in host.bridge("history", "--as", "h-alice", "--search", "done").stdout
     chain = host.bridge_json("thread", answered["msgId"][:8])["messages"]
     assert [(m["kind"], m["content"]) for m in chain] == [
         ("ASK", "is the zanzibar rollout done?"),

@@ -28,7 +28,7 @@ def op_history(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
         since=request.since,
         limit=request.limit,
     )
-    return {"messages": messages}
+    return {"messages": with_receipts(gw, messages)}
 
 
 def op_thread(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
@@ -47,7 +47,22 @@ def op_thread(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
             f"no message {request.msg_id} is archived on this host",
             "see `bridge history`; messages are kept for history.keep seconds",
         )
-    return {"messages": messages}
+    return {"messages": with_receipts(gw, messages)}
+
+
+def with_receipts(gw: ApiGateway, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each sent one's receipts (``states``, as ``bridge track`` shows
+    them) while the ledger still has its record: what became of it, beside what was said."""
+    ledger = gw.tracking.ledger
+    if ledger is None:
+        return messages
+    gw.tracking.settle()
+    for message in messages:
+        if message.get("direction") == "sent" and not message.get("channel"):
+            record = ledger.get(str(message["msgId"]))
+            if record is not None:
+                message["states"] = record["states"]
+    return messages
 
 
 def _archive(gw: ApiGateway) -> Archive:
