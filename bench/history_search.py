@@ -1,15 +1,9 @@
 """What FTS5 buys ``bridge history --search``: the Archive API's search over 100,000 archived
 messages against a plain SQLite ``LIKE '%word%'`` scan of the same rows (goal: p50 and p99
-<= 0.1x).
-
-Messages of 10-60 words drawn from a Zipf-distributed vocabulary of 20,000 made-up words
-(seeded), archived through ``Archive.add`` in batches of 1,000. Each query is one word drawn
-uniformly from the vocabulary (common and rare alike) or, one query in five, the first four
-letters of one as a prefix (``abcd*``). Both sides return the newest 100 matches; each query
-runs both ways, in alternating order. Asserts nothing.
+<= 0.1x). Both return the newest 100 matches, each query both ways in alternating order; the
+corpus and queries are described in docs/bench-methods.md. Asserts nothing.
 Run: ``.venv/bin/python bench/history_search.py [--quick]``.
 """
-
 from __future__ import annotations
 
 import argparse
