@@ -4,6 +4,7 @@ messages against a plain SQLite ``LIKE '%word%'`` scan of the same rows (goal: p
 corpus and queries are described in docs/bench-methods.md. Asserts nothing.
 Run: ``.venv/bin/python bench/history_search.py [--quick]``.
 """
+
 from __future__ import annotations
 
 import argparse
