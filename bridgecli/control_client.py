@@ -139,11 +139,16 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
 
 def listen_roster(config: Config, seconds: float):
     """Build a roster view without a local gateway: listen on ``bridge.roster`` for
-    ``seconds`` (one heartbeat interval is enough to hear every live gateway). Frames are
-    judged as a gateway judges them, with this host's identity policy."""
-    from bridgecli.amqp.connection import connect
+    ``seconds`` (one heartbeat interval is enough to hear every live gateway), having asked
+    every gateway for its full frame (a ``sync`` request: between full frames a gateway sends
+    only what changed). Frames are judged as a gateway judges them, with this host's identity
+    policy."""
+    import pika
+
+    from bridgecli import roster_frames
+    from bridgecli.amqp.connection import connect, username
     from bridgecli.gateway.identity import IdentityPolicy
-    from bridgecli.roster import RosterView
+    from bridgecli.roster import GATEWAY_KEY, RosterView, routing_key
 
     view = RosterView(
         config.values["roster.expiry_missed"],
@@ -160,12 +165,19 @@ def listen_roster(config: Config, seconds: float):
         name = f"bridge.listen.{config.host_id}.{uuid.uuid4()}"
         channel.queue_declare(name, exclusive=True, auto_delete=True)
         channel.queue_bind(name, topology.ROSTER, routing_key="roster.#")
+        replies = topology.reply_queue(config.host_id)
+        topology.declare(channel, replies)
+        for queue in (name, replies.name):
+            channel.basic_consume(
+                queue, lambda _ch, method, props, body: view.apply_delivery(method, props, body), True
+            )
+        reply = replies.bindings[0].routing_key
+        props = pika.BasicProperties(delivery_mode=1, user_id=username(config))
+        sync = roster_frames.sync_frame(host=config.host_id, reply=reply)
+        channel.basic_publish(topology.ROSTER, routing_key(config.host_id, GATEWAY_KEY), sync, props)
         deadline = time.monotonic() + seconds
-        for method, props, body in channel.consume(name, auto_ack=True, inactivity_timeout=0.2):
-            if method is not None:
-                view.apply_delivery(method, props, body)
-            if time.monotonic() >= deadline:
-                break
+        while time.monotonic() < deadline:
+            connection.process_data_events(time_limit=min(0.2, max(0.0, deadline - time.monotonic())))
     finally:
         if connection.is_open:
             connection.close()
