@@ -319,7 +319,7 @@ class RosterView:
         """A vetted ``sync`` request: answer only one naming a reply key of its own host."""
         if not isinstance(reply, str) or reply_key_host(reply) != host:
             return self._refuse(KEY_MISMATCH)
-        if host != self.local_host and self.on_sync is not None:
+        if self.on_sync is not None:
             self.on_sync(host, reply)
         return True
 

@@ -101,8 +101,9 @@ def test_a_sync_request_is_passed_on_only_with_a_reply_key_of_its_own_host():
     good = "reply.b.00000000-0000-4000-8000-000000000000"
     assert _host(view, roster_frames.sync_frame(host="b", reply=good), host="b")
     assert not _host(view, roster_frames.sync_frame(host="b", reply=good.replace(".b.", ".c.")), host="b")
-    assert _host(view, roster_frames.sync_frame(host="me", reply=good.replace(".b.", ".me.")), host="me")
-    assert asked == [("b", good)] and view.refused_frames()[roster.KEY_MISMATCH] == 1
+    mine = good.replace(".b.", ".me.")
+    assert _host(view, roster_frames.sync_frame(host="me", reply=mine), host="me")
+    assert asked == [("b", good), ("me", mine)] and view.refused_frames()[roster.KEY_MISMATCH] == 1
 
 
 def test_answers_are_owed_once_per_host_and_jittered_within_half_an_interval():

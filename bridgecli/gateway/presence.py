@@ -82,6 +82,9 @@ class Presence:
         self._sync_due: float | None = None
         self._listened = False
         self.answered = 0
+        #: held from building a broadcast frame to handing it to the lane, so frames go out in
+        #: sequence order (a new entity's delta is sent from another thread than the tick)
+        self._frame_lock = threading.Lock()
         #: the broker user our frames name as ``user_id`` (the broker checks it), once known
         self._user_id: str | None = None
         self.statuses: dict[str, str] = {}
@@ -186,8 +189,11 @@ class Presence:
         self.gw.roster_heard(within=self.interval * 1.5)
 
     def _sync_asked(self, host: str, reply: str) -> None:
-        """Another host joined: owe it our full frame on its reply key (RosterView.on_sync)."""
-        self.host_beats.owe(host, reply)
+        """A gateway joined, or a listener without one (a dashboard, `bridge roster`, maybe on
+        this host): owe it our full frame on its reply key (RosterView.on_sync), unless it is
+        our own request."""
+        if self.listener is None or reply != self.listener.reply_key:
+            self.host_beats.owe(host, reply)
 
     def _old_peers(self) -> list[str]:
         """Hosts that spoke only per-entity frames in the last three intervals."""
@@ -236,33 +242,30 @@ class Presence:
 
     def heartbeat_one(self, entity: Entity) -> None:
         """A new entity: a delta now (and its own heartbeat for gateways of the old protocol)."""
-        frames = [(roster_mod.GATEWAY_KEY, self._host_frame())]
-        if self._old_peers():
-            frames.append(self._heartbeat(entity))
-        self._send(frames)
+        old = self._old_peers()
+        with self._frame_lock:
+            frames = [(roster_mod.GATEWAY_KEY, self._host_frame())]
+            self._send(frames + ([self._heartbeat(entity)] if old else []))
 
     def heartbeat_all(self) -> None:
         """One host frame; while a gateway that speaks only per-entity frames was heard in
         the last three intervals, also one heartbeat per entity and the gateway's own."""
-        frames = [(roster_mod.GATEWAY_KEY, self._host_frame())]
-        if self._old_peers():
-            entities = self.gw.registry.all()
-            frames += [self._heartbeat(entity) for entity in entities]
-            frames.append(
-                (
-                    roster_mod.GATEWAY_KEY,
-                    roster_mod.heartbeat_frame(
-                        host=self.gw.host,
-                        version=__version__,
-                        interval=self.interval,
-                        entities=len(entities),
-                        profiles=self.gw.config.profiles(),
-                        started=self.gw.started,
-                        marked=True,
-                    ),
-                )
-            )
-        self._send(frames)
+        with self._frame_lock:
+            self._send([(roster_mod.GATEWAY_KEY, self._host_frame())])
+        if not self._old_peers():
+            return
+        entities = self.gw.registry.all()
+        frames = [self._heartbeat(entity) for entity in entities]
+        gateway = roster_mod.heartbeat_frame(
+            host=self.gw.host,
+            version=__version__,
+            interval=self.interval,
+            entities=len(entities),
+            profiles=self.gw.config.profiles(),
+            started=self.gw.started,
+            marked=True,
+        )
+        self._send([*frames, (roster_mod.GATEWAY_KEY, gateway)])
 
     def _send(self, frames: list[tuple[str, bytes]]) -> None:
         self._publish_all([(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body) for gid, body in frames])
