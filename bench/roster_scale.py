@@ -445,6 +445,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--hosts", help=argparse.SUPPRESS)
     parser.add_argument("--entities", type=int, default=ENTITIES, help="E, entities per gateway (default 40)")
     parser.add_argument("--target", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--protocol", default="entity", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
