@@ -226,3 +226,40 @@ def test_hostile_host_frames_are_counted_and_the_rest_of_the_view_stands(host_fa
     assert _labels(a) == {"alpha", "beta", "sentinel"}
     hosts = {h["host"]: h for h in _socket_roster(a)["hosts"]}
     assert hosts[mallory]["gaps"] >= 1 and hosts[b.name]["synced"]
+
+
+def test_a_missed_delta_keeps_a_hosts_entries_and_the_next_full_frame_heals(host_factory, rabbitmq):
+    a = host_factory("a", extra_env=FAST)
+    a.start_gateway()
+    sim = f"s-{uuid.uuid4().hex[:6]}"
+    keep, drop, new = gids.mint(sim), gids.mint(sim), gids.mint(sim)
+    key = roster.routing_key(sim, roster.GATEWAY_KEY)
+
+    def item(gid, label):
+        return {"gid": gid, "label": label, "role": "agent", "status": "idle", "backend": "hold", "since": 1.0}
+
+    def frame(seq, full, items, removed=()):
+        return roster_frames.host_frame(
+            host=sim, version="1", interval=0.5, seq=seq, full=full, items=items, removed=removed
+        )
+
+    connection = pika.BlockingConnection(pika.URLParameters(rabbitmq.uri))
+    try:
+        channel = connection.channel()
+        channel.basic_publish("bridge.roster", key, frame(0, True, [item(keep, "keep"), item(drop, "drop")]))
+        _wait_until(lambda: _labels(a) == {"keep", "drop"})
+        # seq 1 (which removed "drop") is lost; seq 2 adds "new"; then empty deltas for well over
+        # the expiry (three intervals): the host is alive, so nothing of it expires
+        channel.basic_publish("bridge.roster", key, frame(2, False, [item(new, "new")]))
+        for seq in range(3, 10):
+            channel.basic_publish("bridge.roster", key, frame(seq, False, []))
+            time.sleep(0.5)
+        assert _labels(a) == {"keep", "drop", "new"}
+        row = next(h for h in _socket_roster(a)["hosts"] if h["host"] == sim)
+        assert not row["synced"] and row["gaps"] == 1
+        assert f"{sim} " in (note := a.bridge("roster", check=True).stderr) and "UNSYNCED" in note
+        channel.basic_publish("bridge.roster", key, frame(10, True, [item(keep, "keep"), item(new, "new")]))
+        _wait_until(lambda: _labels(a) == {"keep", "new"})
+        assert next(h for h in _socket_roster(a)["hosts"] if h["host"] == sim)["synced"]
+    finally:
+        connection.close()
