@@ -242,6 +242,26 @@ SETTINGS: dict[str, Setting] = {
             "Seconds this host keeps the record of a message it sent (bridge track).",
             check=positive,
         ),
+        Setting(
+            "history.enabled",
+            bool,
+            True,
+            "Keep a searchable archive of what local entities send and receive (bridge history; docs/history.md).",
+        ),
+        Setting(
+            "history.keep",
+            float,
+            2592000.0,
+            "Seconds this host keeps an archived message (bridge history).",
+            check=positive,
+        ),
+        Setting(
+            "history.max_bytes",
+            int,
+            268435456,
+            "Size cap of the message archive in bytes; the oldest messages go first.",
+            check=positive,
+        ),
         Setting("roster.interval", float, 5.0, "Presence heartbeat interval in seconds.", check=positive),
         Setting(
             "roster.expiry_missed", int, 3, "Missed heartbeats after which a roster entry expires.", check=positive

@@ -37,6 +37,8 @@ _WIRE_NAMES = {
     "content": "content",
     "sender_label": "fromLabel",
     "sender_host": "fromHost",
+    "channel": "channel",
+    "copy_of": "copyOf",
 }
 _REQUIRED = ("v", "msgId", "kind", "from", "to", "ts", "content")
 _REQUIRED_KEYS = frozenset(_REQUIRED)
@@ -87,6 +89,12 @@ class Envelope:
     ts: float = field(default_factory=time.time)
     sender_label: str | None = None
     sender_host: str | None = None
+    #: the channel (name, without ``#``) a channel message was sent to; ``recipient`` is then
+    #: :func:`bridgecli.channels.channel_gid` of it
+    channel: str | None = None
+    #: set by the receiving gateway on one member's copy of a channel message: the id the
+    #: sender gave it (``msg_id`` is then the copy's own, :func:`bridgecli.channels.copy_id`)
+    copy_of: str | None = None
     #: authenticated AMQP user (``user_id`` property), filled in on receipt; not in the body
     user_id: str | None = None
     #: the body exactly as received (validated), so storing it needs no re-encoding
@@ -181,6 +189,9 @@ def from_wire(
     turn, label, host = _short_field(data, "turn"), _short_field(data, "fromLabel"), _short_field(data, "fromHost")
     if kind in ANSWER_KINDS and not in_reply_to:
         raise InvalidEnvelope("missing_field", f"a {kind} needs inReplyTo")
+    channel = copy_of = None
+    if "channel" in data or "copyOf" in data:
+        channel, copy_of = _channel_fields(data, recipient)
     if max_content_bytes is not None:
         check_content_size(content, max_content_bytes)
     envelope = object.__new__(Envelope)  # validated above: skip the frozen dataclass's __init__
@@ -198,11 +209,28 @@ def from_wire(
             "ts": float(data["ts"]),
             "sender_label": label,
             "sender_host": host,
+            "channel": channel,
+            "copy_of": copy_of,
             "user_id": user_id,
             "raw": raw,
         },
     )
     return envelope
+
+
+def _channel_fields(data: Mapping[str, Any], recipient: str) -> tuple[str, str | None]:
+    """``channel`` and ``copyOf`` checked: a channel name whose pseudo-gid is ``to`` (on a
+    member's stored copy, ``to`` is the member), and a copy's original id only beside a
+    channel. The receiving gateway refuses ``copyOf`` from the wire."""
+    from bridgecli import channels
+
+    channel = data.get("channel")
+    if not isinstance(channel, str) or not channels.valid_name(channel):
+        raise InvalidEnvelope("bad_field", "channel must be a channel name")
+    copy_of = _uuid_field(data, "copyOf") if data.get("copyOf") is not None else None
+    if copy_of is None and recipient != channels.channel_gid(channel):  # a copy's is its member
+        raise InvalidEnvelope("bad_field", f"to is not the address of channel {channel}")
+    return channel, copy_of
 
 
 def _uuid_field(data: Mapping[str, Any], key: str) -> str:

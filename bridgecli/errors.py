@@ -37,6 +37,9 @@ class ExitCode(enum.IntEnum):
     CLOCK = 18  #: this host's clock and the hub's are too far apart
     RATE_LIMITED = 19  #: the hub's registrar is refusing this host's requests for a while
     DEAD_LETTERED = 20  #: the message was dead-lettered on the recipient's host (`bridge track`)
+    BAD_CHANNEL = 21  #: a channel name that is not lower-case letters, digits, '-' and '_'
+    NOT_A_MEMBER = 22  #: leaving a channel the entity is not in
+    EMPTY_CHANNEL = 23  #: sending to a channel nobody has joined
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -98,6 +101,20 @@ class DeadLettered(BridgeError):
     """The recipient's gateway dead-lettered the message: its receipt says why."""
 
     exit_code = ExitCode.DEAD_LETTERED
+
+
+class BadChannelName(BridgeError):
+    exit_code = ExitCode.BAD_CHANNEL
+
+
+class NotAMember(BridgeError):
+    exit_code = ExitCode.NOT_A_MEMBER
+
+
+class EmptyChannel(BridgeError):
+    """A channel message the broker could route to no inbox: the channel has no members."""
+
+    exit_code = ExitCode.EMPTY_CHANNEL
 
 
 class PluginError(BridgeError):

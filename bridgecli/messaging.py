@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bridgecli import channels
 from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import ConfigError, NotFound, Rejected
@@ -30,6 +31,8 @@ class Address:
     in_reply_to: str | None
     turn: str | None
     delivered_to: str | None = None
+    #: the channel a ``#NAME`` target names; ``recipient`` is then its pseudo-gid
+    channel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ def compose(
     in_reply_to: str | None = None,
     turn: str | None = None,
     msg_id: str | None = None,
+    channel: str | None = None,
 ) -> Envelope:
     """Build an outgoing envelope; a content over this host's limit is a clear error. The
     host's limit is checked here, where its configuration is; ``msg_id`` and ``turn`` come
@@ -86,6 +90,7 @@ def compose(
         sender_label=sender.label,
         sender_host=host,
         msg_id=msg_id.lower() if msg_id else env_mod.new_id(),
+        channel=channel,
     )
 
 
@@ -110,8 +115,14 @@ def address(request: SendRequest, store: Store, resolve: ResolveFn) -> Address:
     recipient is a local entity: the gateway stores only what an entity's own inbox held for it."""
     if request.command in ("reply", "answer"):
         original = original_message(store, request.msg_id or "")
-        return Address(original.sender, original.msg_id, request.turn or original.turn, original.recipient)
-    return Address(resolve(request.target or "", request.force), None, request.turn)
+        # a member's copy of a channel message answers the id its sender knows
+        answers = original.copy_of or original.msg_id
+        return Address(original.sender, answers, request.turn or original.turn, original.recipient)
+    target = request.target or ""
+    if channels.is_channel_target(target):
+        name = channels.check_name(target)
+        return Address(channels.channel_gid(name), None, request.turn, channel=name)
+    return Address(resolve(target, request.force), None, request.turn)
 
 
 def compose_request(
@@ -130,6 +141,7 @@ def compose_request(
             in_reply_to=to.in_reply_to,
             turn=to.turn,
             msg_id=request.new_id,
+            channel=to.channel,
         )
         for content in request.contents
     ]

@@ -160,6 +160,16 @@ class SendRequest(_Request):
             raise _invalid(f"bad message id {self.new_id!r}", "--id takes a UUID, e.g. from `uuidgen`")
         if self.turn is not None and len(self.turn) > MAX_TURN_CHARS:
             raise _invalid(f"--turn is longer than {MAX_TURN_CHARS} characters", "use a shorter turn id")
+        if self.target is not None and self.target.startswith("#"):
+            from bridgecli import channels
+
+            channels.check_name(self.target)
+            if self.wait is not None:
+                raise _invalid(
+                    "--wait cannot be used with a channel: every member may reply",
+                    "send without --wait and read the replies with `bridge poll`",
+                    usage=True,
+                )
 
     @staticmethod
     def command_line_problem(values: dict[str, Any]) -> tuple[str, str] | None:
@@ -378,3 +388,92 @@ class ActivityRequest(_Request):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or len(value) > 64):
                 raise _invalid(f"{name} must be a short string", "send the value of $BRIDGE_GID or $TMUX_PANE")
+
+
+class ChannelRequest(_Request):
+    """``member`` (a local gid or label; None: the caller's default identity, as for a send)
+    joins channel ``name`` (``#`` optional)."""
+
+    __slots__ = ("name", "member")
+    OP = "channel_join"
+    FIELDS = {"name": "", "member": None}
+    name: str
+    member: str | None
+
+    def _validate(self) -> None:
+        from bridgecli import channels
+
+        object.__setattr__(self, "name", channels.check_name(self.name))
+        if self.member is not None and (not isinstance(self.member, str) or not 0 < len(self.member) <= 64):
+            raise _invalid("--as must be a gid or label", "pass the member's gid or label")
+
+
+class LeaveRequest(ChannelRequest):
+    """``member`` leaves channel ``name``; not being in it is an error of its own."""
+
+    __slots__ = ()
+    OP = "channel_leave"
+
+
+class ChannelListRequest(_Request):
+    """Every channel with its members on every host, or only channel ``name``'s."""
+
+    __slots__ = ("name",)
+    OP = "channel_list"
+    FIELDS = {"name": None}
+    name: str | None
+
+    def _validate(self) -> None:
+        if self.name is not None:
+            from bridgecli import channels
+
+            object.__setattr__(self, "name", channels.check_name(self.name))
+
+
+class HistoryRequest(_Request):
+    """Archived messages, newest first: of local entity ``as_gid`` (gid or label; None: every
+    local entity), exchanged ``with_`` a peer (gid or label), on ``channel``, matching
+    ``search`` (words; a trailing ``*`` is a prefix), from the last ``since`` seconds; at most
+    ``limit``."""
+
+    __slots__ = ("as_gid", "with_", "channel", "search", "since", "limit")
+    OP = "history"
+    FIELDS = {"as_gid": None, "with_": None, "channel": None, "search": None, "since": None, "limit": 100}
+    as_gid: str | None
+    with_: str | None
+    channel: str | None
+    search: str | None
+    since: float | None
+    limit: int
+
+    def _validate(self) -> None:
+        for name in ("as_gid", "with_"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 64):
+                raise _invalid(f"{name.rstrip('_')} must be a gid or label", "pass a gid or a label")
+        if self.channel is not None:
+            from bridgecli import channels
+
+            object.__setattr__(self, "channel", channels.check_name(self.channel))
+        if self.search is not None and (not isinstance(self.search, str) or len(self.search) > 1000):
+            raise _invalid("--search must be text of at most 1000 characters", "search for a few words")
+        if self.since is not None and (not isinstance(self.since, int | float) or not self.since >= 0):
+            raise _invalid("--since must be a duration of at least 0", "pass a duration such as 2h", usage=True)
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= 1000:
+            raise _invalid("--limit must be between 1 and 1000", "pass a smaller --limit", usage=True)
+
+
+class ThreadRequest(_Request):
+    """The conversation archived message ``msg_id`` (a full id, or a prefix of at least 8
+    characters) belongs to, in time order."""
+
+    __slots__ = ("msg_id",)
+    OP = "thread"
+    FIELDS = {"msg_id": ""}
+    msg_id: str
+
+    def _validate(self) -> None:
+        text = str(self.msg_id).lower()
+        if len(text) < 8 or len(text) > 36 or any(c not in _HEX and c != "-" for c in text):
+            raise _invalid(f"{str(self.msg_id)[:40]!r} is not a message id", "pass a msgId `bridge history` printed")
+        object.__setattr__(self, "msg_id", text)

@@ -98,6 +98,8 @@ class Message(_Wire):
         "content",
         "user",
         "state",
+        "channel",
+        "copy_of",
     )
     msg_id: str
     kind: str
@@ -111,6 +113,9 @@ class Message(_Wire):
     content: str
     user: str | None
     state: str | None
+    #: the channel it was sent to, and the id its sender gave it (this copy's is its own)
+    channel: str | None
+    copy_of: str | None
 
     def _read(self, wire: dict[str, Any]) -> None:
         self._set(
@@ -126,6 +131,8 @@ class Message(_Wire):
             content=wire["content"],
             user=wire.get("user"),
             state=wire.get("state"),
+            channel=wire.get("channel"),
+            copy_of=wire.get("copyOf"),
         )
 
 
@@ -270,7 +277,7 @@ class StopResult(_Wire):
 class RosterRow(_Wire):
     """One entity as its gateway last announced it (:class:`bridgecli.roster.RosterEntry`)."""
 
-    __slots__ = ("gid", "label", "host", "role", "status", "backend", "since", "version", "last_seen")
+    __slots__ = ("gid", "label", "host", "role", "status", "backend", "since", "version", "last_seen", "channels")
     gid: str
     label: str
     host: str
@@ -280,9 +287,12 @@ class RosterRow(_Wire):
     since: float | None
     version: str | None
     last_seen: float
+    #: the channels it is in (none from an older gateway)
+    channels: tuple[str, ...]
 
     def _read(self, wire: dict[str, Any]) -> None:
         self._set(**{name: wire.get(name) for name in self.__slots__})
+        self._set(channels=tuple(wire.get("channels") or ()))
 
 
 class GatewayRow(_Wire):
@@ -359,3 +369,28 @@ class TrackResult(_Wire):
                 f"{self.msg_id} was not {wait} within {within:g}s",
                 "track it again later: receipts keep coming after the timeout",
             )
+
+
+class ArchivedMessage(Message):
+    """A message of the archive: ``direction`` (``sent`` or ``received``) as local entity
+    ``owner`` saw it; a sent one's receipt ``states`` (as :class:`TrackResult`'s) while the
+    receipt ledger keeps them, else empty."""
+
+    __slots__ = ("direction", "owner", "states")
+    direction: str
+    owner: str
+    states: dict[str, dict[str, Any]]
+
+    def _read(self, wire: dict[str, Any]) -> None:
+        super()._read(wire)
+        self._set(direction=wire["direction"], owner=wire["owner"], states=dict(wire.get("states") or {}))
+
+
+class HistoryResult(_Wire):
+    """Archived messages (op ``history``: newest first; op ``thread``: in time order)."""
+
+    __slots__ = ("messages",)
+    messages: tuple[ArchivedMessage, ...]
+
+    def _read(self, wire: dict[str, Any]) -> None:
+        self._set(messages=tuple(ArchivedMessage(m) for m in wire.get("messages") or ()))

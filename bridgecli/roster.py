@@ -75,7 +75,9 @@ class RosterEntry:
     channels: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["channels"] = list(self.channels)
+        return data
 
 
 @dataclass
@@ -432,7 +434,7 @@ class RosterView:
             interval=interval,
             channels=channels,
         )
-        if previous is None or previous.status != status or previous.host != host:
+        if previous is None or (previous.status, previous.host, previous.channels) != (status, host, channels):
             self.changes += 1
 
     def expire(self, now: float | None = None) -> list[RosterEntry]:
@@ -484,7 +486,9 @@ class RosterView:
         """Fill from another view's ``as_dict`` rows (used by tests and tools)."""
         with self._lock:
             for row in rows:
-                self._entries[row["gid"]] = RosterEntry(**row)
+                entry = RosterEntry(**row)
+                entry.channels = tuple(entry.channels)
+                self._entries[row["gid"]] = entry
 
 
 def _oversized(frame: dict[str, Any]) -> bool:

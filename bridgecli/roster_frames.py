@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,9 +36,6 @@ MAX_NAME = 128
 MAX_HOST_ENTITIES = 2000
 #: the largest frame a view decodes, in bytes
 MAX_FRAME_BYTES = 1 << 20
-#: most channel names kept per entity
-MAX_CHANNELS = 64
-CHANNEL = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 #: most profile names kept from one gateway's heartbeat (frames come from other hosts)
 MAX_PROFILES = 200
 #: a full frame every this many broadcast frames; deltas in between
@@ -73,12 +69,14 @@ def safe_name(name: str) -> bool:
 
 
 def channels(value: Any) -> tuple[str, ...]:
-    """The channel names of an entity, kept only when well-formed: sorted, de-duplicated,
-    at most :data:`MAX_CHANNELS`."""
+    """The channel names a frame lists for an entity: the valid ones among the first
+    :data:`bridgecli.channels.MAX_PER_ENTITY`, sorted and without repeats."""
+    from bridgecli import channels as channels_mod
+
     if not isinstance(value, list):
         return ()
-    names = {v for v in value[: MAX_CHANNELS * 4] if isinstance(v, str) and CHANNEL.fullmatch(v)}
-    return tuple(sorted(names)[:MAX_CHANNELS])
+    listed = value[: channels_mod.MAX_PER_ENTITY]
+    return tuple(sorted({name for name in listed if isinstance(name, str) and channels_mod.valid_name(name)}))
 
 
 def profiles(value: Any) -> tuple[str, ...]:
@@ -100,6 +98,7 @@ def heartbeat_frame(
     profiles: Iterable[str] = (),
     started: float | None = None,
     marked: bool = False,
+    channels: Iterable[str] = (),
 ) -> bytes:
     """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None, which
     also names the host's spawn profiles and when the gateway started); ``marked`` says in the
@@ -129,8 +128,8 @@ def heartbeat_frame(
                 "since": entity.created,
             }
         )
-        if getattr(entity, "channels", ()):
-            frame["channels"] = sorted(set(entity.channels))
+        if channels:
+            frame["channels"] = sorted(set(channels))
     return json.dumps(frame, separators=(",", ":")).encode()
 
 
@@ -141,8 +140,9 @@ def gone_frame(*, host: str, gid: str, reason: str) -> bytes:
     ).encode()
 
 
-def entity_item(entity: Any, status: str) -> dict[str, Any]:
-    """One entity as a host frame lists it (equal items mean nothing changed)."""
+def entity_item(entity: Any, status: str, channels: Iterable[str] = ()) -> dict[str, Any]:
+    """One entity as a host frame lists it, with the ``channels`` it is in (equal items mean
+    nothing changed)."""
     item = {
         "gid": entity.gid,
         "label": entity.label,
@@ -151,9 +151,8 @@ def entity_item(entity: Any, status: str) -> dict[str, Any]:
         "backend": entity.backend,
         "since": entity.created,
     }
-    names = tuple(getattr(entity, "channels", ()) or ())
-    if names:
-        item["channels"] = sorted(set(names))
+    if channels:
+        item["channels"] = sorted(set(channels))
     return item
 
 

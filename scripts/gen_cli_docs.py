@@ -47,6 +47,10 @@ MEANINGS: dict[str, str] = {
     "time); wait the seconds the error names and retry.",
     "DEAD_LETTERED": "The recipient's gateway dead-lettered the message (`bridge track`, `send --wait`); the "
     "error gives its reason, and `bridge dlq` on the hub shows the message.",
+    "BAD_CHANNEL": "A channel name that is not 1–63 lower-case letters, digits, `-` and `_` (starting with a "
+    "letter or digit).",
+    "NOT_A_MEMBER": "`bridge channel leave` for a channel the entity has not joined.",
+    "EMPTY_CHANNEL": "`bridge send '#NAME'` to a channel nobody has joined: no copy went out.",
     "INTERRUPTED": "Stopped by Ctrl-C.",
 }
 

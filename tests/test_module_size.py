@@ -14,7 +14,7 @@ MAX_LINES = 500
 #: modules allowed past MAX_LINES: path -> (their own limit, why they are one thing)
 OVER_BUDGET: dict[str, tuple[int, str]] = {
     "bridgecli/gateway/daemon.py": (
-        550,
+        560,
         "the Gateway object: its one loop's lifecycle and the public face every host protocol "
         "and the local API's contract describe; the parts it drives live in their own modules",
     ),

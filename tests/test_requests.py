@@ -67,7 +67,23 @@ def test_both_sessions_serve_every_operation_of_the_interface():
 
 def test_every_operation_has_a_model():
     ops = {cls.OP for cls in vars(requests).values() if isinstance(cls, type) and getattr(cls, "OP", "")}
-    assert ops == {"send", "register", "unregister", "poll", "show", "spawn", "stop", "roster", "track", "activity"}
+    assert ops == {
+        "send",
+        "register",
+        "unregister",
+        "poll",
+        "show",
+        "spawn",
+        "stop",
+        "roster",
+        "track",
+        "activity",
+        "history",
+        "thread",
+        "channel_join",
+        "channel_leave",
+        "channel_list",
+    }
 
 
 @pytest.mark.parametrize(

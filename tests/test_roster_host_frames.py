@@ -23,7 +23,7 @@ def _entity(host, label, status_channels=()):
 
 
 def _items(entities, status="idle"):
-    return [roster_frames.entity_item(e, status) for e in entities]
+    return [roster_frames.entity_item(e, status, e.channels) for e in entities]
 
 
 def _host(view, body, host="a", now=100.0, user=None):

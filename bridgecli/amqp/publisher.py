@@ -12,9 +12,10 @@ from typing import Any
 import pika
 import pika.exceptions
 
+from bridgecli import channels
 from bridgecli.amqp import topology
 from bridgecli.envelope import Envelope
-from bridgecli.errors import Rejected
+from bridgecli.errors import BridgeError, EmptyChannel, Rejected
 
 
 class Publisher:
@@ -63,18 +64,27 @@ def amqp_message(
         all_headers[topology.DELAY_HEADER] = int(delay_ms)
     return (
         exchange,
-        envelope.recipient,
+        envelope.recipient if envelope.channel is None else channels.routing_key(envelope.channel),
         envelope.to_bytes(),
         pika.BasicProperties(**props, headers=all_headers or None, user_id=user_id),
     )
 
 
 def describe(envelope: Envelope) -> str:
+    if envelope.channel is not None:
+        return f"message {envelope.msg_id} to channel #{envelope.channel}"
     return f"message {envelope.msg_id} to {envelope.recipient}"
 
 
-def unroutable(what: str, exchange: str, routing_key: str) -> Rejected:
-    """The error for a mandatory publish the broker returned: nobody can receive it."""
+def unroutable(what: str, exchange: str, routing_key: str) -> BridgeError:
+    """The error for a mandatory publish the broker returned: nobody can receive it (for a
+    channel: nobody has joined it)."""
+    if routing_key.startswith(channels.KEY_PREFIX):
+        name = routing_key[len(channels.KEY_PREFIX) :]
+        return EmptyChannel(
+            f"{what}: channel #{name} has no members, so no copy went out",
+            f"members join with `bridge channel join {name}`; see `bridge channel list`",
+        )
     return Rejected(
         f"{what}: no queue is bound for routing key {routing_key!r} on {exchange}",
         "the recipient has no inbox: check the gid with `bridge roster`, or register it first",

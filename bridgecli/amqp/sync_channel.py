@@ -69,6 +69,9 @@ class SyncChannel:
     def queue_bind(self, queue: str, exchange: str, **kwargs: Any) -> Any:
         return self._call(self._channel.queue_bind, queue, exchange, **kwargs)
 
+    def queue_unbind(self, queue: str, exchange: str, **kwargs: Any) -> Any:
+        return self._call(self._channel.queue_unbind, queue, exchange, **kwargs)
+
     def queue_delete(self, queue: str, **kwargs: Any) -> Any:
         return self._call(self._channel.queue_delete, queue, **kwargs)
 

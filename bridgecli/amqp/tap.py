@@ -42,4 +42,5 @@ def row(routing_key: str, body: bytes) -> dict[str, Any]:
         "inReplyTo": env.in_reply_to,
         "ts": env.ts,
         "content": env.content,
+        "channel": env.channel,
     }

@@ -104,6 +104,14 @@ def inbox_queue(gid: str, queue_type: str = "classic", max_attempts: int = 5) ->
     return Queue(inbox_name(gid), arguments=args, bindings=(Binding(MSG, gid),))
 
 
+def channel_binding(name: str) -> Binding:
+    """A member inbox's binding to channel ``name``: one publish under its key reaches every
+    member, and the broker makes the copies (:mod:`bridgecli.channels`)."""
+    from bridgecli import channels
+
+    return Binding(MSG, channels.routing_key(name))
+
+
 def control_queue(host: str, queue_type: str = "classic") -> Queue:
     """``control.<host>``: durable, bound to ``bridge.control`` with the host id (quorum on a
     cluster, for the same reason as :func:`dead_letter_queue`, with one active consumer as

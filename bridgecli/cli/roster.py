@@ -31,7 +31,7 @@ def _render(result: RosterResult) -> None:
 
     now = time.time()
     output.table(
-        ["LABEL", "GID", "HOST", "ROLE", "STATUS", "LAST SEEN"],
+        ["LABEL", "GID", "HOST", "ROLE", "STATUS", "LAST SEEN", "CHANNELS"],
         [
             (
                 text(e.label),
@@ -40,6 +40,7 @@ def _render(result: RosterResult) -> None:
                 text(e.role),
                 text(e.status),
                 f"{now - e.last_seen:.0f}s ago",
+                text(" ".join(f"#{name}" for name in e.channels)),
             )
             for e in result.entries
         ],
@@ -69,7 +70,7 @@ def _freshness(row: dict, text) -> str:
 def roster(app, host: str | None, watch: bool, as_json: bool) -> None:
     """Show who is where: the union presence view of all hosts.
 
-    Label, short gid, host, role, status and when it was last heard of. Through the local
+    Label, short gid, host, role, status, when it was last heard of, and its channels. Through the local
     gateway this is instant; without one, bridge listens on bridge.roster for one
     heartbeat interval (roster.interval) to hear every live gateway.
     """

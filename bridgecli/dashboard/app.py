@@ -1,5 +1,6 @@
 """The Starlette application: the static page, one server-sent event stream, and the few
-JSON endpoints behind it. Every route sits behind :class:`~bridgecli.dashboard.guard.Guard`."""
+JSON endpoints behind it (state, a message, the history search, dead-letter actions). Every
+route sits behind :class:`~bridgecli.dashboard.guard.Guard`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bridgecli.dashboard import receipt_view
+from bridgecli.dashboard import history_view, receipt_view
 from bridgecli.dashboard.collector import Collector, DeadLetterView
 from bridgecli.dashboard.guard import Guard
 from bridgecli.dashboard.traffic import Traffic
@@ -82,6 +83,14 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic, de
             return JSONResponse({"error": f"message {msg_id} is no longer in the dashboard's history"}, 404)
         return JSONResponse({"message": row, "thread": traffic.thread(msg_id)})
 
+    async def history(request: Request) -> Response:
+        try:
+            fields = history_view.request_fields(request.query_params)
+        except history_view.Refused as exc:
+            return JSONResponse({"error": str(exc)}, 400)
+        status, body = await run_in_threadpool(history_view.search, fields)
+        return JSONResponse(body, status)
+
     async def dlq_retry(request: Request) -> Response:
         body = await _json_body(request)
         if isinstance(body, Response):
@@ -110,6 +119,7 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic, de
         Route("/api/state", state),
         Route("/api/events", events),
         Route("/api/message/{msg_id}", message),
+        Route("/api/history", history),
         Route("/api/dlq/retry", dlq_retry, methods=["POST"]),
         Route("/api/dlq/purge", dlq_purge, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC)),

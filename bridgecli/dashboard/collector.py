@@ -1,6 +1,6 @@
 """Everything the page shows except traffic, rebuilt on one thread every half second from the
-local gateway's socket (with the receipts of messages sent from here), the roster,
-``bridge.dlq`` and the browser broker."""
+local gateway's socket (with the receipts of messages sent from here and the channels), the
+roster, ``bridge.dlq`` and the browser broker."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridgecli.config import Config
-from bridgecli.dashboard import receipt_view
+from bridgecli.dashboard import channel_view, receipt_view
 from bridgecli.dashboard.feed import BrokerFeed
 from bridgecli.dashboard.fleet import FleetTracker
 from bridgecli.errors import BridgeError, Rejected
@@ -24,16 +24,17 @@ DLQ_LIMIT = 200
 RECEIPTS_LIMIT = 200
 
 
-def gateway_view(socket_path: str | None = None, skip_receipts_of: int | None = None) -> dict[str, Any] | None:
+def gateway_view(socket_path: str | None = None, lacking: dict[str, int] | None = None) -> dict[str, Any] | None:
     """The local gateway's ``status`` and ``roster``, for each entity with held messages the
-    count and the oldest's arrival time, and its ``receipts`` answer (None from a gateway
-    without the operation, and unasked of the one whose pid is ``skip_receipts_of``); None
-    when no gateway listens."""
+    count and the oldest's arrival time, its ``receipts`` and its ``channel_list`` answers
+    (each None from a gateway without the operation, and unasked of the one whose pid
+    ``lacking`` maps the operation to); None when no gateway listens."""
     from bridgecli.gateway.client import GatewayClient
 
     client = GatewayClient.connect(socket_path, timeout=1.0)
     if client is None:
         return None
+    lacking = lacking or {}
     with client:
         status = client.call("status", timeout=5)
         roster = client.call("roster", timeout=5)
@@ -50,13 +51,21 @@ def gateway_view(socket_path: str | None = None, skip_receipts_of: int | None = 
                         "oldest": answer["oldest"],
                     }
                 )
-        tracked = None
-        if status.get("pid") != skip_receipts_of:
-            try:
-                tracked = client.call("receipts", limit=RECEIPTS_LIMIT, timeout=5)
-            except Rejected:  # a gateway older than receipts: the view goes without them
-                tracked = None
-    return {"status": status, "roster": roster, "held": held, "receipts": tracked}
+        optional: dict[str, dict[str, Any] | None] = {}
+        for op, fields in (("receipts", {"limit": RECEIPTS_LIMIT}), ("channel_list", {})):
+            optional[op] = None
+            if op not in lacking or lacking[op] != status.get("pid"):
+                try:
+                    optional[op] = client.call(op, timeout=5, **fields)
+                except Rejected:  # an older gateway: the view goes without it
+                    optional[op] = None
+    return {
+        "status": status,
+        "roster": roster,
+        "held": held,
+        "receipts": optional["receipts"],
+        "channels": optional["channel_list"],
+    }
 
 
 class DeadLetterView:
@@ -126,7 +135,8 @@ class Collector:
         self.snapshot: dict[str, Any] = {}
         self.version = 0
         self.receipts: dict[str, dict[str, Any]] = {}
-        self._no_receipts_op: int | None = None  # the pid of a gateway that lacks the operation
+        #: operation -> the pid of a gateway without it (a restarted one has another pid)
+        self._lacking: dict[str, int] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dashboard-collector", daemon=True)
@@ -160,7 +170,7 @@ class Collector:
         now = time.time()
         missing: list[str] = []
         try:
-            local = gateway_view(skip_receipts_of=self._no_receipts_op)
+            local = gateway_view(lacking=self._lacking)
         except BridgeError as exc:
             local, missing = None, [f"the local gateway did not answer ({exc})"]
         if local is None:
@@ -177,6 +187,7 @@ class Collector:
             # feed which host each gid is on (for the rates) from the first second
             self.feed.roster.load(entries)
             self._take_receipts(local)
+            self._note_lacking("channel_list", local, "channels")
         broker = {"connected": self.feed.connected, "error": self.feed.error}  # read once: the feed moves on
         if not broker["connected"]:
             missing.append(
@@ -191,6 +202,7 @@ class Collector:
             "fleet": self.fleet.update(gateways, entries, local["status"] if local else None, now),
             "held": local["held"] if local else None,
             "deadLetters": {"rows": self.dead_letters.rows, "error": self.dead_letters.error},
+            "channels": channel_view.channels(local["channels"] if local else None),
             "browser": self.browser() if self.browser else None,
             "broker": broker,
             "missing": missing,
@@ -200,16 +212,22 @@ class Collector:
             self.version += 1
 
     def _take_receipts(self, local: dict[str, Any]) -> None:
-        """Keep the cells of the gateway's newest records; remember a gateway without the
-        operation so it is not asked again every round (a restarted one has another pid)."""
+        """Keep the cells of the gateway's newest records."""
         tracked = local["receipts"]
-        pid = local["status"].get("pid")
-        if tracked is None:
-            if pid != self._no_receipts_op:
-                self._no_receipts_op = pid
-                logger.info("the local gateway has no receipts operation: the traffic view shows no states")
+        if not self._note_lacking("receipts", local, "receipts"):
             return
-        self._no_receipts_op = None
         cells = receipt_view.cells(tracked.get("records") or [])
         if cells != self.receipts:
             self.receipts = cells
+
+    def _note_lacking(self, op: str, local: dict[str, Any], key: str) -> bool:
+        """True when ``local`` has the answer to ``op``; otherwise remember that this gateway
+        lacks the operation, so it is not asked again every round."""
+        pid = local["status"].get("pid")
+        if local[key] is not None:
+            self._lacking.pop(op, None)
+            return True
+        if isinstance(pid, int) and self._lacking.get(op) != pid:
+            self._lacking[op] = pid
+            logger.info("the local gateway has no %s operation: the page goes without it", op)
+        return False

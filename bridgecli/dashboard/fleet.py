@@ -65,6 +65,7 @@ class FleetTracker:
                 "backend": e["backend"],
                 "status": e["status"],
                 "lastSeen": e["last_seen"],
+                "channels": list(e.get("channels") or ()),
                 "gone": False,
             }
         for gid, row in self._entities.items():

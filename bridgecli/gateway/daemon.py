@@ -29,7 +29,7 @@ from bridgecli.amqp.publisher import Publisher
 from bridgecli.amqp.stepped import SteppedConnection, Stepper
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
-from bridgecli.gateway import deadletter, identity, iocalls, registration, tracking
+from bridgecli.gateway import archive_writer, deadletter, identity, iocalls, registration, tracking
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
@@ -37,6 +37,7 @@ from bridgecli.gateway.elsewhere import Elsewhere
 from bridgecli.gateway.entity_worker import Delivery
 from bridgecli.gateway.inboxes import Consumer, Inboxes
 from bridgecli.gateway.intake import Intake
+from bridgecli.gateway.memberships import Memberships
 from bridgecli.gateway.periodic import Periodic
 from bridgecli.gateway.publishing import PublishLane
 from bridgecli.gateway.reconnect import retry_until_stopped
@@ -88,8 +89,10 @@ class Gateway:
         self.publisher: Publisher | None = None
         self.generation = 0
         self.backends = Backends(config, self.host, self.plugins, self.store)
+        #: channel memberships: the registry's record, the broker's bindings, the roster's view
+        self.memberships = Memberships(self.registry, self.call_after_step, lambda: self.connection, self._announce)
         #: each local entity's inbox consumer and worker
-        self.inboxes = Inboxes(self)
+        self.inboxes = Inboxes(self, self.memberships.rebind)
         #: local calls blocked on a message (API threads register, the I/O thread hands over)
         self.waiters = Waiters(self.store)
         self.should_stop = threading.Event()
@@ -113,7 +116,7 @@ class Gateway:
         #: deliveries read in this turn of the loop, not handled yet (:meth:`on_message`)
         self._arrived: list[tuple[Entity, int, Any, Any, bytes]] = []
         #: what the I/O thread does with each delivery from a local inbox
-        self.intake = Intake(self, config.values, self.store, self.burst, self.inboxes, self.backends)
+        self.intake = Intake(self, config.values, self.store, self.burst, self.inboxes, self.backends, self.registry)
         #: the fleet's roster view, once presence is wired in (:meth:`use_roster`)
         self.roster: RosterView | None = None
         #: monotonic time by which the roster has heard every live gateway at least once
@@ -127,6 +130,8 @@ class Gateway:
         self.add_periodic(0.5, self._retry_elsewhere)
         #: receipts to senders' hosts and from recipients' hosts, and hooks' activity
         self.tracking = tracking.build(self, self.lane)
+        #: the archive of what local entities send and receive (bridge history), written off the loop
+        self.history = archive_writer.build(self)
 
     def use_roster(self, view: RosterView) -> None:
         """Resolve targets and verify senders against ``view`` (presence calls this once)."""
@@ -360,6 +365,10 @@ class Gateway:
         registration.release(self.grants, entity)
         return moved
 
+    def _announce(self, entity: Entity) -> None:
+        for hook in self.on_entity_added:
+            hook(entity)
+
     def attach_entity(self, entity: Entity) -> None:
         """Start serving a newly registered entity (I/O thread)."""
         if entity.gid in self.consumers:
@@ -367,8 +376,7 @@ class Gateway:
         if self.channel is not None:
             self.inboxes.attach(entity)
         glog.event(logger, "entity registered", entity=entity.label, gid=entity.gid, deliver=entity.deliver)
-        for hook in self.on_entity_added:
-            hook(entity)
+        self._announce(entity)
 
     def detach_entity(self, entity: Entity, reason: str = "unregistered") -> int:
         """Stop serving an entity; dead-letter whatever is still in its inbox, then delete
@@ -409,6 +417,7 @@ class Gateway:
         batch = self.burst.flush(self.channel)
         for _, entity, envelope in batch:
             self.tracking.delivered(envelope, Delivered(how=self.backends.traits(entity).delivered_how))
+        self.history.received((entity.gid, envelope) for _, entity, envelope in batch)
         if len(batch) == 1:
             _, entity, envelope = batch[0]
             self._log_delivered(entity, envelope)
@@ -429,6 +438,7 @@ class Gateway:
         waiters (a worker thread's call; raises DeliveryError)."""
         outcome = self.backends.deliver(entity, backend, envelope)
         self.tracking.delivered(envelope, outcome)
+        self.history.received([(entity.gid, envelope)])
         self._log_delivered(entity, envelope)
         self.waiters.notify(envelope)
 

@@ -52,8 +52,10 @@ class InboxHost(WorkerHost, Protocol):
 class Inboxes:
     """The consumers by entity gid (I/O thread only)."""
 
-    def __init__(self, host: InboxHost) -> None:
+    def __init__(self, host: InboxHost, bind_channels: Callable[[Entity], None]) -> None:
         self.host = host
+        #: binds an inbox just declared to its entity's channels
+        self.bind_channels = bind_channels
         self.consumers: dict[str, Consumer] = {}
 
     def attach_all(self, entities: list[Entity]) -> None:
@@ -77,6 +79,7 @@ class Inboxes:
         assert host.channel is not None
         queue = topology.inbox_name(entity.gid)
         topology.declare(host.channel, topology.inbox_queue(entity.gid, host.queue_type, host.max_attempts))
+        self.bind_channels(entity)
         consumer = self.consumers.get(entity.gid) or Consumer(entity)
         self.consumers[entity.gid] = consumer
         if host.consumed_elsewhere(queue, lambda: self._reattach(entity), f"entity {entity.label}"):

@@ -8,16 +8,18 @@ connection and the loop the gateway runs them on.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from typing import Any, Protocol
 
 import pika.exceptions
 
+from bridgecli import channels
 from bridgecli import envelope as env_mod
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
-from bridgecli.envelope import InvalidEnvelope
+from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import DeliveryError
 from bridgecli.gateway import identity
 from bridgecli.gateway import log as glog
@@ -25,6 +27,7 @@ from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.entity_worker import Delivery
 from bridgecli.gateway.inboxes import Inboxes
+from bridgecli.hoststate.entities import Registry
 from bridgecli.hoststate.store import Store
 from bridgecli.interfaces import DeliveryBackend, Entity
 
@@ -60,8 +63,11 @@ class Intake:
         burst: Burst,
         inboxes: Inboxes,
         backends: Backends,
+        registry: Registry,
     ) -> None:
         self.host = host
+        #: whose channel memberships a channel copy is checked against
+        self.registry = registry
         self.values = values
         self.store = store
         self.burst = burst
@@ -103,6 +109,41 @@ class Intake:
         except Exception:
             self.burst.rollback()
 
+    def _channel_copy(
+        self, entity: Entity, envelope: Envelope, method: Any, props: Any, body: bytes, queue_name: str
+    ) -> Envelope | None:
+        """``entity``'s own copy of channel message ``envelope`` (its id derived from the
+        member, :func:`bridgecli.channels.copy_id`), or None when it was handled here: a copy
+        of the member's own message is dropped, and one for a channel the entity is not in
+        (a binding made behind bridge's back) or that claims to be a copy already is
+        dead-lettered."""
+        host = self.host
+        if envelope.copy_of is not None:
+            host.dead_letter(
+                method.delivery_tag, props, body, queue_name, "bad_field", "copyOf is set by the receiving gateway"
+            )
+            return None
+        if not self.registry.is_member(envelope.channel or "", entity.gid):
+            host.dead_letter(
+                method.delivery_tag,
+                props,
+                body,
+                queue_name,
+                "not_a_member",
+                f"{entity.label} is not in channel #{envelope.channel}",
+            )
+            return None
+        if envelope.sender == entity.gid:  # the sender does not get its own message back
+            host.channel.basic_ack(method.delivery_tag)
+            return None
+        return dataclasses.replace(
+            envelope,
+            msg_id=channels.copy_id(envelope.msg_id, entity.gid),
+            recipient=entity.gid,
+            copy_of=envelope.msg_id,
+            raw=None,
+        )
+
     def _handle_message(self, entity: Entity, generation: int, method: Any, props: Any, body: bytes) -> None:
         host = self.host
         queue_name = topology.inbox_name(entity.gid)
@@ -116,6 +157,11 @@ class Intake:
         except InvalidEnvelope as exc:
             host.dead_letter(method.delivery_tag, props, body, queue_name, exc.reason, exc.detail)
             return
+        if envelope.channel is not None:
+            copy = self._channel_copy(entity, envelope, method, props, body, queue_name)
+            if copy is None:
+                return
+            envelope = copy
         if envelope.recipient != entity.gid:
             host.dead_letter(
                 method.delivery_tag,

@@ -224,28 +224,31 @@ class Presence:
 
     def _host_frame(self, answer: bool = False) -> bytes:
         """Our host frame: the next broadcast one, or a full one to answer a joiner."""
+        channels = self.gw.registry.channels()
         items = [
-            roster_frames.entity_item(entity, self.statuses.get(entity.gid, "unknown"))
+            roster_frames.entity_item(entity, self.statuses.get(entity.gid, "unknown"), channels.get(entity.gid, ()))
             for entity in self.gw.registry.all()
         ]
         build = self.host_beats.answer if answer else self.host_beats.frame
         return build(items, self.gw.config.profiles(), self.gw.started)
 
-    def _heartbeat(self, entity: Entity) -> tuple[str, bytes]:
+    def _heartbeat(self, entity: Entity, channels: dict[str, tuple[str, ...]]) -> tuple[str, bytes]:
         return entity.gid, roster_mod.heartbeat_frame(
             host=self.gw.host,
             version=__version__,
             interval=self.interval,
             entity=entity,
             status=self.statuses.get(entity.gid, "unknown"),
+            channels=channels.get(entity.gid, ()),
         )
 
     def heartbeat_one(self, entity: Entity) -> None:
-        """A new entity: a delta now (and its own heartbeat for gateways of the old protocol)."""
+        """A new entity, or its channels changed: a delta now (and its own heartbeat for
+        gateways of the old protocol)."""
         old = self._old_peers()
         with self._frame_lock:
             frames = [(roster_mod.GATEWAY_KEY, self._host_frame())]
-            self._send(frames + ([self._heartbeat(entity)] if old else []))
+            self._send(frames + ([self._heartbeat(entity, self.gw.registry.channels())] if old else []))
 
     def heartbeat_all(self) -> None:
         """One host frame; while a gateway that speaks only per-entity frames was heard in
@@ -255,7 +258,8 @@ class Presence:
         if not self._old_peers():
             return
         entities = self.gw.registry.all()
-        frames = [self._heartbeat(entity) for entity in entities]
+        channels = self.gw.registry.channels()
+        frames = [self._heartbeat(entity, channels) for entity in entities]
         gateway = roster_mod.heartbeat_frame(
             host=self.gw.host,
             version=__version__,

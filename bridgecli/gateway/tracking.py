@@ -88,9 +88,10 @@ class Tracking:
     # --- the sender's side: its own messages ---------------------------------------------
 
     def sending(self, envelopes: list[Envelope]) -> None:
-        """Local senders are about to publish ``envelopes``: start their records."""
+        """Local senders are about to publish ``envelopes``: start their records (none for a
+        channel message: its receipts would be per member, which the ledger does not keep)."""
         if self.writer is not None:
-            self.writer.track(envelopes)
+            self.writer.track([e for e in envelopes if e.channel is None])
 
     def confirmed(self, msg_id: str, ok: bool) -> None:
         """The broker confirmed ``msg_id`` (``ok``), or refused it: then it has no record."""
@@ -111,7 +112,9 @@ class Tracking:
 
     def delivered(self, envelope: Envelope, outcome: Delivered) -> None:
         """``envelope`` reached its entity as ``outcome`` says; an outcome with ``read`` is a
-        turn that began with it."""
+        turn that began with it. A member's copy of a channel message sends none."""
+        if envelope.copy_of is not None:
+            return
         now = time.time()
         items = [rc.Receipt(envelope.msg_id, envelope.recipient, rc.DELIVERED, now, how=outcome.how, ref=outcome.ref)]
         if outcome.read:
@@ -135,7 +138,7 @@ class Tracking:
             envelope = env_mod.parse(body, user_id=user_id)
         except env_mod.InvalidEnvelope:
             return
-        if identity.verify(self.values, envelope, self.roster()):
+        if envelope.channel is not None or identity.verify(self.values, envelope, self.roster()):
             return
         text = f"{reason}: {detail}" if detail else reason
         self._emit(

@@ -33,6 +33,12 @@ CREATE TABLE IF NOT EXISTS entities (
     launcher TEXT,
     launch_data TEXT NOT NULL DEFAULT '{}'
 );
+CREATE TABLE IF NOT EXISTS memberships (
+    channel TEXT NOT NULL,
+    gid TEXT NOT NULL,
+    joined REAL NOT NULL,
+    PRIMARY KEY (channel, gid)
+);
 """
 
 
@@ -80,6 +86,8 @@ class Registry:
         self._lock = threading.Lock()
         self._by_gid: dict[str, Entity | None] = {}
         self._all: tuple[Entity, ...] | None = None
+        #: gid -> the channels it is in, cached like the entities
+        self._channels: dict[str, tuple[str, ...]] | None = None
         #: the change counter the cached entries were read at (None: nothing cached is valid)
         self._cached_at: bytes | None = None
         self._fd: int | None = None if wal else os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -104,7 +112,7 @@ class Registry:
             with self._lock:
                 if counter != self._cached_at:
                     self._by_gid.clear()
-                    self._all = None
+                    self._all = self._channels = None
                     self._cached_at = counter
         return counter
 
@@ -113,7 +121,7 @@ class Registry:
         that started before the write must not be cached when it ends."""
         with self._lock:
             self._by_gid.clear()
-            self._all = None
+            self._all = self._channels = None
             self._cached_at = None
 
     def _connect(self) -> sqlite3.Connection:
@@ -175,11 +183,68 @@ class Registry:
         return entity
 
     def remove(self, gid: str) -> bool:
+        """Forget ``gid`` and its channel memberships."""
         try:
             with self._connect() as db:
+                db.execute("DELETE FROM memberships WHERE gid = ?", (gid,))
                 return db.execute("DELETE FROM entities WHERE gid = ?", (gid,)).rowcount == 1
         finally:
             self._invalidate()
+
+    # --- channel memberships ------------------------------------------------------------
+
+    def join(self, channel: str, gid: str) -> bool:
+        """Make ``gid`` a member of ``channel``; False when it already was. Refused past
+        :data:`bridgecli.channels.MAX_PER_ENTITY` channels (its heartbeat lists them)."""
+        from bridgecli.channels import MAX_PER_ENTITY
+
+        try:
+            with self._connect() as db:
+                db.execute("BEGIN IMMEDIATE")
+                if db.execute("SELECT 1 FROM memberships WHERE channel = ? AND gid = ?", (channel, gid)).fetchone():
+                    return False
+                (count,) = db.execute("SELECT COUNT(*) FROM memberships WHERE gid = ?", (gid,)).fetchone()
+                if count >= MAX_PER_ENTITY:
+                    raise Conflict(
+                        f"this entity is already in {count} channels, the most one may join",
+                        "leave a channel first (`bridge channel leave NAME`)",
+                    )
+                db.execute("INSERT INTO memberships (channel, gid, joined) VALUES (?,?,?)", (channel, gid, time.time()))
+                return True
+        finally:
+            self._invalidate()
+
+    def leave(self, channel: str, gid: str) -> bool:
+        """End ``gid``'s membership of ``channel``; False when it was not a member."""
+        try:
+            with self._connect() as db:
+                cur = db.execute("DELETE FROM memberships WHERE channel = ? AND gid = ?", (channel, gid))
+                return cur.rowcount == 1
+        finally:
+            self._invalidate()
+
+    def channels(self) -> dict[str, tuple[str, ...]]:
+        """gid -> the channels it is in (sorted), for every local member."""
+        counter = self._counter()
+        cached = self._channels
+        if cached is not None and counter is not None:
+            return cached
+        found: dict[str, list[str]] = {}
+        with self._connect() as db:
+            for row in db.execute("SELECT channel, gid FROM memberships ORDER BY channel"):
+                found.setdefault(row["gid"], []).append(row["channel"])
+        result = {gid: tuple(names) for gid, names in found.items()}
+        if counter is not None:
+            with self._lock:
+                if self._cached_at == counter:
+                    self._channels = result
+        return result
+
+    def channels_of(self, gid: str) -> tuple[str, ...]:
+        return self.channels().get(gid, ())
+
+    def is_member(self, channel: str, gid: str) -> bool:
+        return channel in self.channels_of(gid)
 
     def get(self, gid: str) -> Entity | None:
         key = gid.lower()

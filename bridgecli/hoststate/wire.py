@@ -39,6 +39,10 @@ def message_dict(stored_or_envelope: Any) -> dict[str, Any]:
         "ts": envelope.ts,
         "content": envelope.content,
     }
+    if envelope.channel is not None:
+        data["channel"] = envelope.channel
+        if envelope.copy_of is not None:
+            data["copyOf"] = envelope.copy_of
     if envelope.user_id:
         data["user"] = envelope.user_id
     state = getattr(stored_or_envelope, "state", None)

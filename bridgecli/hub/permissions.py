@@ -21,6 +21,8 @@ REGISTRAR_EXCHANGE = "bridge.registrar"
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 #: a host id, as it may appear in a control routing key
 HOST = r"[a-z0-9][a-z0-9_-]{0,62}"
+#: a channel's routing key (:mod:`bridgecli.channels`): one literal name, never ``*`` or ``#``
+CHANNEL_KEY = r"chan\.[a-z0-9][a-z0-9_-]{0,62}"
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,9 @@ def for_host(host: str, legacy_gids: Iterable[str] = (), *, registrar: bool = Fa
         write=rf"^({shared}|bridge\.dlx{claims}|{own})$",
         read=rf"^({shared}|{own})$",
         topic_msg_write=r".*",  # anyone may be sent to; the recipient's gateway checks the sender
-        topic_msg_read=rf"^({owned})$",  # bind (= receive) only its own gids
+        # bind (= receive) its own gids, and any channel: a queue_bind also needs write on the
+        # queue, so only its own entities' inboxes can join a channel; no wildcard matches
+        topic_msg_read=rf"^({owned}|{CHANNEL_KEY})$",
         topic_roster_write=rf"^roster\.{h}\.(_gateway|{owned})$",  # presence only for itself
         topic_roster_read=r"^roster\.#$",
         # requests to any host and answers to any requester (each checks user_id); bind only

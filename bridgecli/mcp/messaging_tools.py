@@ -1,4 +1,5 @@
-"""The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, track, roster, spawn, stop.
+"""The messaging tools of ``bridge mcp``: send, ask, reply, answer, poll, track, roster, spawn, stop,
+:mod:`.history_tools` and :mod:`.channel_tools`.
 
 Each tool is one gateway operation on behalf of this session's entity (``link.gid``), built
 as the same request model the CLI sends (:mod:`bridgecli.requests`), and a send is sent the
@@ -17,10 +18,10 @@ from typing import Any
 
 from bridgecli.agent_kinds import MAX_PROMPT_BYTES
 from bridgecli.errors import Timeout
-from bridgecli.mcp import render
+from bridgecli.mcp import channel_tools, history_tools, render
 from bridgecli.mcp.link import GatewayLink
 from bridgecli.mcp.push import is_nudge
-from bridgecli.mcp.tools import Handler, Tool, ToolRegistry, ToolResult, as_json
+from bridgecli.mcp.tools import Handler, Tool, ToolRegistry, ToolResult, as_json, object_schema
 from bridgecli.requests import PollRequest, RosterRequest, SendRequest, SpawnRequest, StopRequest, TrackRequest
 from bridgecli.results import PollResult, RosterResult, SpawnResult, StopResult, TrackResult
 
@@ -30,9 +31,9 @@ MAX_WAIT = 3600
 _TARGET = {
     "type": "string",
     "minLength": 1,
-    "description": 'Who to message: a label (e.g. "worker") or a global id (gid). Labels resolve '
-    "through this host's entities and the roster of all hosts; an ambiguous label is an error "
-    "that lists the candidates.",
+    "description": 'Who to message: a label (e.g. "worker"), a global id (gid), or "#NAME" for every '
+    "member of a channel (each gets one copy; no wait). Labels resolve through this host's entities "
+    "and the roster of all hosts; an ambiguous label is an error that lists the candidates.",
 }
 _WAIT = {
     "type": "number",
@@ -49,15 +50,11 @@ _MSG_ID = {
 _CONTENT = {"type": "string", "description": "The message text."}
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
 def register(registry: ToolRegistry, link: GatewayLink) -> None:
     """Add the messaging tools, bound to ``link``'s entity, to ``registry``. Each call first
     makes sure the entity is attached: the server starts without a gateway, and a call made
     before one runs is a one-line tool error that names the fix."""
-    for tool in _tools(link):
+    for tool in [*_tools(link), *history_tools.tools(link), *channel_tools.tools(link)]:
         registry.add(dataclasses.replace(tool, handler=_attached(link, tool.handler)))
 
 
@@ -182,7 +179,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "Send a message to another agent or session (SEND), on this host or any other. With wait, block "
             "until its REPLY arrives and return it; without wait (or if wait runs out) the reply is held for "
             "you and bridge_poll collects it later. Returns the message id.",
-            _schema({"target": _TARGET, "content": _CONTENT, "wait": _WAIT}, ["target", "content"]),
+            object_schema({"target": _TARGET, "content": _CONTENT, "wait": _WAIT}, ["target", "content"]),
             bridge_send,
             title="Send a message",
         ),
@@ -190,7 +187,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "bridge_ask",
             "Ask another agent a question (ASK) and, with wait, block for its ANSWER. Use for a question that "
             "the other side should answer with bridge_answer; for plain tasking use bridge_send.",
-            _schema(
+            object_schema(
                 {"target": _TARGET, "question": {"type": "string", "description": "The question."}, "wait": _WAIT},
                 ["target", "question"],
             ),
@@ -201,14 +198,14 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "bridge_reply",
             "Reply (REPLY) to a message you received, by its msgId; the reply goes to whoever sent it, on "
             "whatever host. Use for SEND messages.",
-            _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+            object_schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
             bridge_reply,
             title="Reply to a message",
         ),
         Tool(
             "bridge_answer",
             "Answer (ANSWER) an ASK you received, by its msgId, so the asker's blocked ask resumes.",
-            _schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+            object_schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
             bridge_answer,
             title="Answer a question",
         ),
@@ -217,7 +214,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "Collect the messages held for you — new SENDs and ASKs, and replies that arrived after a send's "
             "wait ran out. Each message is returned once and then removed from your hold. With wait, block up "
             "to that many seconds if nothing is held yet.",
-            _schema(
+            object_schema(
                 {
                     "wait": {**_WAIT, "description": "Seconds to wait if nothing is held yet (default 0)."},
                     "limit": {
@@ -243,7 +240,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "or accepted by a client), read (pulled by a poll, seen by the agent's hook, or a turn began with "
             "it), or dead-lettered with the reason. With wait, block until it is delivered or read; a "
             "dead-lettered message or one not there in time is an error that says so.",
-            _schema(
+            object_schema(
                 {
                     "msg_id": {**_MSG_ID, "minLength": 8, "description": "The msgId a send returned."},
                     "wait": {
@@ -266,7 +263,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "bridge_roster",
             "List every agent and session all gateways announce: label, host, role, status, delivery and gid. "
             "Use it to find who to message.",
-            _schema({}, []),
+            object_schema({}, []),
             bridge_roster,
             title="Who is where",
             read_only=True,
@@ -275,7 +272,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "bridge_spawn",
             "Start a new agent from a configured profile on a host (this one or another), through that host's "
             "gateway. With wait_ready, block until the new agent can take messages. Returns its gid and label.",
-            _schema(
+            object_schema(
                 {
                     "profile": {
                         "type": "string",
@@ -305,7 +302,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
         Tool(
             "bridge_stop",
             "Stop an agent that a launcher started (by label or gid), through its host's gateway.",
-            _schema({"target": _TARGET}, ["target"]),
+            object_schema({"target": _TARGET}, ["target"]),
             bridge_stop,
             title="Stop an agent",
         ),

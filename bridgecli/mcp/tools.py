@@ -23,6 +23,12 @@ logger = logging.getLogger("bridgecli.mcp")
 Handler = Callable[[dict[str, Any]], Awaitable["ToolResult"]]
 
 
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A tool's input schema: an object of ``properties``, the ``required`` ones, and nothing
+    else (a model that makes up an argument gets an error, not a silent ignore)."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What a tool returns: text for the model, and the same facts as structured data."""

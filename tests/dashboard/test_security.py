@@ -29,7 +29,7 @@ def test_token_cookie_and_refusals(host_factory, dashboard_factory, vhost_uri):
     assert _listening_addresses(board.port) == {"0100007F"}  # 127.0.0.1 and nothing else
 
     # no token: 403 and no data, on every path
-    for path in ("/", "/api/state", "/api/events", "/static/app.js", "/api/message/x"):
+    for path in ("/", "/api/state", "/api/events", "/static/app.js", "/api/message/x", "/api/history?q=x"):
         response = board.request("GET", path)
         assert response.status == 403, path
         assert b"fleet" not in response.body and b"forbidden" in response.body

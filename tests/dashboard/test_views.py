@@ -99,3 +99,48 @@ def test_receipt_cell_shows_the_furthest_state():
     assert changed(both, later) == {"a": later["a"]}
     assert changed(later, later) == {} and changed({}, both) == both
     assert changed(both, {}) == {}  # a record out of the gateway's window is not withdrawn
+
+
+def test_channel_view_names_each_channel_and_its_members():
+    from bridgecli.channels import channel_gid
+    from bridgecli.dashboard.channel_view import channels
+
+    assert channels(None) is None  # no gateway, or one without channel_list
+    answer = {
+        "channels": [
+            {"name": "zeta", "members": []},
+            {"name": "Bad Name!", "members": [{"gid": "g", "label": "x", "host": "h"}]},
+            {
+                "name": "reviewers",
+                "members": [{"gid": "g2", "label": "rev2", "host": "b"}, {"gid": "g1", "label": "<b>", "host": "a"}],
+            },
+        ]
+    }
+    shown = channels(answer)
+    assert [c["name"] for c in shown] == ["reviewers", "zeta"]  # a name that is no channel is skipped
+    assert shown[0]["gid"] == channel_gid("reviewers")
+    assert [(m["label"], m["host"]) for m in shown[0]["members"]] == [("<b>", "a"), ("rev2", "b")]
+
+
+def test_history_query_is_bounded_and_rows_are_one_per_message():
+    import pytest
+
+    from bridgecli.dashboard.history_view import CONTENT_CHARS, MAX_QUERY, MAX_RESULTS, Refused, request_fields, rows
+
+    assert request_fields({"q": "  deploy  "}) == {"search": "deploy", "limit": MAX_RESULTS}
+    assert request_fields({"q": "", "channel": "#ops", "limit": "5000"}) == {"channel": "ops", "limit": MAX_RESULTS}
+    assert request_fields({"q": "x" * MAX_QUERY})["search"] == "x" * MAX_QUERY
+    for bad in ({"q": "x" * (MAX_QUERY + 1)}, {"channel": "#Not A Channel"}, {"limit": "-1"}, {"limit": "two"}):
+        with pytest.raises(Refused):
+            request_fields(bad)
+    archived = [
+        {"msgId": "c2", "copyOf": "m", "direction": "received", "channel": "ops", "content": "y" * (CONTENT_CHARS + 1)},
+        {"msgId": "c1", "copyOf": "m", "direction": "received", "channel": "ops", "content": "y"},
+        {"msgId": "m", "direction": "sent", "channel": "ops", "content": "y", "ts": "not a time"},
+        {"msgId": "n", "direction": "sent", "content": "<img src=x>", "ts": 2.0},
+        "not a message",
+    ]
+    shown = rows(archived)
+    assert [(r["msgId"], r["directions"]) for r in shown] == [("c2", ["received", "sent"]), ("n", ["sent"])]
+    assert len(shown[0]["content"]) == CONTENT_CHARS and shown[0]["truncated"] and shown[0]["ts"] is None
+    assert shown[1]["content"] == "<img src=x>" and shown[1]["ts"] == 2.0  # the page writes it as text

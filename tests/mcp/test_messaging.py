@@ -21,6 +21,11 @@ TOOLS = {
     "bridge_roster",
     "bridge_spawn",
     "bridge_stop",
+    "bridge_history",
+    "bridge_search",
+    "bridge_channel_join",
+    "bridge_channel_leave",
+    "bridge_channel_list",
 }
 
 

@@ -4,10 +4,12 @@
 
 const MAX_ROWS = 500;       // traffic rows kept in the page
 const SHOWN_ROWS = 150;     // traffic rows drawn
+const SEARCH_DELAY = 300;   // ms of no typing before the history is searched
 const $ = (id) => document.getElementById(id);
 const page = { state: null, skew: 0, traffic: [], paused: false, pending: 0, skipped: 0,
                confirm: null, updates: 0, lag: { last: null, max: 0 },
-               receipts: new Map() };  // msgId -> its state (a Map: no id can reach a prototype)
+               receipts: new Map(),  // msgId -> its state (a Map: no id can reach a prototype)
+               search: { timer: null, asked: 0, answered: 0 } };  // history searches typed / drawn
 window.bridgeDashboard = page;  // read by the end-to-end tests and the benchmark
 
 function el(tag, text, cls) {
@@ -47,6 +49,7 @@ function duration(seconds) {
 }
 const ago = (ts) => ts ? duration(now() - ts) + " ago" : "?";
 const clock = (ts) => new Date(ts * 1000).toLocaleTimeString([], { hour12: false });
+const dateTime = (ts) => new Date(ts * 1000).toLocaleString([], { hour12: false });
 
 function options(selectId, values) {
   const select = $(selectId);
@@ -77,7 +80,7 @@ function renderFleet() {
                                             && (!label || e.label.toLowerCase().includes(label)));
   fill("entities", rows.map((e) => {
     const gid = el("span", short(e.gid)); gid.title = e.gid;
-    return tr([e.label, gid, e.host, e.role, e.backend, e.status,
+    return tr([e.label, gid, e.host, e.role, e.backend, e.status, (e.channels || []).map((c) => "#" + c).join(" "),
                e.gone ? "gone " + ago(e.goneSince) : ago(e.lastSeen)], e.gone ? "gone" : "");
   }));
 }
@@ -89,10 +92,34 @@ function renderHeld() {
   fill("held", (held || []).map((h) => tr([h.label, short(h.gid), h.role, h.held, h.oldest ? ago(h.oldest) : "?"])));
 }
 
+function renderChannels() {
+  const list = page.state ? page.state.channels : null;
+  $("channels-note").textContent = list ? (list.length ? "" : "no channels yet: `bridge channel join NAME` makes one") :
+    page.state && page.state.held === null ? "no local gateway: channels are listed by it" :
+    "the local gateway cannot list channels (an older version: restart it after upgrading bridge)";
+  fill("channels", (list || []).map((c) => {
+    const who = el("td", null, "content");
+    c.members.forEach((m, i) => {
+      if (i) who.appendChild(document.createTextNode(", "));
+      const member = el("span", m.label + "@" + m.host, "member");
+      member.title = m.gid;
+      who.appendChild(member);
+    });
+    const row = tr(["#" + c.name, c.members.length]);
+    row.appendChild(who);
+    row.dataset.channel = c.name;
+    return row;
+  }));
+  const names = (list || []).map((c) => c.name);
+  if (JSON.stringify(names) !== page.channelOptions) { page.channelOptions = JSON.stringify(names); options("history-channel", names); }
+}
+
 function labelOf(gid) {
   const fleet = page.state && page.state.fleet;
   const entity = fleet && fleet.entities.find((e) => e.gid === gid);
-  return entity ? entity.label : short(gid);
+  if (entity) return entity.label;
+  const channel = page.state && page.state.channels && page.state.channels.find((c) => c.gid === gid);
+  return channel ? "#" + channel.name : short(gid);  // a channel message's "to" is the channel's own id
 }
 
 function trafficMatches(row, needle) {
@@ -194,6 +221,53 @@ async function openMessage(msgId) {
   }));
 }
 
+// --- history search -----------------------------------------------------------------------
+
+function searchSoon() {
+  const asked = ++page.search.asked;  // counted when typed: an answer to older text is dropped
+  clearTimeout(page.search.timer);
+  page.search.timer = setTimeout(() => searchHistory(asked), SEARCH_DELAY);
+}
+
+async function searchHistory(asked) {
+  const q = $("history-q").value.trim(), channel = $("history-channel").value;
+  if (!q && !channel) {
+    page.search.answered = asked;
+    $("history-note").textContent = "";
+    fill("history", []);
+    return;
+  }
+  const params = new URLSearchParams({ q });
+  if (channel) params.set("channel", channel);
+  $("history-note").textContent = "searching…";
+  let ok = false, data;
+  try {
+    const reply = await fetch("/api/history?" + params);
+    ok = reply.ok;
+    data = await reply.json();
+  } catch (error) {
+    ok = false;
+    data = { error: String(error) };
+  }
+  if (asked !== page.search.asked) return;  // typed on since: a newer search is coming
+  page.search.answered = asked;
+  if (!ok) {
+    $("history-note").textContent = "search failed: " + data.error;
+    fill("history", []);
+    return;
+  }
+  const found = data.messages;
+  $("history-note").textContent = found.length ? found.length + " message(s), newest first" : "no message matches";
+  fill("history", found.map((m) => {
+    const who = el("span", (m.fromLabel || labelOf(m.from)) + " → " + (m.channel ? "#" + m.channel : labelOf(m.to)));
+    who.title = m.from + (m.fromHost ? " @" + m.fromHost : "") + " → " + m.to;
+    const row = tr([m.ts ? dateTime(m.ts) : "?", m.directions.join(" + "), who]);
+    row.appendChild(el("td", m.content + (m.truncated ? "…" : ""), "content"));
+    row.dataset.msgId = m.msgId;
+    return row;
+  }));
+}
+
 function renderDeadLetters() {
   const dl = page.state && page.state.deadLetters;
   if (!dl) return;
@@ -274,7 +348,7 @@ function apply(update) {
   page.skew = update.now - Date.now() / 1000;
   if (update.state) {
     page.state = update.state;
-    renderHeader(); renderFleet(); renderHeld(); renderDeadLetters(); renderBrowser();
+    renderHeader(); renderFleet(); renderChannels(); renderHeld(); renderDeadLetters(); renderBrowser();
   } else if (page.updates % 4 === 0) {
     renderFleet(); renderHeld();  // the "ago" columns
   }
@@ -304,6 +378,8 @@ function connect() {
 document.addEventListener("DOMContentLoaded", () => {
   for (const id of ["filter-host", "filter-role", "filter-label"]) $(id).addEventListener("input", renderFleet);
   $("traffic-filter").addEventListener("input", renderTraffic);
+  $("history-q").addEventListener("input", searchSoon);
+  $("history-channel").addEventListener("input", searchSoon);
   $("pause").addEventListener("click", () => {
     page.paused = !page.paused;
     page.pending = 0;

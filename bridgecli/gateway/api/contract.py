@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from bridgecli.config import Config
     from bridgecli.envelope import Envelope
+    from bridgecli.gateway.archive_writer import ArchiveWriter
+    from bridgecli.gateway.memberships import Memberships
     from bridgecli.gateway.tracking import Tracking
     from bridgecli.gateway.waiters import Waiters
     from bridgecli.hoststate.entities import Registry
@@ -65,6 +67,14 @@ class ApiGateway(Protocol):
     @property
     def tracking(self) -> Tracking:
         """Receipts: the ledger of messages sent from here, and what hooks report."""
+
+    @property
+    def history(self) -> ArchiveWriter:
+        """The archive of what local entities sent and received, and its writer."""
+
+    @property
+    def memberships(self) -> Memberships:
+        """Channel memberships of local entities: join and leave."""
 
     @property
     def roster(self) -> RosterView | None:

@@ -18,7 +18,9 @@ from bridgecli import roster as roster_mod
 from bridgecli.amqp.connection import redact
 from bridgecli.errors import NotFound as NotFoundError
 from bridgecli.gateway.api.answers import ANSWERED, PENDING, EarlyAnswer
+from bridgecli.gateway.api.channel_ops import op_channel_join, op_channel_leave, op_channel_list
 from bridgecli.gateway.api.contract import ApiGateway
+from bridgecli.gateway.api.history_ops import op_history, op_thread
 from bridgecli.gateway.api.polling import op_poll
 from bridgecli.gateway.api.sending import LOOK_EVERY, MAX_WAIT, op_send
 from bridgecli.gateway.api.speaker import speaker
@@ -248,6 +250,11 @@ OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "seen": op_activity,
     "activity": op_activity,
     "receipts": op_receipts,
+    "history": op_history,
+    "thread": op_thread,
+    "channel_join": op_channel_join,
+    "channel_leave": op_channel_leave,
+    "channel_list": op_channel_list,
 }
 
 __all__ = ["ANSWERED", "OPS", "PENDING", "EarlyAnswer", "entity_dict", "message_dict", "short"]

@@ -165,7 +165,7 @@ def start(gw: ApiGateway, wire: dict[str, Any], early: EarlyAnswer | None) -> tu
 def _published(gw: ApiGateway, sending: Sending, publish: Callable[[], list[Future]]) -> list[Future]:
     """``publish()``'s confirm futures; when it fails, the send's waiter goes with it. Each
     message is tracked from before its publish (a local recipient's receipt may come before
-    the confirm) and marked sent by its confirm."""
+    the confirm) and marked sent by its confirm, which also archives it (``bridge history``)."""
     tracking = gw.tracking
     if tracking.enabled:
         tracking.sending(sending.envelopes)
@@ -180,6 +180,7 @@ def _published(gw: ApiGateway, sending: Sending, publish: Callable[[], list[Futu
     if tracking.enabled:
         for envelope, future in zip(sending.envelopes, futures, strict=True):
             future.add_done_callback(_marks_sent(tracking, envelope.msg_id))
+    gw.history.sent_when_confirmed(sending.envelopes, futures)  # archived as sent once confirmed
     return futures
 
 
