@@ -120,10 +120,10 @@ class RealGateway:
         return ping(self.socket)
 
     def roster_counters(self) -> dict[str, int]:
-        """entities/gateways in its view and heartbeats sent/received, from ``status``."""
+        """entities/gateways in its view and frames sent/received, from ``status``."""
         status = self.status() or {}
         text = str(status.get("extra", {}).get("roster", ""))
-        match = re.search(r"(\d+) entities on (\d+) gateways; heartbeats sent (\d+), received (\d+)", text)
+        match = re.search(r"(\d+) entities on (\d+) gateways; frames sent (\d+), received (\d+)", text)
         if not match:
             return {}
         return dict(zip(("entities", "gateways", "sent", "received"), map(int, match.groups()), strict=True))

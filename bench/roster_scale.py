@@ -10,10 +10,10 @@ The fleet (simulated gateways in ``roster_sim``, the real one in ``roster_real``
   I/O loop), its own ``roster.<host>`` queue declared from :mod:`bridgecli.amqp.topology`
   (exclusive, auto-delete, bound ``roster.#``), connects at a random moment within the
   first interval (a fleet in steady state did not boot in the same second; a synchronized
-  start is a burst that can tip the broker over, see docs/roster.md), publishes the frames
-  of :func:`bridgecli.roster.heartbeat_frame` for its 40 entities and itself every interval
-  (at a random phase, with the properties the gateway uses) and applies every frame it
-  receives to its own :class:`bridgecli.roster.RosterView`;
+  start is a burst that can tip the broker over, see docs/roster.md), publishes one host
+  frame every interval as gateways do (``--protocol entity``: the first protocol's heartbeats
+  for its 40 entities and itself; at a random phase, with the properties the gateway uses) and
+  applies every frame it receives to its own :class:`bridgecli.roster.RosterView`;
 * one **new** gateway, the G-th: a simulated gateway in a fresh process that joins the
   running fleet, announces its own entities at once (as the real one does on connect) and
   reports when its view holds all G x E entities. It then leaves with ``gone`` frames and
@@ -24,7 +24,8 @@ Measured, with the fleet in steady state (G gateways):
 1. **convergence** of the new gateway: from its ``basic_consume`` being confirmed to its
    view holding all G x E entities, in intervals (goal <= 2);
 2. **heartbeats/s** published (all gateways' counters) and delivered broker-wide (every
-   gateway's frames received), against the formula G(E+1)/interval and G^2(E+1)/interval;
+   gateway's frames received), against the formula G/interval and G^2/interval (host frames;
+   G(E+1)/interval and G^2(E+1)/interval per-entity);
 3. the **real gateway's CPU** (utime + stime of its process from ``/proc/<pid>/stat``) over
    fixed windows, as % of one core (goal < 5 %), plus the same gateway alone before the
    fleet starts; also the broker's and the simulated gateways' CPU and the whole machine's
@@ -60,6 +61,9 @@ GATEWAYS = 50
 ENTITIES = 40
 PROBE_INTERVALS = 6  # a new gateway that has not converged by then is reported as timed out
 WORKERS = 4  # processes holding the simulated gateways (2 cores: a few, not one per gateway)
+#: the simulated gateways' roster protocol (``--protocol``): per-entity sims make the real
+#: gateway send per-entity frames too, as it does beside old gateways
+SIM_PROTOCOL = "host"
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -111,7 +115,14 @@ class Fleet:
             chunk = hosts[i::WORKERS]
             if chunk:
                 self.workers.append(
-                    Worker(self.node.uri, chunk, self.entities, self.interval, self.root / f"worker{i}.log")
+                    Worker(
+                        self.node.uri,
+                        chunk,
+                        self.entities,
+                        self.interval,
+                        self.root / f"worker{i}.log",
+                        protocol=SIM_PROTOCOL,
+                    )
                 )
         for w in self.workers:
             w.wait_consuming()
@@ -130,6 +141,7 @@ class Fleet:
             self.interval,
             self.root / "probe.log",
             target=target,
+            protocol=SIM_PROTOCOL,
         )
         event = self.probe.wait_event("converged", PROBE_INTERVALS * self.interval + 10)
         return event or {"event": "timeout", "view": self.probe.last.get("view", 0)}
@@ -337,13 +349,14 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
             seen = [ev.get("view", 0) for ev in stuck if ev]
             note += f"; {len(stuck)} timed out" + (f" holding {max(seen)} of {g * e}" if seen else "")
         row(metric, value, "intervals", "goal <= 2 intervals", value / 2, note)
-        pub_formula = g * (e + 1) / interval
-        del_formula = g * g * (e + 1) / interval
+        per_host, per = (e + 1, "(E+1)") if SIM_PROTOCOL == "entity" else (1, "")
+        pub_formula = g * per_host / interval
+        del_formula = g * g * per_host / interval
         row(
             f"heartbeats published broker-wide ({tag})",
             med("published"),
             "msg/s",
-            f"G(E+1)/interval = {pub_formula:.0f} msg/s",
+            f"G{per}/interval = {pub_formula:.0f} msg/s",
             med("published") / pub_formula,
             f"median of {n} windows",
         )
@@ -351,7 +364,7 @@ def rows_from(result: dict[str, Any]) -> list[dict[str, Any]]:
             f"heartbeats delivered broker-wide ({tag})",
             med("delivered"),
             "msg/s",
-            f"G^2(E+1)/interval = {del_formula:.0f} msg/s",
+            f"G^2{per}/interval = {del_formula:.0f} msg/s",
             med("delivered") / del_formula,
             f"median of {n} windows; roster queues' backlog at window end {med('backlog'):.0f} msgs; broker "
             f"CPU {med('broker_cpu_pct'):.0f} % core, waiting for a CPU {med('broker_runq_pct'):.0f} % "
@@ -445,6 +458,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--hosts", help=argparse.SUPPRESS)
     parser.add_argument("--entities", type=int, default=ENTITIES, help="E, entities per gateway (default 40)")
     parser.add_argument("--target", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--protocol",
+        default="host",
+        choices=("host", "entity"),
+        help="the simulated gateways' roster frames: host frames (as gateways send them, default) or per-entity",
+    )
     return parser.parse_args(argv)
 
 
@@ -453,6 +472,7 @@ if __name__ == "__main__":
     if args.worker:
         sys.exit(worker(args))
     sizes = tuple(int(g) for g in args.gateways.split(","))
+    SIM_PROTOCOL = args.protocol
     result = run(
         args.interval,
         args.probes,

@@ -30,7 +30,11 @@ if str(REPO) not in sys.path:  # loaded from anywhere
 
 
 class SimGateway:
-    """One simulated gateway on a shared pika I/O loop: the presence half of a real one."""
+    """One simulated gateway on a shared pika I/O loop: the presence half of a real one, in
+    the per-entity protocol (``protocol="entity"``: one heartbeat per entity and one for the
+    gateway) or with host frames (``"host"``: one frame per interval from
+    :class:`bridgecli.gateway.host_beats.HostBeats`, a sync request on connect answered by
+    every host on the joiner's reply key within interval/2)."""
 
     def __init__(
         self,
@@ -42,8 +46,10 @@ class SimGateway:
         emit: Any,
         target: int = 0,
         random_phase: bool = True,
+        protocol: str = "entity",
     ) -> None:
-        from bridgecli import roster
+        from bridgecli import __version__, roster
+        from bridgecli.gateway.host_beats import HostBeats
         from bridgecli.interfaces import Entity
 
         self.host = host
@@ -60,7 +66,10 @@ class SimGateway:
             )
             for i in range(entities)
         ]
-        self.view = roster.RosterView()
+        self.protocol = protocol
+        self.beats = HostBeats(host, __version__, interval)
+        self.view = roster.RosterView(local_host=host, on_sync=self._sync_asked)
+        self.reply_key = ""
         self.sent = 0
         self.received = 0
         self.connection: Any = None
@@ -104,10 +113,23 @@ class SimGateway:
         )
 
     def _on_bound(self, _frame: Any) -> None:
+        if self.protocol == "host":  # a reply queue for the sync answers, consumed first
+            from bridgecli.amqp import topology
+
+            replies = topology.reply_queue(self.host)
+            self.reply_key = replies.bindings[0].routing_key
+            self.channel.queue_declare(replies.name, exclusive=True, auto_delete=True, callback=lambda _f: None)
+            self.channel.queue_bind(replies.name, topology.CONTROL, routing_key=self.reply_key)
+            self.channel.basic_consume(replies.name, self._on_frame, auto_ack=True)
         self.channel.basic_consume(f"roster.{self.host}", self._on_frame, auto_ack=True, callback=self._on_consuming)
 
     def _on_consuming(self, _frame: Any) -> None:
         self.consuming_at = time.time()
+        if self.protocol == "host":
+            from bridgecli import roster, roster_frames
+
+            sync = roster_frames.sync_frame(host=self.host, reply=self.reply_key)
+            self._publish(roster.GATEWAY_KEY, sync, count=False)
         self.heartbeat_all()  # a gateway announces itself on connect
         first = random.uniform(0, self.interval) if self.random_phase else self.interval
         self._schedule(time.monotonic() + first)
@@ -115,11 +137,11 @@ class SimGateway:
             self._check_converged()
 
     # traffic
-    def _on_frame(self, _channel: Any, _method: Any, _props: Any, body: bytes) -> None:
+    def _on_frame(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
         self.received += 1
-        self.view.apply(body)
+        self.view.apply_delivery(method, props, body)
 
-    def _publish(self, gid: str, body: bytes) -> None:
+    def _publish(self, gid: str, body: bytes, count: bool = True, exchange: str = "", key: str = "") -> None:
         import pika
 
         from bridgecli import roster
@@ -128,11 +150,29 @@ class SimGateway:
         props = pika.BasicProperties(
             content_type="application/json", delivery_mode=1, expiration=str(int(self.interval * 1000 * 3))
         )
-        self.channel.basic_publish(topology.ROSTER, roster.routing_key(self.host, gid), body, props)
-        self.sent += 1
+        routing = key or roster.routing_key(self.host, gid)
+        self.channel.basic_publish(exchange or topology.ROSTER, routing, body, props)
+        self.sent += count
+
+    def _sync_asked(self, host: str, reply: str) -> None:
+        """Answer a joiner with our full frame on its reply key, after a jitter within T/2."""
+        from bridgecli import roster_frames
+        from bridgecli.amqp import topology
+
+        def answer() -> None:
+            if not self.closing and self.channel is not None and self.channel.is_open:
+                items = [roster_frames.entity_item(e, "idle") for e in self.entities]
+                self._publish("", self.beats.answer(items), count=False, exchange=topology.CONTROL, key=reply)
+
+        self.ioloop.call_later(random.uniform(0, self.interval / 2), answer)
 
     def heartbeat_all(self) -> None:
-        from bridgecli import __version__, roster
+        from bridgecli import __version__, roster, roster_frames
+
+        if self.protocol == "host":
+            items = [roster_frames.entity_item(e, "idle") for e in self.entities]
+            self._publish(roster.GATEWAY_KEY, self.beats.frame(items))
+            return
 
         for entity in self.entities:
             self._publish(
@@ -186,7 +226,7 @@ class SimGateway:
 
         self.closing = True
         if self.channel is not None and self.channel.is_open:
-            for entity in self.entities:
+            for entity in self.entities if self.protocol == "entity" else ():
                 self._publish(entity.gid, roster.gone_frame(host=self.host, gid=entity.gid, reason="gateway stopped"))
             self._publish(
                 roster.GATEWAY_KEY, roster.gone_frame(host=self.host, gid=roster.GATEWAY_KEY, reason="gateway stopped")
@@ -211,7 +251,15 @@ def worker(args: argparse.Namespace) -> int:
 
     gateways = [
         SimGateway(
-            host, args.entities, args.interval, ioloop, args.uri, emit, target=args.target, random_phase=not args.target
+            host,
+            args.entities,
+            args.interval,
+            ioloop,
+            args.uri,
+            emit,
+            target=args.target,
+            random_phase=not args.target,
+            protocol=getattr(args, "protocol", "entity"),
         )
         for host in args.hosts.split(",")
     ]
@@ -252,7 +300,16 @@ def worker(args: argparse.Namespace) -> int:
 class Worker:
     """The parent's handle on one worker process: its latest report and its events."""
 
-    def __init__(self, uri: str, hosts: list[str], entities: int, interval: float, log: Path, target: int = 0) -> None:
+    def __init__(
+        self,
+        uri: str,
+        hosts: list[str],
+        entities: int,
+        interval: float,
+        log: Path,
+        target: int = 0,
+        protocol: str = "entity",
+    ) -> None:
         argv = [
             PYTHON,
             str(ENTRY),
@@ -267,6 +324,8 @@ class Worker:
             str(interval),
             "--target",
             str(target),
+            "--protocol",
+            protocol,
         ]
         self.hosts = hosts
         self.log = log

@@ -137,10 +137,30 @@ def request(config: Config, host: str, payload: dict[str, Any], timeout: float) 
             connection.close()
 
 
+def ask_roster_sync(channel: Any, config: Config, on_frame: Any) -> None:
+    """Ask every gateway for its full roster frame (a ``sync`` frame on ``bridge.roster``),
+    answered on a new reply queue of this host that ``on_frame`` consumes on ``channel`` (a
+    pika BlockingChannel): between full frames gateways send only what changed."""
+    import pika
+
+    from bridgecli import roster_frames
+    from bridgecli.amqp.connection import username
+    from bridgecli.roster import GATEWAY_KEY, routing_key
+
+    replies = topology.reply_queue(config.host_id)
+    topology.declare(channel, replies)
+    channel.basic_consume(replies.name, on_frame, True)
+    sync = roster_frames.sync_frame(host=config.host_id, reply=replies.bindings[0].routing_key)
+    props = pika.BasicProperties(delivery_mode=1, user_id=username(config))
+    channel.basic_publish(topology.ROSTER, routing_key(config.host_id, GATEWAY_KEY), sync, props)
+
+
 def listen_roster(config: Config, seconds: float):
     """Build a roster view without a local gateway: listen on ``bridge.roster`` for
-    ``seconds`` (one heartbeat interval is enough to hear every live gateway). Frames are
-    judged as a gateway judges them, with this host's identity policy."""
+    ``seconds`` (one heartbeat interval is enough to hear every live gateway), having asked
+    every gateway for its full frame (a ``sync`` request: between full frames a gateway sends
+    only what changed). Frames are judged as a gateway judges them, with this host's identity
+    policy."""
     from bridgecli.amqp.connection import connect
     from bridgecli.gateway.identity import IdentityPolicy
     from bridgecli.roster import RosterView
@@ -160,12 +180,15 @@ def listen_roster(config: Config, seconds: float):
         name = f"bridge.listen.{config.host_id}.{uuid.uuid4()}"
         channel.queue_declare(name, exclusive=True, auto_delete=True)
         channel.queue_bind(name, topology.ROSTER, routing_key="roster.#")
+
+        def apply(_channel: Any, method: Any, props: Any, body: bytes) -> None:
+            view.apply_delivery(method, props, body)
+
+        channel.basic_consume(name, apply, True)
+        ask_roster_sync(channel, config, apply)
         deadline = time.monotonic() + seconds
-        for method, props, body in channel.consume(name, auto_ack=True, inactivity_timeout=0.2):
-            if method is not None:
-                view.apply_delivery(method, props, body)
-            if time.monotonic() >= deadline:
-                break
+        while time.monotonic() < deadline:
+            connection.process_data_events(time_limit=min(0.2, max(0.0, deadline - time.monotonic())))
     finally:
         if connection.is_open:
             connection.close()

@@ -329,6 +329,7 @@ class DirectSession:
                 "entries": [e.as_dict() for e in view.entries(request.host)],
                 "gateways": [g.__dict__ for g in view.gateways()],
                 "interval": self.config.values["roster.interval"],
+                "hosts": view.hosts(),
             }
         )
 

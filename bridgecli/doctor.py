@@ -221,6 +221,65 @@ def check_gateway() -> Check:
     return Check("gateway", OK, f"answering on {sock}: " + ", ".join(parts))
 
 
+def check_roster() -> Check | None:
+    """How fresh the local gateway's roster view is (None without a gateway: check_gateway
+    says so)."""
+    from bridgecli.errors import BridgeError
+    from bridgecli.gateway.client import GatewayClient
+
+    client = GatewayClient.connect(paths.gateway_socket())
+    if client is None:
+        return None
+    with client:
+        try:
+            answer = client.call("roster", timeout=5)
+        except BridgeError as exc:
+            return Check("roster", WARN, f"the gateway did not show its roster: {exc.message}")
+    return roster_freshness(answer)
+
+
+def roster_freshness(answer: dict[str, Any]) -> Check:
+    """Judge a gateway's ``roster`` answer: stale when it has not heard its own frames for two
+    intervals (its listener or the broker is behind: every other host's entries are then
+    suspect too), when a host is unsynced (a missed delta), or when a host's frames are late."""
+    interval, local = answer.get("interval"), answer.get("local_host")
+    rows = [row for row in answer.get("hosts") or () if isinstance(row, dict)]
+    if interval is None:
+        return Check("roster", WARN, "the gateway's roster is not running yet", "wait a few seconds")
+    if not rows:
+        return Check("roster", OK, "no per-host freshness from this gateway (an older version)")
+    own = next((row for row in rows if row.get("host") == local), None)
+    if own is None or float(own.get("age") or 0) > 2 * interval:
+        heard = "never" if own is None else f"{float(own['age']):.0f}s ago"
+        return Check(
+            "roster",
+            WARN,
+            f"stale: this gateway last heard its own heartbeat {heard} (interval {interval:g}s), so its roster "
+            "listener is not connected or the broker delivers roster frames late",
+            "see the roster line of `bridge status` and the backlog of the broker's roster queues",
+        )
+    unsynced = [_name(row) for row in rows if row.get("protocol") == 2 and not row.get("synced")]
+    late = [
+        f"{_name(row)} ({float(row.get('age') or 0):.0f}s)" for row in rows if float(row.get("age") or 0) > 2 * interval
+    ]
+    problems = []
+    if unsynced:
+        problems.append(
+            f"missed frames of {', '.join(unsynced)}: their entries may be out of date until their next full frame"
+        )
+    if late:
+        problems.append(f"no frame for over two intervals from {', '.join(late)}: about to expire")
+    if problems:
+        return Check("roster", WARN, "stale: " + "; ".join(problems), "these heal by themselves within six intervals")
+    return Check("roster", OK, f"{len(rows)} hosts heard within two intervals, all synced")
+
+
+def _name(row: dict[str, Any]) -> str:
+    from bridgecli.sanitize import sanitize_line
+
+    return sanitize_line(str(row.get("host")), max_chars=128)
+
+
 def check_clients() -> Check:
     """Which agent clients run bridge's MCP server and its hooks (bridgecli.client_hooks); an
     entry or hook that runs another or a missing ``bridge``, or a hook missing, is a warning
@@ -297,6 +356,9 @@ def run(load_config: Callable[[], Any]) -> list[Check]:
     else:
         checks.extend(_broker_checks(cfg))
     checks.append(check_gateway())
+    roster = check_roster()
+    if roster is not None:
+        checks.append(roster)
     checks.append(check_clients())
     checks.extend(check_secret_files(cfg))
     return checks

@@ -313,19 +313,25 @@ class GatewayRow(_Wire):
 
 
 class RosterResult(_Wire):
-    """The roster: its ``entries``, the live ``gateways``, and their heartbeat ``interval``
-    (None: a gateway whose roster is not running yet)."""
+    """The roster: its ``entries``, the live ``gateways``, their heartbeat ``interval`` (None:
+    a gateway whose roster is not running yet), and ``hosts``: per host, how fresh the view is
+    (``protocol``, ``age`` of its last frame, ``synced``, ``seq``, ``gaps``, ``full_at``;
+    empty from an older gateway) as seen by ``local_host``."""
 
-    __slots__ = ("entries", "gateways", "interval")
+    __slots__ = ("entries", "gateways", "interval", "hosts", "local_host")
     entries: tuple[RosterRow, ...]
     gateways: tuple[GatewayRow, ...]
     interval: float | None
+    hosts: tuple[dict[str, Any], ...]
+    local_host: str | None
 
     def _read(self, wire: dict[str, Any]) -> None:
         self._set(
             entries=tuple(RosterRow(e) for e in wire.get("entries") or ()),
             gateways=tuple(GatewayRow(g) for g in wire.get("gateways") or ()),
             interval=wire.get("interval"),
+            hosts=tuple(h for h in wire.get("hosts") or () if isinstance(h, dict)),
+            local_host=wire.get("local_host"),
         )
 
 

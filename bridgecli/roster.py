@@ -1,44 +1,48 @@
 """The presence roster (docs/design.md#invariant-8): a union "who / where / status" view
 built from heartbeats, soft state only.
 
-Each gateway publishes one heartbeat per local entity per interval on ``bridge.roster`` under
-``roster.<host>.<gid>``, plus ``roster.<host>._gateway`` so that a host with no entities is
-still known to be alive. Entries expire after ``roster.expiry_missed`` missed intervals;
-``gone`` frames remove them at once. Frames come from other hosts, so the view believes one
-only as far as the broker vouches for it (:meth:`RosterView.apply`) and sanitises the rest.
-Pure: the gateway and ``bridge roster`` feed it decoded frames.
+Each gateway publishes one host frame per interval on ``bridge.roster`` under
+``roster.<host>._gateway`` carrying all its entities, full or as a delta
+(:mod:`bridgecli.roster_frames`); older gateways send per-entity heartbeats
+(``roster.<host>.<gid>``), which the view takes too. Entries expire after
+``roster.expiry_missed`` intervals without a frame; ``gone`` frames remove them at once. The
+view believes a frame only as far as the broker vouches for it (:meth:`RosterView.apply`)
+and sanitises the rest. Pure: the gateway and ``bridge roster`` feed it frames.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from bridgecli import channels as channels_mod
-from bridgecli import gids
+from bridgecli import gids, roster_hosts
+from bridgecli.amqp.topology import CONTROL, reply_key_host
 from bridgecli.amqp.topology import ROSTER as EXCHANGE
-from bridgecli.sanitize import sanitize_line
+from bridgecli.roster_frames import DEFAULT_INTERVAL as DEFAULT_INTERVAL
+from bridgecli.roster_frames import FRAME_VERSION as FRAME_VERSION
+from bridgecli.roster_frames import GATEWAY_KEY as GATEWAY_KEY
+from bridgecli.roster_frames import MAX_FRAME_BYTES, MAX_HOST_ENTITIES, PROTOCOL, HostFrame, parse_host_frame
+from bridgecli.roster_frames import MAX_INTERVAL as MAX_INTERVAL
+from bridgecli.roster_frames import MAX_NAME as MAX_NAME
+from bridgecli.roster_frames import MAX_TEXT as MAX_TEXT
+from bridgecli.roster_frames import capped_interval as capped_interval
+from bridgecli.roster_frames import channels as _channels
+from bridgecli.roster_frames import gone_frame as gone_frame
+from bridgecli.roster_frames import heartbeat_frame as heartbeat_frame
+from bridgecli.roster_frames import number as _number
+from bridgecli.roster_frames import profiles as _profiles
+from bridgecli.roster_frames import safe_name as _safe_name
+from bridgecli.roster_frames import started as _started
+from bridgecli.roster_frames import text as _text
+from bridgecli.roster_hosts import HostStates
 
 if TYPE_CHECKING:
     from bridgecli.gateway.identity import IdentityPolicy
 
-GATEWAY_KEY = "_gateway"
-FRAME_VERSION = 1
-#: most profile names kept from one gateway's heartbeat (frames come from other hosts)
-MAX_PROFILES = 200
-#: the longest interval a frame may announce, in seconds: a larger one is cut to this, so no
-#: host can pin an entry in everyone's view by announcing that it beats once a decade
-MAX_INTERVAL = 300.0
-DEFAULT_INTERVAL = 5.0
-#: the longest text field (label, role, status, …) kept from a frame
-MAX_TEXT = 200
-#: the longest host id or gid a frame may carry
-MAX_NAME = 128
 
 #: why frames were refused, as :meth:`RosterView.refused_frames` counts them
 KEY_MISMATCH = "key_mismatch"  # body names another host or gid than its key, or not via bridge.roster
@@ -46,7 +50,9 @@ DEAD_LETTERED = "dead_lettered"  # dead-lettered into bridge.roster: the key was
 USER_MISMATCH = "user_mismatch"  # published by a broker user that may not speak for the key's host
 FOREIGN_GID = "foreign_gid"  # the gid belongs to another host
 UNSAFE_NAME = "unsafe_name"  # a host id or gid with control characters, or too long
-REASONS = (KEY_MISMATCH, DEAD_LETTERED, USER_MISMATCH, FOREIGN_GID, UNSAFE_NAME)
+TOO_LARGE = "too_large"  # over MAX_FRAME_BYTES, or a host frame with too many entities
+REASONS = (KEY_MISMATCH, DEAD_LETTERED, USER_MISMATCH, FOREIGN_GID, UNSAFE_NAME, TOO_LARGE)
+
 #: headers the broker adds to a dead-lettered message (0-9-1 and AMQP 1.0 style)
 _DEATH_HEADERS = ("x-death", "x-first-death-exchange", "x-last-death-exchange")
 
@@ -65,7 +71,7 @@ class RosterEntry:
     version: str
     last_seen: float
     interval: float
-    #: the channels the entity is in, as its gateway announced them
+    #: the channels the entity is in (sorted, de-duplicated; names only)
     channels: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -107,88 +113,6 @@ def dead_lettered(props: Any) -> bool:
     return isinstance(headers, dict) and any(name in headers for name in _DEATH_HEADERS)
 
 
-def heartbeat_frame(
-    *,
-    host: str,
-    version: str,
-    interval: float,
-    entity: Any = None,
-    status: str = "unknown",
-    entities: int = 0,
-    profiles: Iterable[str] = (),
-    started: float | None = None,
-    channels: Iterable[str] = (),
-) -> bytes:
-    """Encode one heartbeat (an entity's, or the gateway's own when ``entity`` is None, which
-    also names the host's spawn profiles and when the gateway started)."""
-    frame: dict[str, Any] = {
-        "v": FRAME_VERSION,
-        "type": "heartbeat",
-        "host": host,
-        "version": version,
-        "interval": interval,
-        "ts": time.time(),
-    }
-    if entity is None:
-        frame.update({"gid": GATEWAY_KEY, "entities": entities, "profiles": sorted(profiles)})
-        if started is not None:
-            frame["started"] = started
-    else:
-        frame.update(
-            {
-                "gid": entity.gid,
-                "label": entity.label,
-                "role": entity.role,
-                "status": status,
-                "backend": entity.backend,
-                "since": entity.created,
-            }
-        )
-        if channels:
-            frame["channels"] = list(channels)
-    return json.dumps(frame, separators=(",", ":")).encode()
-
-
-def gone_frame(*, host: str, gid: str, reason: str) -> bytes:
-    return json.dumps(
-        {"v": FRAME_VERSION, "type": "gone", "host": host, "gid": gid, "reason": reason, "ts": time.time()},
-        separators=(",", ":"),
-    ).encode()
-
-
-def _text(value: Any, default: str) -> str:
-    """A frame's text field made safe to print anywhere (one line, no control characters)."""
-    return sanitize_line(default if value is None else str(value), max_chars=MAX_TEXT)
-
-
-def _number(value: Any, default: float) -> float:
-    """A finite float from a frame, else ``default`` (JSON lets NaN and Infinity through)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return number if math.isfinite(number) else default
-
-
-def capped_interval(value: Any) -> float:
-    """The interval a frame announces, cut to :data:`MAX_INTERVAL` (default when absent,
-    non-positive or not a number)."""
-    interval = _number(value, DEFAULT_INTERVAL)
-    return min(interval, MAX_INTERVAL) if interval > 0 else DEFAULT_INTERVAL
-
-
-def _safe_name(name: str) -> bool:
-    return 0 < len(name) <= MAX_NAME and sanitize_line(name) == name and " " not in name
-
-
-def _channel_names(value: Any) -> tuple[str, ...]:
-    """The channel names a frame lists: valid names only, at most
-    :data:`bridgecli.channels.MAX_PER_ENTITY`, sorted and without repeats."""
-    if not isinstance(value, list):
-        return ()
-    return tuple(sorted({name for name in value[: channels_mod.MAX_PER_ENTITY] if channels_mod.valid_name(name)}))
-
-
 def spawned_entry(handle: dict[str, Any], *, interval: float, now: float | None = None) -> RosterEntry:
     """A roster entry from a spawn answer (gid, host, label, role, deliver); its text comes
     from another host, so it is sanitised like a frame's."""
@@ -214,13 +138,21 @@ class RosterView:
     ``policy`` is the identity policy (``security.sender_check``): with the check on, a frame
     counts only when its publisher's broker user may speak for the host in its routing key,
     and a gid not minted on that host is taken only as a legacy gid that host announced
-    first. ``local_host`` is this host's id, known as a host from the start."""
+    first. ``local_host`` is this host's id, known as a host from the start; ``on_sync(host,
+    reply_key)`` is called for each vetted ``sync`` request of another host."""
 
     def __init__(
-        self, expiry_missed: int = 3, policy: IdentityPolicy | None = None, local_host: str | None = None
+        self,
+        expiry_missed: int = 3,
+        policy: IdentityPolicy | None = None,
+        local_host: str | None = None,
+        on_sync: Callable[[str, str], None] | None = None,
     ) -> None:
         self.expiry_missed = expiry_missed
         self.policy = policy
+        self.local_host = local_host
+        self.on_sync = on_sync
+        self._hosts = HostStates(local_host)
         self._entries: dict[str, RosterEntry] = {}
         self._gateways: dict[str, GatewayEntry] = {}
         self._lock = threading.Lock()
@@ -263,7 +195,13 @@ class RosterView:
         and ``user_id`` decide whether it counts)."""
         if dead_lettered(props):
             return self._refuse(DEAD_LETTERED)
-        return self.apply(body, now, key=arrival_key(method), user_id=getattr(props, "user_id", None))
+        user_id = getattr(props, "user_id", None)
+        if getattr(method, "exchange", None) == CONTROL:
+            # a sync answer on our own reply key: only the publisher's user vouches for it
+            if self.local_host is None or reply_key_host(str(method.routing_key)) != self.local_host:
+                return self._refuse(KEY_MISMATCH)
+            return self.apply(body, now, user_id=user_id, answer=True)
+        return self.apply(body, now, key=arrival_key(method), user_id=user_id)
 
     def _speaks_for(self, user_id: str | None, host: str) -> bool:
         policy = self.policy
@@ -284,18 +222,27 @@ class RosterView:
         tagged = self._tags.get(gid[: gids.TAG_HEX])
         return tagged if tagged is not None else self._legacy.get(gid)
 
-    def apply(self, body: bytes, now: float | None = None, key: str | None = None, user_id: str | None = None) -> bool:
+    def apply(
+        self,
+        body: bytes,
+        now: float | None = None,
+        key: str | None = None,
+        user_id: str | None = None,
+        answer: bool = False,
+    ) -> bool:
         """Apply one frame from ``bridge.roster``; False when it is ignored. Never raises.
 
-        Malformed frames are ignored; refused ones are ignored and counted
-        (:meth:`refused_frames`): a body naming another host or gid than ``key`` (its routing
-        key; ``""`` when it did not come through ``bridge.roster``); under the sender check, a
-        ``user_id`` that is not the key host's user; a gid that belongs to another host (a
-        known host's tag, or under the check a legacy gid another host announced first); a
-        host id or gid with control characters. Text is sanitised and the interval capped
-        (docs/roster.md).
+        Malformed frames are ignored, refused ones counted
+        (:meth:`refused_frames`): a body naming another host or gid than ``key`` (the routing
+        key; ``""`` unless it came through ``bridge.roster``); under the sender check, a
+        ``user_id`` not the key host's; a gid of another host (a known host's tag, or under the
+        check a legacy gid another host announced first); an unsafe host id or gid; a frame too
+        large (docs/roster.md). Text is sanitised, the interval capped. ``answer``: a sync
+        answer, which may only be a full host frame.
         """
         now = time.time() if now is None else now
+        if len(body) > MAX_FRAME_BYTES:
+            return self._refuse(TOO_LARGE)
         try:
             frame = json.loads(body)
             kind, host, gid = frame["type"], str(frame["host"]), str(frame["gid"])
@@ -308,8 +255,20 @@ class RosterView:
             return self._refuse(USER_MISMATCH)
         if not (_safe_name(host) and _safe_name(gid)):
             return self._refuse(UNSAFE_NAME)
-        if kind not in ("gone", "heartbeat"):
+        if answer and (kind != "host" or frame.get("full") is not True):
             return False
+        if kind == "sync":
+            return self._sync_asked(host, get("reply"))
+        if kind not in ("gone", "heartbeat", "host"):
+            return False
+        if kind == "host":
+            parsed = parse_host_frame(frame, host, now)
+            if parsed is None:
+                return self._refuse(TOO_LARGE) if _oversized(frame) else False
+            with self._lock:
+                self._tags.setdefault(gids.host_tag(host), host)
+                self._host_heard(parsed, get, now, answer)
+            return True
         tag = gids.host_tag(host)
         with self._lock:
             self._tags.setdefault(tag, host)
@@ -318,6 +277,8 @@ class RosterView:
                 return False
             if kind == "gone":
                 return self._gone(host, gid)
+            unmarked = gid == GATEWAY_KEY and get("roster") != PROTOCOL
+            self._hosts.heard_old(host, now, capped_interval(get("interval")), unmarked)
             if gid == GATEWAY_KEY:
                 self._gateway_heard(host, get, now)
                 return True
@@ -329,6 +290,7 @@ class RosterView:
     def _gone(self, host: str, gid: str) -> bool:
         if gid == GATEWAY_KEY:
             self._gateways.pop(host, None)
+            self._hosts.drop(host)
             for gone in [g for g, e in self._entries.items() if e.host == host]:
                 del self._entries[gone]
         else:
@@ -341,7 +303,6 @@ class RosterView:
         return True
 
     def _gateway_heard(self, host: str, get: Any, now: float) -> None:
-        named, started = get("profiles"), get("started")
         try:
             entities = int(get("entities", 0))
         except (TypeError, ValueError, OverflowError):
@@ -352,16 +313,101 @@ class RosterView:
             now,
             capped_interval(get("interval")),
             entities,
-            tuple(_text(p, "?") for p in named[:MAX_PROFILES]) if isinstance(named, list) else (),
-            float(started) if isinstance(started, (int, float)) and math.isfinite(started) else None,
+            _profiles(get("profiles")),
+            _started(get("started")),
         )
+
+    def _sync_asked(self, host: str, reply: Any) -> bool:
+        """A vetted ``sync`` request: answer only one naming a reply key of its own host."""
+        if not isinstance(reply, str) or reply_key_host(reply) != host:
+            return self._refuse(KEY_MISMATCH)
+        if self.on_sync is not None:
+            self.on_sync(host, reply)
+        return True
+
+    def _host_heard(self, frame: HostFrame, get: Any, now: float, answer: bool) -> None:
+        """Apply a host frame (lock held). A full frame is the host's whole truth; a delta
+        applies on top; a gap in ``seq`` marks the host unsynced until the next full frame, its
+        entries kept. Any frame keeps all the host's entries alive (docs/roster.md)."""
+        host = frame.host
+        booked = self._hosts.frame(frame, now, answer)
+        items = [item for item in frame.items if self._owns(host, item.gid)]
+        if booked == roster_hosts.FULL:
+            listed = {item.gid for item in items}
+            gone = [g for g, e in self._entries.items() if e.host == host and g not in listed]
+            for gid in gone:
+                del self._entries[gid]
+            self.changes += bool(gone)
+        for gid in frame.removed if booked == roster_hosts.DELTA else ():
+            entry = self._entries.get(gid)
+            if entry is not None and entry.host == host:
+                del self._entries[gid]
+                self.changes += 1
+        for item in items if booked != roster_hosts.STALE else ():
+            self._item_heard(host, item, frame, now)
+        for entry in self._entries.values():
+            if entry.host == host:
+                entry.last_seen, entry.interval = now, frame.interval
+        previous = self._gateways.get(host)
+        self._gateways[host] = GatewayEntry(
+            host,
+            frame.version,
+            now,
+            frame.interval,
+            sum(1 for e in self._entries.values() if e.host == host),
+            frame.profiles if frame.full else (previous.profiles if previous else ()),
+            frame.started if frame.full else (previous.started if previous else None),
+        )
+
+    def _owns(self, host: str, gid: str) -> bool:
+        """May ``host`` announce ``gid`` (lock held)? Counts a refusal when not."""
+        if gid == GATEWAY_KEY or (not gids.minted_on(gid, host) and self._owner(gid) not in (None, host)):
+            self._refused[FOREIGN_GID] += 1
+            return False
+        if self.checking and not gids.minted_on(gid, host):
+            self._legacy.setdefault(gid, host)
+        return True
+
+    def _item_heard(self, host: str, item: Any, frame: HostFrame, now: float) -> None:
+        previous = self._entries.get(item.gid)
+        fields = (item.label, item.role, host, item.status, item.backend, item.since, frame.version, item.channels)
+        if previous is not None and fields == (
+            previous.label,
+            previous.role,
+            previous.host,
+            previous.status,
+            previous.backend,
+            previous.since,
+            previous.version,
+            previous.channels,
+        ):
+            return
+        label, role, _, status, backend, since, version, channels = fields
+        self._entries[item.gid] = RosterEntry(
+            item.gid, label, role, host, status, backend, since, version, now, frame.interval, channels
+        )
+        if previous is None or previous.status != status or previous.host != host:
+            self.changes += 1
+
+    def old_peers(self, within: float, now: float | None = None) -> list[str]:
+        """Hosts whose gateway spoke only the per-entity protocol in the last ``within``
+        seconds: while there are any, a new gateway sends per-entity frames too."""
+        now = time.time() if now is None else now
+        with self._lock:
+            return self._hosts.old_peers(within, now)
+
+    def hosts(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Per host: the protocol it speaks, the age of its last frame, whether the view is
+        synced with it, its last sequence number and the gaps seen (``bridge roster``)."""
+        now = time.time() if now is None else now
+        with self._lock:
+            return self._hosts.rows(now)
 
     def _entity_heard(self, host: str, gid: str, get: Any, now: float) -> None:
         label, role = _text(get("label"), "?"), _text(get("role"), "?")
         status, backend = _text(get("status"), "unknown"), _text(get("backend"), "?")
         since, version = _number(get("since") or now, now), _text(get("version"), "?")
-        interval = capped_interval(get("interval"))
-        channels = _channel_names(get("channels"))
+        interval, channels = capped_interval(get("interval")), _channels(get("channels"))
         previous = self._entries.get(gid)
         if previous is not None and (
             previous.label,
@@ -402,6 +448,7 @@ class RosterView:
             for host, gateway in list(self._gateways.items()):
                 if now - gateway.last_seen > gateway.interval * self.expiry_missed:
                     del self._gateways[host]
+            self._hosts.expire(now, self.expiry_missed)
             if expired:
                 self.changes += 1
         return expired
@@ -442,3 +489,9 @@ class RosterView:
                 entry = RosterEntry(**row)
                 entry.channels = tuple(entry.channels)
                 self._entries[row["gid"]] = entry
+
+
+def _oversized(frame: dict[str, Any]) -> bool:
+    """Was a host frame refused for carrying too many entities (not for being malformed)?"""
+    listed = [frame.get(name) for name in ("entities", "changed", "removed")]
+    return sum(len(value) for value in listed if isinstance(value, list)) > MAX_HOST_ENTITIES

@@ -47,6 +47,15 @@ def _render(result: RosterResult) -> None:
     )
     hosts = ", ".join(text(g.host) for g in result.gateways) or "none"
     output.note(f"{len(result.entries)} entities; live gateways: {hosts}")
+    if result.hosts:
+        output.note("view freshness: " + "; ".join(_freshness(row, text) for row in result.hosts))
+
+
+def _freshness(row: dict, text) -> str:
+    """One host's freshness: age of its last frame, and whether the view holds its whole
+    truth (``unsynced``: a delta was missed; its entries stay until the next full frame)."""
+    how = "per-entity frames" if row.get("protocol") == 1 else ("synced" if row.get("synced") else "UNSYNCED")
+    return f"{text(row.get('host'))} {float(row.get('age') or 0):.1f}s ago, {how}"
 
 
 @click.command()

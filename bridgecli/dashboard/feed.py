@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any
 
+from bridgecli import control_client
 from bridgecli.amqp import tap as tapping
 from bridgecli.amqp import topology
 from bridgecli.config import Config
@@ -83,6 +84,8 @@ class BrokerFeed:
         roster = tapping.bind(channel, topology.ROSTER, "roster.#", prefix="bridge.listen")
         channel.basic_consume(messages, self._on_message, auto_ack=True)
         channel.basic_consume(roster, self._on_roster, auto_ack=True)
+        # between full frames gateways send only what changed: ask each for its full frame
+        control_client.ask_roster_sync(channel, self.config, self._on_roster)
         self._tap_dead_letters(connection)
         self.connected, self.error = True, None
         last_expiry = 0.0

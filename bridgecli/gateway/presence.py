@@ -1,11 +1,12 @@
 """Wires the presence plane and the control plane into a gateway (docs/design.md#invariant-8).
 
 Presence: a :class:`~bridgecli.roster.RosterView` fed by
-:mod:`bridgecli.gateway.roster_listener`; heartbeats for every local entity and the gateway
-itself every ``roster.interval`` seconds through the publish lane; ``gone`` on unregister and
-clean stop. Statuses come from each entity's backend, or ``gone`` from the launcher of a
-spawned entity whose process ended; they are computed on a side thread (a tmux or herdr query
-may take milliseconds) and each heartbeat sends the latest.
+:mod:`bridgecli.gateway.roster_listener`; one host frame every ``roster.interval`` seconds
+through the publish lane (:mod:`bridgecli.gateway.host_beats`: full or delta), plus per-entity
+heartbeats while a gateway that speaks only those was heard; a ``sync`` request on (re)connect,
+answered by every host on our reply key; ``gone`` on unregister and clean stop. Statuses
+(the backend's, or ``gone`` for a spawned entity whose process ended) are computed on a side
+thread: a tmux or herdr query may take milliseconds.
 
 Control: see :mod:`bridgecli.gateway.control`.
 """
@@ -21,12 +22,13 @@ from typing import Any, Protocol
 
 import pika
 
-from bridgecli import __version__, cache
+from bridgecli import __version__, cache, roster_frames
 from bridgecli import roster as roster_mod
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.gateway import log as glog
 from bridgecli.gateway import roster_listener
+from bridgecli.gateway.host_beats import HostBeats
 from bridgecli.gateway.identity import IdentityPolicy
 from bridgecli.gateway.roster_listener import RosterListener
 from bridgecli.interfaces import DeliveryBackend, Entity, LaunchHandle
@@ -72,7 +74,17 @@ class Presence:
             gw.config.values["roster.expiry_missed"],
             policy=IdentityPolicy.from_config(gw.config.values),
             local_host=getattr(gw, "host", None),
+            on_sync=self._sync_asked,
         )
+        self.host_beats = HostBeats(getattr(gw, "host", "?"), __version__, self.interval)
+        #: when to send our own sync request (monotonic; None: none pending), and whether the
+        #: listener connected before (a reconnect's request is jittered)
+        self._sync_due: float | None = None
+        self._listened = False
+        self.answered = 0
+        #: held from building a broadcast frame to handing it to the lane, so frames go out in
+        #: sequence order (a new entity's delta is sent from another thread than the tick)
+        self._frame_lock = threading.Lock()
         #: the broker user our frames name as ``user_id`` (the broker checks it), once known
         self._user_id: str | None = None
         self.statuses: dict[str, str] = {}
@@ -83,7 +95,7 @@ class Presence:
         self._status_stop = threading.Event()
         self._launchers: dict[str, object] = {}
         #: consumes roster.<host> on a connection and thread of its own, in batches (install())
-        self.listener: RosterListener | None = None
+        self.listener: _FrameListener | None = None
         self._status_thread = threading.Thread(target=self._status_loop, name="presence-status", daemon=True)
 
     # wiring ------------------------------------------------------------------------------
@@ -102,7 +114,8 @@ class Presence:
             lambda: (
                 f"{len(self.view.entries())} entities on "
                 f"{len(self.view.gateways())} gateways; "
-                f"heartbeats sent {self.sent}, received {self.received}"
+                f"frames sent {self.sent}, received {self.received}, sync answers sent {self.answered}"
+                + (f"; per-entity frames too, for {', '.join(old)}" if (old := self._old_peers()) else "")
                 + ("" if self.listener and self.listener.connected.is_set() else "; roster listener not connected")
             ),
         )
@@ -122,6 +135,7 @@ class Presence:
         # deliveries at once) can push the broker into a backlog it never recovers from
         # (docs/roster.md). Other gateways still see us within one interval.
         self._next_due = time.monotonic() + random.uniform(0, min(self.interval, 5.0))
+        self.host_beats.want_full()  # frames may have been lost while we were away
 
     def _tick(self) -> None:
         # due, and the publish lane (which carries heartbeats) is up: a heartbeat due while it
@@ -135,40 +149,63 @@ class Presence:
             if self._next_due <= now:
                 self._next_due = now + self.interval
             self.heartbeat_all()
+        if self.gw.lane.ready.is_set():
+            self._sync_traffic(now)
+
+    def _sync_traffic(self, now: float) -> None:
+        """Send our own sync request when due, and the full frames owed to joiners."""
+        reply = self.listener.reply_key if self.listener is not None else None
+        if self._sync_due is not None and now >= self._sync_due and reply:
+            self._sync_due = None
+            body = roster_frames.sync_frame(host=self.gw.host, reply=reply)
+            self._publish_all([(topology.ROSTER, roster_mod.routing_key(self.gw.host, roster_mod.GATEWAY_KEY), body)])
+        for key in self.host_beats.due_answers(now):
+            self.answered += 1
+            self._publish_all([(topology.CONTROL, key, self._host_frame(answer=True))])
 
     def on_stop(self) -> None:
         self._status_stop.set()
         if self.listener is not None:
             self.listener.stop()
         try:
-            frames = [
-                (entity.gid, roster_mod.gone_frame(host=self.gw.host, gid=entity.gid, reason="gateway stopped"))
-                for entity in self.gw.registry.all()
-            ]
-            frames.append(
-                (
-                    roster_mod.GATEWAY_KEY,
-                    roster_mod.gone_frame(host=self.gw.host, gid=roster_mod.GATEWAY_KEY, reason="gateway stopped"),
-                )
+            # the host's gone retires all its entries, in old and new views alike
+            self._publish(
+                roster_mod.GATEWAY_KEY,
+                roster_mod.gone_frame(host=self.gw.host, gid=roster_mod.GATEWAY_KEY, reason="gateway stopped"),
             )
-            self._publish_all(frames)
         except Exception as exc:
             glog.event(logger, "could not announce shutdown", logging.WARNING, error=str(exc))
 
     # traffic -----------------------------------------------------------------------------
 
     def _listening(self) -> None:
-        """The listener (re)connected: a lookup that finds nothing waits one and a half
-        intervals from now before calling a target unknown (Gateway.once_roster_complete)."""
+        """The listener (re)connected: ask every host for its full frame (at once the first
+        time, after a random 0..interval/2 on a reconnect, so that a fleet-wide reconnect does
+        not ask in one second); a lookup that finds nothing waits one and a half intervals
+        from now before calling a target unknown (Gateway.once_roster_complete)."""
+        delay = random.uniform(0, self.interval / 2) if self._listened else 0.0
+        self._listened = True
+        self._sync_due = time.monotonic() + delay
         self.gw.roster_heard(within=self.interval * 1.5)
+
+    def _sync_asked(self, host: str, reply: str) -> None:
+        """A gateway joined, or a listener without one (a dashboard, `bridge roster`, maybe on
+        this host): owe it our full frame on its reply key (RosterView.on_sync), unless it is
+        our own request."""
+        if self.listener is None or reply != self.listener.reply_key:
+            self.host_beats.owe(host, reply)
+
+    def _old_peers(self) -> list[str]:
+        """Hosts that spoke only per-entity frames in the last three intervals."""
+        return self.view.old_peers(within=self.interval * 3)
 
     def _on_delivery(self, method: Any, props: Any, body: bytes) -> None:
         self.received += 1
         self.view.apply_delivery(method, props, body)
 
-    def _publish_all(self, frames: list[tuple[str, bytes]]) -> None:
-        """Hand (gid, body) frames to the gateway's publish lane (never the consuming
-        connection; see PublishLane.send_soft). Roster frames are soft state: no confirm wait,
+    def _publish_all(self, frames: list[tuple[str, str, bytes]]) -> None:
+        """Hand (exchange, routing key, body) frames to the gateway's publish lane (never the
+        consuming connection; see PublishLane.send_soft). Roster frames are soft state: no confirm wait,
         not persistent, expiring after three intervals, and naming our broker user: under the
         sender check a frame without it speaks for no host."""
         if self._user_id is None:
@@ -179,13 +216,21 @@ class Presence:
             expiration=str(int(self.interval * 1000 * 3)),
             user_id=self._user_id,
         )
-        if self.gw.lane.send_soft(
-            [(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body, props) for gid, body in frames]
-        ):
+        if self.gw.lane.send_soft([(exchange, key, body, props) for exchange, key, body in frames]):
             self.sent += len(frames)
 
     def _publish(self, gid: str, body: bytes) -> None:
-        self._publish_all([(gid, body)])
+        self._publish_all([(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body)])
+
+    def _host_frame(self, answer: bool = False) -> bytes:
+        """Our host frame: the next broadcast one, or a full one to answer a joiner."""
+        channels = self.gw.registry.channels()
+        items = [
+            roster_frames.entity_item(entity, self.statuses.get(entity.gid, "unknown"), channels.get(entity.gid, ()))
+            for entity in self.gw.registry.all()
+        ]
+        build = self.host_beats.answer if answer else self.host_beats.frame
+        return build(items, self.gw.config.profiles(), self.gw.started)
 
     def _heartbeat(self, entity: Entity, channels: dict[str, tuple[str, ...]]) -> tuple[str, bytes]:
         return entity.gid, roster_mod.heartbeat_frame(
@@ -198,27 +243,36 @@ class Presence:
         )
 
     def heartbeat_one(self, entity: Entity) -> None:
-        """Announce ``entity`` now (registered, or its channels changed)."""
-        self._publish_all([self._heartbeat(entity, self.gw.registry.channels())])
+        """A new entity, or its channels changed: a delta now (and its own heartbeat for
+        gateways of the old protocol)."""
+        old = self._old_peers()
+        with self._frame_lock:
+            frames = [(roster_mod.GATEWAY_KEY, self._host_frame())]
+            self._send(frames + ([self._heartbeat(entity, self.gw.registry.channels())] if old else []))
 
     def heartbeat_all(self) -> None:
+        """One host frame; while a gateway that speaks only per-entity frames was heard in
+        the last three intervals, also one heartbeat per entity and the gateway's own."""
+        with self._frame_lock:
+            self._send([(roster_mod.GATEWAY_KEY, self._host_frame())])
+        if not self._old_peers():
+            return
         entities = self.gw.registry.all()
         channels = self.gw.registry.channels()
         frames = [self._heartbeat(entity, channels) for entity in entities]
-        frames.append(
-            (
-                roster_mod.GATEWAY_KEY,
-                roster_mod.heartbeat_frame(
-                    host=self.gw.host,
-                    version=__version__,
-                    interval=self.interval,
-                    entities=len(entities),
-                    profiles=self.gw.config.profiles(),
-                    started=self.gw.started,
-                ),
-            )
+        gateway = roster_mod.heartbeat_frame(
+            host=self.gw.host,
+            version=__version__,
+            interval=self.interval,
+            entities=len(entities),
+            profiles=self.gw.config.profiles(),
+            started=self.gw.started,
+            marked=True,
         )
-        self._publish_all(frames)
+        self._send([*frames, (roster_mod.GATEWAY_KEY, gateway)])
+
+    def _send(self, frames: list[tuple[str, bytes]]) -> None:
+        self._publish_all([(topology.ROSTER, roster_mod.routing_key(self.gw.host, gid), body) for gid, body in frames])
 
     def announce_gone(self, gid: str, reason: str) -> None:
         self.statuses.pop(gid, None)
@@ -276,19 +330,34 @@ class Presence:
 
 class _FrameListener(RosterListener):
     """A roster listener that hands on each frame's properties too: its ``user_id`` and
-    dead-letter headers decide whether the frame counts (RosterView.apply_delivery)."""
+    dead-letter headers decide whether the frame counts (RosterView.apply_delivery); it also
+    consumes a reply queue of its own (``reply_key``, new at each connect), where other hosts
+    answer our sync request with their full frames."""
 
     def __init__(self, config: Any, host: str, on_delivery: Callable[[Any, Any, bytes], None], **kwargs: Any) -> None:
         super().__init__(config, host, lambda method, body: on_delivery(method, None, body), **kwargs)
         self.on_delivery = on_delivery
+        self.reply_key: str | None = None
 
     def _consume(self, connection: Any) -> None:
+        replies = topology.reply_queue(self.host)
+        declaring = connection.sync_channel(roster_listener.OPEN_TIMEOUT, "roster sync declare")
+        topology.declare(declaring, replies)
+        declaring.close()
         channel = connection.channel(roster_listener.OPEN_TIMEOUT, "roster")
         channel.add_on_close_callback(self._on_channel_closed)
         started: list[Any] = []
+
+        def deliver(_ch: Any, method: Any, props: Any, body: bytes) -> None:
+            self.on_delivery(method, props, body)
+
+        # first: the broker starts consumers in order, so once the roster consumer below is
+        # confirmed this one is in place before our sync request goes out
+        channel.basic_consume(replies.name, deliver, auto_ack=True)
+        self.reply_key = replies.bindings[0].routing_key
         channel.basic_consume(
             topology.roster_queue(self.host).name,
-            lambda _ch, method, props, body: self.on_delivery(method, props, body),
+            deliver,
             auto_ack=True,
             callback=self._on_consuming(connection.arrived(started)),
         )

@@ -128,3 +128,19 @@ def test_a_running_gateway_is_reported(bridge_home, rabbitmq):
         except subprocess.TimeoutExpired:
             gateway.kill()
             gateway.wait()
+
+
+def test_the_doctor_says_why_a_gateways_roster_view_is_stale():
+    from bridgecli.doctor import OK, WARN, roster_freshness
+
+    def row(host, age, synced=True, protocol=2):
+        return {"host": host, "age": age, "synced": synced, "protocol": protocol}
+
+    fresh = {"interval": 5.0, "local_host": "a", "hosts": [row("a", 1), row("b", 4), row("old", 3, protocol=1)]}
+    assert roster_freshness(fresh).status == OK
+    deaf = {**fresh, "hosts": [row("a", 30), row("b", 1)]}
+    check = roster_freshness(deaf)
+    assert check.status == WARN and "own heartbeat 30s ago" in check.detail and "listener" in check.detail
+    behind = {**fresh, "hosts": [row("a", 1), row("b", 2, synced=False), row("c", 12)]}
+    check = roster_freshness(behind)
+    assert check.status == WARN and "missed frames of b" in check.detail and "c (12s)" in check.detail

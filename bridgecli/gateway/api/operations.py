@@ -172,11 +172,14 @@ def op_roster(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     host = RosterRequest.from_wire(wire).host
     view = gw.roster
     if view is None:
-        return {"entries": [], "gateways": [], "interval": None}
+        return {"entries": [], "gateways": [], "interval": None, "hosts": [], "local_host": gw.host}
     return {
         "entries": [e.as_dict() for e in view.entries(host)],
         "gateways": [g.__dict__ for g in view.gateways()],
         "interval": gw.config.values["roster.interval"],
+        # how fresh the view is, per host (docs/roster.md): `bridge roster` and `bridge doctor`
+        "hosts": view.hosts(),
+        "local_host": gw.host,
     }
 
 
