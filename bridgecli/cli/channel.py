@@ -7,14 +7,10 @@ from typing import Any
 import click
 
 from bridgecli.cli import output
+from bridgecli.cli.params import as_entity
 
-_AS = click.option(
-    "--as",
-    "member",
-    envvar="BRIDGE_GID",
-    default=None,
-    metavar="GID|LABEL",
-    help="Which entity of this host (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).",
+_AS = as_entity(
+    "member", "Which entity of this host (default: env BRIDGE_GID, else USER@HOSTID, registered on first use)."
 )
 
 

@@ -8,22 +8,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bridgecli.cli import complete, output
-from bridgecli.cli.params import DURATION
+from bridgecli.cli.params import DURATION, as_entity
 
 if TYPE_CHECKING:
     from bridgecli.results import ArchivedMessage, HistoryResult
 
 
 @click.command()
-@click.option(
-    "--as",
-    "as_gid",
-    envvar="BRIDGE_GID",
-    metavar="GID|LABEL",
-    default=None,
-    shell_complete=complete.local_targets,
-    help="Only this local entity's messages (default: env BRIDGE_GID, else every entity on this host).",
-)
+@as_entity("as_gid", "Only this local entity's messages (default: env BRIDGE_GID, else every entity on this host).")
 @click.option(
     "--with",
     "with_",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -24,3 +25,20 @@ class Duration(click.ParamType):
 
 
 DURATION = Duration()
+
+
+def as_entity(dest: str, help: str) -> Callable[[Any], Any]:
+    """The ``--as GID|LABEL`` option (env ``BRIDGE_GID``): which entity of this host a command
+    acts for, stored as ``dest``; one definition, so every command reads it the same way."""
+    from bridgecli.cli import complete
+
+    return click.option(
+        "--as",
+        dest,
+        envvar="BRIDGE_GID",
+        show_envvar=True,
+        default=None,
+        metavar="GID|LABEL",
+        shell_complete=complete.local_targets,
+        help=help,
+    )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bridgecli.cli import complete, output
-from bridgecli.cli.params import DURATION
+from bridgecli.cli.params import DURATION, as_entity
 
 if TYPE_CHECKING:
     from bridgecli.results import Message, PollResult
@@ -33,15 +33,7 @@ def _human(message: Message) -> None:
 
 
 @click.command()
-@click.option(
-    "--as",
-    "gid",
-    metavar="GID|LABEL",
-    envvar="BRIDGE_GID",
-    show_envvar=True,
-    shell_complete=complete.local_targets,
-    help="Whose messages (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).",
-)
+@as_entity("gid", "Whose messages (default: env BRIDGE_GID, else USER@HOSTID, registered on first use).")
 @click.option(
     "--wait", "-w", type=DURATION, default=0.0, metavar="DUR", help="If nothing is held, wait up to DUR for a message."
 )
