@@ -10,9 +10,7 @@ and never retried, and a corrupt file is set aside by the archive itself.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
@@ -20,11 +18,10 @@ from typing import Any
 
 from bridgecli.envelope import Envelope
 from bridgecli.gateway import log as glog
+from bridgecli.gateway.gathering import GatheringWriter
 from bridgecli.hoststate.archive import RECEIVED, SENT, Archive, storable
 
 logger = logging.getLogger("bridgecli.gateway")
-#: how long the writer gathers messages before it writes them (seconds)
-GATHER = 0.02
 #: most messages waiting for the writer; more are dropped (and counted)
 MAX_QUEUED = 20_000
 #: a failed write is logged at most this often (seconds); every one is counted
@@ -38,27 +35,19 @@ COUNTERS = ("archived", "failed", "dropped", "set_aside")
 Item = tuple[str, str, Envelope, float]
 
 
-class ArchiveWriter:
+class ArchiveWriter(GatheringWriter[Item]):
     """Queues messages for ``archive`` and writes them on its thread; with ``archive`` None
     (``history.enabled`` off, or a file that could not be opened) every call does nothing."""
 
     def __init__(self, archive: Archive | None, keep: float = 30 * 86400.0, max_bytes: int = 256 << 20) -> None:
+        super().__init__("message-archive", max_queued=MAX_QUEUED)
         self.archive = archive
         self.keep = keep
         self.max_bytes = max_bytes
         self.counts = dict.fromkeys(COUNTERS, 0)
-        self._items: deque[Item] = deque()
-        self._cond = threading.Condition()
-        self._queued = 0
-        self._done = 0
-        self._prune_due = False
-        self._stopping = False
-        self._settling = 0
         self._logged_at = 0.0
-        self._thread: threading.Thread | None = None
         if archive is not None:
-            self._thread = threading.Thread(target=self._run, name="message-archive", daemon=True)
-            self._thread.start()
+            self.start()
 
     @property
     def enabled(self) -> bool:
@@ -72,7 +61,7 @@ class ArchiveWriter:
             now = time.time()
             items = [(RECEIVED, gid, envelope, now) for gid, envelope in pairs]
             if items:
-                self._put(items)
+                self._queue(items)
 
     def sent_when_confirmed(self, envelopes: list[Envelope], confirms: list[Future]) -> None:
         """Archive each of ``envelopes`` as sent once its confirm in ``confirms`` succeeds."""
@@ -84,53 +73,29 @@ class ArchiveWriter:
     def _on_confirm(self, envelope: Envelope) -> Callable[[Future], None]:
         def done(future: Future) -> None:
             if not future.cancelled() and future.exception() is None:
-                self._put([(SENT, envelope.sender, envelope, time.time())])
+                self._queue([(SENT, envelope.sender, envelope, time.time())])
 
         return done
 
-    def _put(self, items: list[Item]) -> None:
-        with self._cond:
-            room = MAX_QUEUED - len(self._items)
-            if len(items) > room:
-                self.counts["dropped"] += len(items) - max(room, 0)
-                items = items[: max(room, 0)]
-            if not items:
-                return
-            idle = not self._items
-            self._items.extend(items)
-            self._queued += len(items)
-            if idle:
-                self._cond.notify_all()
+    def _queue(self, items: list[Item]) -> None:
+        dropped = self._put(items)
+        if dropped:
+            with self._cond:
+                self.counts["dropped"] += dropped
 
     def prune(self) -> None:
         """Ask the writer's thread to prune (a periodic job of the loop: it only asks)."""
         if self.archive is not None:
-            with self._cond:
-                self._prune_due = True
-                self._cond.notify_all()
+            self._ask_job()
 
     def settle(self, timeout: float = 2.0) -> bool:
         """Wait until what was queued before this call is written (True), at most ``timeout``:
         a reader then sees the message it just sent."""
-        if self.archive is None:
-            return True
-        with self._cond:
-            target = self._queued
-            self._settling += 1
-            self._cond.notify_all()
-            try:
-                return self._cond.wait_for(lambda: self._done >= target, timeout)
-            finally:
-                self._settling -= 1
+        return self.archive is None or super().settle(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued, then end the thread."""
-        if self._thread is None:
-            return
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join(timeout)
+        super().close(timeout)
         if self.archive is not None:
             self.archive.close()
 
@@ -145,25 +110,6 @@ class ArchiveWriter:
 
     # --- the writer's thread ---------------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._items) or self._prune_due or self._stopping)
-                if not self._items and self._stopping:
-                    return
-                if self._items:  # gather (unless a reader waits): one commit for many messages
-                    self._cond.wait_for(lambda: self._stopping or self._settling > 0, GATHER)
-                batch = list(self._items)
-                self._items.clear()
-                prune, self._prune_due = self._prune_due, False
-            if batch:
-                self._write(batch)
-            with self._cond:
-                self._done += len(batch)
-                self._cond.notify_all()
-            if prune:
-                self._prune()
-
     def _write(self, batch: list[Item]) -> None:
         assert self.archive is not None
         try:
@@ -171,8 +117,12 @@ class ArchiveWriter:
         except Exception as exc:  # a full disk, a locked file: history is lost, never a delivery
             self.counts["failed"] += len(batch)
             self._log_failure("message archive write failed", exc, len(batch))
-            return
+            return None
         self.counts["archived"] += added
+        return None
+
+    def _job(self) -> None:
+        self._prune()
 
     def _prune(self) -> None:
         assert self.archive is not None
