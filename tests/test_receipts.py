@@ -120,3 +120,15 @@ def test_wait_for_wakes_on_the_awaited_state_or_dead_letter(tmp_path):
     waiting.join(30)
     assert not waiting.is_alive()
     assert got[0]["states"]["dead-lettered"]["reason"] == "delivery_failed: gone"
+
+
+def test_the_ledger_gives_many_records_in_one_go(tmp_path):
+    ledger = Ledger(tmp_path / "receipts.db")
+    sent = [_sent(ledger) for _ in range(503)]  # more than one query's worth
+    ledger.apply(_receipt(sent[0].msg_id, sent[0].recipient))
+    unknown = str(uuid.uuid4())
+    records = ledger.get_many([m.msg_id for m in sent] + [unknown, sent[1].msg_id])
+    assert set(records) == {m.msg_id for m in sent}
+    assert set(records[sent[0].msg_id]["states"]) == {rc.SENT, rc.DELIVERED}
+    assert records[sent[502].msg_id] == ledger.get(sent[502].msg_id)
+    assert ledger.get_many([]) == {}

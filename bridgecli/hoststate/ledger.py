@@ -131,6 +131,20 @@ class Ledger:
             return UNKNOWN
         return DUPLICATE if row["recipient"] == receipt.recipient else MISMATCH
 
+    def get_many(self, msg_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The records of the full ids ``msg_ids`` that the ledger has, by id: one query per
+        500 ids, not one per message (a page of history asks for all its sent messages)."""
+        wanted = list(dict.fromkeys(msg_ids))
+        db = self._db()
+        records: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT * FROM tracked WHERE msg_id IN ({marks})"  # noqa: S608 (only placeholders)
+            for row in db.execute(query, chunk):
+                records[row["msg_id"]] = record_of(row)
+        return records
+
     def get(self, msg_id: str) -> dict[str, Any] | None:
         """The record of ``msg_id`` (a full id, or a prefix of at least 8 characters naming one
         message) as its wire object, else None; :class:`LookupError` for an ambiguous prefix."""

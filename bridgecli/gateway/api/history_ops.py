@@ -57,11 +57,12 @@ def with_receipts(gw: ApiGateway, messages: list[dict[str, Any]]) -> list[dict[s
     if ledger is None:
         return messages
     gw.tracking.settle()
-    for message in messages:
-        if message.get("direction") == "sent" and not message.get("channel"):
-            record = ledger.get(str(message["msgId"]))
-            if record is not None:
-                message["states"] = record["states"]
+    sent = [m for m in messages if m.get("direction") == "sent" and not m.get("channel")]
+    records = ledger.get_many(str(m["msgId"]) for m in sent)
+    for message in sent:
+        record = records.get(str(message["msgId"]))
+        if record is not None:
+            message["states"] = record["states"]
     return messages
 
 
