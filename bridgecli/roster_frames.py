@@ -118,18 +118,7 @@ def heartbeat_frame(
         if marked:
             frame["roster"] = PROTOCOL
     else:
-        frame.update(
-            {
-                "gid": entity.gid,
-                "label": entity.label,
-                "role": entity.role,
-                "status": status,
-                "backend": entity.backend,
-                "since": entity.created,
-            }
-        )
-        if channels:
-            frame["channels"] = sorted(set(channels))
+        frame.update(entity_item(entity, status, channels))
     return json.dumps(frame, separators=(",", ":")).encode()
 
 
