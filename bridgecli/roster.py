@@ -74,6 +74,10 @@ class RosterEntry:
     #: the channels the entity is in (sorted, de-duplicated; names only)
     channels: tuple[str, ...] = ()
 
+    def announced(self) -> tuple[Any, ...]:
+        """What its gateway announced (all but when it was heard): equal means only a refresh."""
+        return (self.label, self.role, self.host, self.status, self.backend, self.since, self.version, self.channels)
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["channels"] = list(self.channels)
@@ -371,16 +375,7 @@ class RosterView:
     def _item_heard(self, host: str, item: Any, frame: HostFrame, now: float) -> None:
         previous = self._entries.get(item.gid)
         fields = (item.label, item.role, host, item.status, item.backend, item.since, frame.version, item.channels)
-        if previous is not None and fields == (
-            previous.label,
-            previous.role,
-            previous.host,
-            previous.status,
-            previous.backend,
-            previous.since,
-            previous.version,
-            previous.channels,
-        ):
+        if previous is not None and fields == previous.announced():
             return
         label, role, _, status, backend, since, version, channels = fields
         self._entries[item.gid] = RosterEntry(
@@ -409,16 +404,16 @@ class RosterView:
         since, version = _number(get("since") or now, now), _text(get("version"), "?")
         interval, channels = capped_interval(get("interval")), _channels(get("channels"))
         previous = self._entries.get(gid)
-        if previous is not None and (
-            previous.label,
-            previous.role,
-            previous.host,
-            previous.status,
-            previous.backend,
-            previous.since,
-            previous.version,
-            previous.channels,
-        ) == (label, role, host, status, backend, since, version, channels):
+        if previous is not None and previous.announced() == (
+            label,
+            role,
+            host,
+            status,
+            backend,
+            since,
+            version,
+            channels,
+        ):
             previous.last_seen, previous.interval = now, interval  # the common case: a refresh
             return
         self._entries[gid] = RosterEntry(
