@@ -1,22 +1,8 @@
-"""Roster traffic by protocol: per-entity heartbeats against host frames, in the same run.
-
-On a private RabbitMQ node, for each fleet size G (``--gateways``, default 50,100) and each
-protocol, G simulated gateways (``roster_sim.SimGateway``, E entities each, interval T) in a
-few worker processes; once all consume and one interval has passed, one window measures
-frames published/s and delivered/s broker-wide (every gateway's received counter) against
-the formulas — per-entity: G(E+1)/T published, G²(E+1)/T delivered; host frames in steady
-state (empty deltas, a full frame in six): G/T and G²/T — and a joining gateway times its view
-to all (G+1)·E entities (host frames: from the sync answers). The host-frame fleets run first:
-the per-entity one at 100 × 40 is beyond this machine's broker (docs/roster.md).
-
-First (unless ``--no-listen``): 6 gateways × 15 entities at T = 1 s with host frames, and a
-queue bound ``roster.#`` counting the frames per host per interval a listener hears (goal ≤ 2).
-A fleet whose gateways are not all consuming after 120 s (an overloaded broker) is measured
-as far as it got (``consuming``).
-
-Run: ``.venv/bin/python bench/roster_protocols.py [--gateways 50,100] [--window S]``; prints
-a table, asserts nothing; the node and temp dirs are removed at the end. Heavy (minutes, the
-broker at full load): not part of bench/run_all.py, hence ``run`` rather than ``main``.
+"""Roster traffic by protocol, in one run on a private RabbitMQ node: per-entity heartbeats
+against host frames, for G simulated gateways (``--gateways``, default 50,100) × E entities at
+interval T — frames published and delivered per second against each protocol's formula, and a
+joining gateway's time to a full view; with the listener figure (6 × 15, T = 1 s) first. Prints
+a table, asserts nothing; method and figures in docs/roster.md. Heavy: not in run_all.py.
 """
 
 from __future__ import annotations

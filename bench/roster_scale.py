@@ -1,43 +1,9 @@
-"""The presence roster at scale: 50 gateways x 40 entities against a real RabbitMQ node.
-
-The fleet (simulated gateways in ``roster_sim``, the real one in ``roster_real``):
-
-* one **real** ``bridge gateway`` process (own XDG dirs, ``BRIDGE_HOST_ID``,
-  ``BRIDGE_BROKER_URI``, ``BRIDGE_ROSTER_INTERVAL``) serving 40 ``hold`` entities made with
-  ``bridge register``;
-* G - 2 **simulated** gateways in a few worker processes (this file run with ``--worker``):
-  each has its own pika connection (``SelectConnection``; a worker's gateways share one
-  I/O loop), its own ``roster.<host>`` queue declared from :mod:`bridgecli.amqp.topology`
-  (exclusive, auto-delete, bound ``roster.#``), connects at a random moment within the
-  first interval (a fleet in steady state did not boot in the same second; a synchronized
-  start is a burst that can tip the broker over, see docs/roster.md), publishes one host
-  frame every interval as gateways do (``--protocol entity``: the first protocol's heartbeats
-  for its 40 entities and itself; at a random phase, with the properties the gateway uses) and
-  applies every frame it receives to its own :class:`bridgecli.roster.RosterView`;
-* one **new** gateway, the G-th: a simulated gateway in a fresh process that joins the
-  running fleet, announces its own entities at once (as the real one does on connect) and
-  reports when its view holds all G x E entities. It then leaves with ``gone`` frames and
-  the next probe joins (repeated, medians).
-
-Measured, with the fleet in steady state (G gateways):
-
-1. **convergence** of the new gateway: from its ``basic_consume`` being confirmed to its
-   view holding all G x E entities, in intervals (goal <= 2);
-2. **heartbeats/s** published (all gateways' counters) and delivered broker-wide (every
-   gateway's frames received), against the formula G/interval and G^2/interval (host frames;
-   G(E+1)/interval and G^2(E+1)/interval per-entity);
-3. the **real gateway's CPU** (utime + stime of its process from ``/proc/<pid>/stat``) over
-   fixed windows, as % of one core (goal < 5 %), plus the same gateway alone before the
-   fleet starts; also the broker's and the simulated gateways' CPU and the whole machine's
-   busy share (the machine is 2 shared cores: read the figures with that in mind).
-
-Run: ``.venv/bin/python bench/roster_scale.py [--interval S] [--profile DIR]``; prints a
-table; ``main()`` returns rows for bench/run_all.py. Asserts nothing. ``--profile DIR`` also
-runs the real gateway under cProfile for one window and writes ``DIR/gateway-roster.prof``
-and a text summary; ``--gateways 10,20,30`` sweeps fleet sizes; ``--ab-cache-at G`` also
-measures the real gateway with its per-heartbeat ``roster.json`` write stubbed out.
-Everything (broker node, processes, temp dirs) is removed at the end. Figures and their
-reading: docs/roster.md.
+"""The presence roster at scale against a real RabbitMQ node: one real ``bridge gateway`` with
+40 ``hold`` entities among G − 2 simulated gateways (``roster_sim``, a few worker processes)
+and a joining G-th. Measures heartbeats published and delivered per second against the
+formula, the joiner's convergence in intervals, and the CPU of the broker, the real gateway
+and a simulated one, as rows for bench/run_all.py. Method and figures: docs/roster.md and
+docs/bench-methods.md.
 """
 
 from __future__ import annotations
