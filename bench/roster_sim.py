@@ -154,8 +154,10 @@ class SimGateway:
         self.channel.basic_publish(exchange or topology.ROSTER, routing, body, props)
         self.sent += count
 
-    def _sync_asked(self, host: str, reply: str) -> None:
+    def _sync_asked(self, host: str, reply: str, hosts: list[str] | None = None) -> None:
         """Answer a joiner with our full frame on its reply key, after a jitter within T/2."""
+        if hosts is not None and self.host not in hosts:
+            return
         from bridgecli import roster_frames
         from bridgecli.amqp import topology
 

@@ -267,6 +267,14 @@ SETTINGS: dict[str, Setting] = {
             "roster.expiry_missed", int, 3, "Missed heartbeats after which a roster entry expires.", check=positive
         ),
         Setting(
+            "roster.relay",
+            str,
+            "auto",
+            "Hear other hosts through a roster relay: auto (when one is heard, else every host), "
+            "only (never every host) or off.",
+            choices=("auto", "only", "off"),
+        ),
+        Setting(
             "security.sender_check",
             str,
             "off",

@@ -143,14 +143,14 @@ class RosterView:
     counts only when its publisher's broker user may speak for the host in its routing key,
     and a gid not minted on that host is taken only as a legacy gid that host announced
     first. ``local_host`` is this host's id, known as a host from the start; ``on_sync(host,
-    reply_key)`` is called for each vetted ``sync`` request of another host."""
+    reply_key, hosts)`` is called for each vetted ``sync`` request of another host."""
 
     def __init__(
         self,
         expiry_missed: int = 3,
         policy: IdentityPolicy | None = None,
         local_host: str | None = None,
-        on_sync: Callable[[str, str], None] | None = None,
+        on_sync: Callable[[str, str, list[str] | None], None] | None = None,
     ) -> None:
         self.expiry_missed = expiry_missed
         self.policy = policy
@@ -262,7 +262,7 @@ class RosterView:
         if answer and (kind != "host" or frame.get("full") is not True):
             return False
         if kind == "sync":
-            return self._sync_asked(host, get("reply"))
+            return self._sync_asked(host, get("reply"), get("hosts"))
         if kind not in ("gone", "heartbeat", "host"):
             return False
         if kind == "host":
@@ -321,12 +321,16 @@ class RosterView:
             _started(get("started")),
         )
 
-    def _sync_asked(self, host: str, reply: Any) -> bool:
+    def _sync_asked(self, host: str, reply: Any, hosts: Any) -> bool:
         """A vetted ``sync`` request: answer only one naming a reply key of its own host."""
         if not isinstance(reply, str) or reply_key_host(reply) != host:
             return self._refuse(KEY_MISMATCH)
+        if hosts is not None:
+            if not isinstance(hosts, list) or len(hosts) > MAX_HOST_ENTITIES:
+                return False
+            hosts = [h for h in hosts if isinstance(h, str) and _safe_name(h)]
         if self.on_sync is not None:
-            self.on_sync(host, reply)
+            self.on_sync(host, reply, hosts)
         return True
 
     def _host_heard(self, frame: HostFrame, get: Any, now: float, answer: bool) -> None:

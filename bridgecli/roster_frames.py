@@ -185,10 +185,20 @@ def host_frame(
     return json.dumps(frame, separators=(",", ":")).encode()
 
 
-def sync_frame(*, host: str, reply: str) -> bytes:
+def sync_frame(*, host: str, reply: str, hosts: Iterable[str] | None = None) -> bytes:
     """A joining gateway's request for every host's full frame, answered on ``reply``
-    (its reply key ``reply.<host>.<uuid>`` on ``bridge.ctl``)."""
-    frame = {"v": PROTOCOL, "type": "sync", "host": host, "gid": GATEWAY_KEY, "reply": reply, "ts": time.time()}
+    (its reply key ``reply.<host>.<uuid>`` on ``bridge.ctl``); with ``hosts``, only those
+    hosts' frames (a gateway fed by a relay asking for what its digests say it lacks)."""
+    frame: dict[str, Any] = {
+        "v": PROTOCOL,
+        "type": "sync",
+        "host": host,
+        "gid": GATEWAY_KEY,
+        "reply": reply,
+        "ts": time.time(),
+    }
+    if hosts is not None:
+        frame["hosts"] = sorted(set(hosts))
     return json.dumps(frame, separators=(",", ":")).encode()
 
 

@@ -97,7 +97,7 @@ def test_a_sync_answer_counts_only_on_our_reply_key_and_never_rolls_back_a_newer
 
 def test_a_sync_request_is_passed_on_only_with_a_reply_key_of_its_own_host():
     asked = []
-    view = roster.RosterView(local_host="me", on_sync=lambda host, reply: asked.append((host, reply)))
+    view = roster.RosterView(local_host="me", on_sync=lambda host, reply, hosts: asked.append((host, reply)))
     good = "reply.b.00000000-0000-4000-8000-000000000000"
     assert _host(view, roster_frames.sync_frame(host="b", reply=good), host="b")
     assert not _host(view, roster_frames.sync_frame(host="b", reply=good.replace(".b.", ".c.")), host="b")

@@ -159,6 +159,23 @@ def roster_queue(host: str) -> Queue:
     )
 
 
+def relay_queue() -> Queue:
+    """``bridge.roster.relay``: every host frame, for the roster relays. One relay at a time
+    consumes it (single active consumer; the others stand by); frames older than 30 s or past
+    the length cap are dropped, oldest first: presence is soft state."""
+    return Queue(
+        "bridge.roster.relay",
+        durable=False,
+        arguments={
+            "x-single-active-consumer": True,
+            "x-message-ttl": 30_000,
+            "x-max-length": 200_000,
+            "x-overflow": "drop-head",
+        },
+        bindings=(Binding(ROSTER, "roster.#"),),
+    )
+
+
 def delay_queue(host: str, delay_ms: int) -> Queue:
     """One TTL tier of ``host``'s delay exchange: holds messages ``delay_ms`` and then
     dead-letters them into ``bridge.msg`` under their original routing key. The tier deletes

@@ -188,10 +188,12 @@ class Presence:
         self._sync_due = time.monotonic() + delay
         self.gw.roster_heard(within=self.interval * 1.5)
 
-    def _sync_asked(self, host: str, reply: str) -> None:
+    def _sync_asked(self, host: str, reply: str, hosts: list[str] | None) -> None:
         """A gateway joined, or a listener without one (a dashboard, `bridge roster`, maybe on
         this host): owe it our full frame on its reply key (RosterView.on_sync), unless it is
-        our own request."""
+        our own request or asks only about other hosts (those ask the relay)."""
+        if hosts is not None and self.gw.host not in hosts:
+            return
         if self.listener is None or reply != self.listener.reply_key:
             self.host_beats.owe(host, reply)
 
