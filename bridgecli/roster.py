@@ -34,6 +34,7 @@ from bridgecli.roster_entries import REASONS as REASONS
 from bridgecli.roster_entries import TOO_LARGE as TOO_LARGE
 from bridgecli.roster_entries import UNSAFE_NAME as UNSAFE_NAME
 from bridgecli.roster_entries import USER_MISMATCH as USER_MISMATCH
+from bridgecli.roster_entries import EntryIndex
 from bridgecli.roster_entries import GatewayEntry as GatewayEntry
 from bridgecli.roster_entries import RosterEntry as RosterEntry
 from bridgecli.roster_entries import arrival_key as arrival_key
@@ -86,7 +87,7 @@ class RosterView:
         self.local_host = local_host
         self.on_sync = on_sync
         self._hosts = HostStates(local_host)
-        self._entries: dict[str, RosterEntry] = {}
+        self._entries = EntryIndex()
         self._gateways: dict[str, GatewayEntry] = {}
         self._lock = threading.Lock()
         self.changes = 0
@@ -170,12 +171,10 @@ class RosterView:
         by_host = {row.host: row for row in rows}
         wanted = []
         with self._lock:
-            grouped: dict[str, list[RosterEntry]] = {}
-            for entry in self._entries.values():
-                row = by_host.get(entry.host)
-                if row is not None:
-                    entry.last_seen, entry.interval = now, row.interval
-                    grouped.setdefault(entry.host, []).append(entry)
+            grouped = {host: list(self._entries.of_host(host).values()) for host in by_host}
+            for host, entries in grouped.items():
+                for entry in entries:
+                    entry.last_seen, entry.interval = now, by_host[host].interval
             for row in rows:
                 gateway = self._gateways.get(row.host)
                 if gateway is not None:
@@ -188,7 +187,7 @@ class RosterView:
     def host_digest(self, host: str) -> str:
         """:func:`relay_frames.host_digest` of this view's part for ``host``."""
         with self._lock:
-            return self._digest(host, [e for e in self._entries.values() if e.host == host])
+            return self._digest(host, list(self._entries.of_host(host).values()))
 
     def _digest(self, host: str, entries: list[RosterEntry]) -> str:
         digest = self._digests.get(host)
@@ -298,7 +297,7 @@ class RosterView:
         if gid == GATEWAY_KEY:
             self._gateways.pop(host, None)
             self._hosts.drop(host)
-            for gone in [g for g, e in self._entries.items() if e.host == host]:
+            for gone in self._entries.of_host(host):
                 del self._entries[gone]
         else:
             entry = self._entries.get(gid)
@@ -348,7 +347,7 @@ class RosterView:
         if booked == roster_hosts.FULL:
             # a spawn answer's entry stays for two intervals: the frame may predate it
             listed = {item.gid for item in items} | {g for g, until in self._spawned.items() if until > now}
-            gone = [g for g, e in self._entries.items() if e.host == host and g not in listed]
+            gone = [g for g in self._entries.of_host(host) if g not in listed]
             for gid in gone:
                 del self._entries[gid]
             self.changes += bool(gone)
@@ -359,16 +358,16 @@ class RosterView:
                 self.changes += 1
         for item in items if booked != roster_hosts.STALE else ():
             self._item_heard(host, item, frame, now)
-        for entry in self._entries.values():
-            if entry.host == host:
-                entry.last_seen, entry.interval = now, frame.interval
+        own = self._entries.of_host(host)
+        for entry in own.values():
+            entry.last_seen, entry.interval = now, frame.interval
         previous = self._gateways.get(host)
         self._gateways[host] = GatewayEntry(
             host,
             frame.version,
             now,
             frame.interval,
-            sum(1 for e in self._entries.values() if e.host == host),
+            len(own),
             frame.profiles if frame.full else (previous.profiles if previous else ()),
             frame.started if frame.full else (previous.started if previous else None),
         )
@@ -435,9 +434,10 @@ class RosterView:
             self._spawned = {g: until for g, until in self._spawned.items() if until > now}
             if now < self._held_until:
                 return expired
-            for gid, entry in list(self._entries.items()):
+            for gid, entry in self._entries.items():
                 if now - entry.last_seen > entry.interval * self.expiry_missed:
-                    expired.append(self._entries.pop(gid))
+                    expired.append(entry)
+                    del self._entries[gid]
             for host, gateway in list(self._gateways.items()):
                 if now - gateway.last_seen > gateway.interval * self.expiry_missed:
                     del self._gateways[host]
@@ -471,9 +471,7 @@ class RosterView:
 
     def entries(self, host: str | None = None) -> list[RosterEntry]:
         with self._lock:
-            rows = list(self._entries.values())
-        if host:
-            rows = [r for r in rows if r.host == host]
+            rows = list(self._entries.of_host(host).values()) if host else self._entries.values()
         return sorted(rows, key=lambda r: (r.host, r.label, r.gid))
 
     def gateways(self) -> list[GatewayEntry]:

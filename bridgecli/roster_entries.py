@@ -103,3 +103,62 @@ def spawned_entry(handle: dict[str, Any], *, interval: float, now: float | None 
         last_seen=now,
         interval=capped_interval(interval),
     )
+
+
+class EntryIndex:
+    """A view's entries by gid, and by host: applying one host's frame touches only that
+    host's entries, so the cost of a frame does not grow with the fleet (at 1,000 hosts × 40
+    a scan of every entry per frame made the view's work quadratic). Not thread-safe."""
+
+    def __init__(self) -> None:
+        self._by_gid: dict[str, RosterEntry] = {}
+        self._by_host: dict[str, dict[str, RosterEntry]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_gid)
+
+    def __contains__(self, gid: object) -> bool:
+        return gid in self._by_gid
+
+    def __getitem__(self, gid: str) -> RosterEntry:
+        return self._by_gid[gid]
+
+    def __setitem__(self, gid: str, entry: RosterEntry) -> None:
+        previous = self._by_gid.get(gid)
+        if previous is not None and previous.host != entry.host:
+            self._unhost(previous)
+        self._by_gid[gid] = entry
+        self._by_host.setdefault(entry.host, {})[gid] = entry
+
+    def __delitem__(self, gid: str) -> None:
+        self._unhost(self._by_gid.pop(gid))
+
+    def get(self, gid: str) -> RosterEntry | None:
+        return self._by_gid.get(gid)
+
+    def pop(self, gid: str, default: RosterEntry | None = None) -> RosterEntry | None:
+        entry = self._by_gid.pop(gid, None)
+        if entry is None:
+            return default
+        self._unhost(entry)
+        return entry
+
+    def values(self) -> list[RosterEntry]:
+        return list(self._by_gid.values())
+
+    def items(self) -> list[tuple[str, RosterEntry]]:
+        return list(self._by_gid.items())
+
+    def of_host(self, host: str) -> dict[str, RosterEntry]:
+        """``host``'s entries by gid (a copy: the caller may change the index meanwhile)."""
+        return dict(self._by_host.get(host, {}))
+
+    def hosts(self) -> list[str]:
+        return list(self._by_host)
+
+    def _unhost(self, entry: RosterEntry) -> None:
+        own = self._by_host.get(entry.host)
+        if own is not None:
+            own.pop(entry.gid, None)
+            if not own:
+                del self._by_host[entry.host]

@@ -215,13 +215,7 @@ class RelayCore:
 
     def _parts(self, hosts: set[str]) -> dict[str, tuple[list[RosterEntry], GatewayEntry | None]]:
         gateways = {g.host: g for g in self.view.gateways() if g.host in hosts}
-        parts: dict[str, tuple[list[RosterEntry], GatewayEntry | None]] = {
-            host: ([], gateways.get(host)) for host in hosts
-        }
-        for entry in self.view.entries():
-            if entry.host in parts:
-                parts[entry.host][0].append(entry)
-        return parts
+        return {host: (self.view.entries(host), gateways.get(host)) for host in hosts}
 
     @staticmethod
     def _synced(row: dict[str, Any]) -> bool:
