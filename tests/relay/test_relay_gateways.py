@@ -193,3 +193,42 @@ def test_a_broker_that_refuses_relay_bindings_is_logged_once_and_every_host_hear
     )
     assert f"bridge.roster\troster.{a.name}\troster.#" in out.stdout.splitlines()
     assert a.whole_log().count("refused binding relay.#") == 1
+
+
+FIXTURE = json.loads((Path(__file__).parent.parent / "data" / "roster_v1_frames.json").read_text())
+
+
+def test_a_host_of_the_per_entity_protocol_is_heard_through_the_relay(host_factory, rabbitmq):
+    """An old gateway's frames (the v1 fixture) reach a gateway that hears the relay alone,
+    and its ``gone`` retires the entity there too."""
+    from bridgecli import gids
+
+    relay = Relay(host_factory("relay"), "r3")
+    connection = pika.BlockingConnection(pika.URLParameters(rabbitmq.uri))
+    try:
+        a = _start(host_factory, "a", ["a1"], BRIDGE_ROSTER_RELAY="only")
+        channel = connection.channel()
+        old, gid = "oldhost", gids.mint("oldhost")
+
+        def frame(name: str) -> bytes:
+            # a 60 s interval: only the gone frame, not expiry, can retire it within the test
+            text = FIXTURE[name].replace("{HOST}", old).replace("{GID}", gid)
+            return text.replace('"interval":1.0', '"interval":60.0').encode()
+
+        def beat(name: str, key: str) -> None:
+            props = pika.BasicProperties(content_type="application/json", delivery_mode=1, expiration="3000")
+            channel.basic_publish("bridge.roster", f"roster.{old}.{key}", frame(name), props)
+
+        def beats() -> bool:
+            beat("entity", gid)
+            beat("gateway", "_gateway")
+            connection.process_data_events(0.5)
+            return "legacy-rev" in _labels(a)
+
+        _until(beats, what="the relay-fed gateway hears the old host's entity")
+        assert _bindings(rabbitmq, a) == {"relay.#"}
+        beat("gone", gid)
+        _until(lambda: "legacy-rev" not in _labels(a), what="the old host's gone frame through the relay")
+    finally:
+        connection.close()
+        relay.stop()
