@@ -254,8 +254,8 @@ def run(sizes: list[int], interval: float, entities: int, window: float, direct_
         for g in sorted(sizes):
             fleet.stop_sims()
             fleet.start_sims(g - 1, relayed=True)
-            time.sleep(3 * interval)
-            point = {"gateways": g, "relay": True, "steady": [fleet.window(window) for _ in range(2)]}
+            time.sleep(6 * interval)  # past the joins' forwarded full frames: steady state
+            point = {"gateways": g, "relay": True, "steady": [fleet.window(window) for _ in range(3)]}
             point["join"] = [fleet.join(g * entities, relayed=True) for _ in range(3)]
             if how != "none" and g == max(sizes):
                 point["reconnect"] = fleet.reconnect(how, g - 1)

@@ -90,10 +90,17 @@ class SimGateway:
         self.connection = pika.SelectConnection(
             pika.URLParameters(self.uri),
             on_open_callback=self._on_open,
-            on_open_error_callback=lambda _c, exc: self.emit({"event": "error", "host": self.host, "error": repr(exc)}),
+            on_open_error_callback=self._on_open_error,
             on_close_callback=self._on_closed,
             custom_ioloop=self.ioloop,
         )
+
+    def _on_open_error(self, _connection: Any, exc: Any) -> None:
+        """A relay sim retries (the broker is restarting); others report the error."""
+        if self.relayed and self.reconnects and not self.closing:
+            self.ioloop.call_later(random.uniform(0.5, 1.0), self._reconnect)
+        else:
+            self.emit({"event": "error", "host": self.host, "error": repr(exc)})
 
     def _on_closed(self, _connection: Any, _reason: Any) -> None:
         """A relay sim reconnects after 0.1..1 s, as a gateway's backoff does."""
