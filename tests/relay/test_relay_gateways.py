@@ -6,8 +6,6 @@ reconnects while relay-fed asks no whole view."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,8 +13,8 @@ from typing import Any
 
 import pika
 
-from tests.support.env import BRIDGE_BIN
 from tests.support.hosts import Host
+from tests.support.relay import Relay
 
 FAST = {"BRIDGE_ROSTER_INTERVAL": "1"}
 
@@ -31,36 +29,9 @@ def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "con
     raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
-class Relay:
-    """``bridge relay --id NAME --every 0.5`` as ``host`` (no gateway there)."""
-
-    def __init__(self, host: Host, name: str) -> None:
-        self.name = name
-        self.log = Path(host.root) / f"relay-{name}.log"
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [BRIDGE_BIN, "relay", "--id", name, "--every", "0.5"],
-                env=host.env,
-                stdout=subprocess.DEVNULL,
-                stderr=out,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        _until(self.serving, what=f"relay {name} serving")
-
-    def serving(self) -> bool:
-        text = self.log.read_text(errors="replace")
-        assert self.proc.poll() is None, text
-        return f"relay {self.name} serving" in text
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+def _serving(relay: Relay) -> Relay:
+    _until(relay.serving, what=f"relay {relay.name} serving")
+    return relay
 
 
 def _roster(host: Host) -> dict:
@@ -93,7 +64,7 @@ def _start(host_factory, name: str, labels: list[str], **env: str) -> Host:
 
 
 def test_gateways_fed_by_the_relay_alone_and_back_to_every_host_when_it_stops(host_factory, rabbitmq):
-    relay = Relay(host_factory("relay"), "r1")
+    relay = _serving(Relay(host_factory("relay"), "r1"))
     try:
         hosts = [_start(host_factory, n, [f"{n}1", f"{n}2"]) for n in ("a", "b", "c")]
         everyone = {f"{n}{i}" for n in ("a", "b", "c") for i in (1, 2)}
@@ -124,7 +95,7 @@ def test_gateways_fed_by_the_relay_alone_and_back_to_every_host_when_it_stops(ho
         shown = hosts[1].bridge("roster", check=True)
         assert "heard through: roster relay r1, heard " in shown.stdout + shown.stderr
     finally:
-        relay.stop()
+        relay.end()
     # the relay is gone: auto gateways hear every host directly again, nothing lost
     for host in hosts:
         _until(lambda h=host: "roster.#" in _bindings(rabbitmq, h), what=f"{host.name} binds roster.# again")
@@ -136,7 +107,7 @@ def test_gateways_fed_by_the_relay_alone_and_back_to_every_host_when_it_stops(ho
 
 
 def test_a_listener_reconnect_while_relay_fed_asks_no_whole_view(host_factory, rabbitmq):
-    relay = Relay(host_factory("relay"), "r2")
+    relay = _serving(Relay(host_factory("relay"), "r2"))
     try:
         a, b = _start(host_factory, "a", ["a1"]), _start(host_factory, "b", ["b1"])
         for host in (a, b):
@@ -169,7 +140,7 @@ def test_a_listener_reconnect_while_relay_fed_asks_no_whole_view(host_factory, r
         finally:
             tap.close()
     finally:
-        relay.stop()
+        relay.end()
 
 
 def _reconnected(host: Host) -> list[str]:
@@ -203,7 +174,7 @@ def test_a_host_of_the_per_entity_protocol_is_heard_through_the_relay(host_facto
     and its ``gone`` retires the entity there too."""
     from bridgecli import gids
 
-    relay = Relay(host_factory("relay"), "r3")
+    relay = _serving(Relay(host_factory("relay"), "r3"))
     connection = pika.BlockingConnection(pika.URLParameters(rabbitmq.uri))
     try:
         a = _start(host_factory, "a", ["a1"], BRIDGE_ROSTER_RELAY="only")
@@ -231,4 +202,34 @@ def test_a_host_of_the_per_entity_protocol_is_heard_through_the_relay(host_facto
         _until(lambda: "legacy-rev" not in _labels(a), what="the old host's gone frame through the relay")
     finally:
         connection.close()
-        relay.stop()
+        relay.end()
+
+
+def test_kill_9_of_the_active_relay_leaves_every_view_whole_and_the_standby_feeds_on(host_factory, rabbitmq):
+    """Two relays on one queue: the broker feeds one; ``kill -9`` it and the standby feeds the
+    gateways, which never lose an entry meanwhile (they hear the relays alone)."""
+    home = host_factory("relays")
+    first = _serving(Relay(home, "ra"))
+    second = _serving(Relay(home, "rb"))
+    try:
+        a = _start(host_factory, "a", ["a1"], BRIDGE_ROSTER_RELAY="only")
+        b = _start(host_factory, "b", ["b1", "b2"], BRIDGE_ROSTER_RELAY="only")
+        both = {"a1", "b1", "b2"}
+        for host in (a, b):
+            _until(lambda h=host: _labels(h) == both and _fed_by(h, "ra"), what=f"{host.name} fed by ra")
+        first.kill()
+        fewest = {host.name: len(both) for host in (a, b)}
+
+        def fed_by_standby() -> bool:
+            for host in (a, b):
+                fewest[host.name] = min(fewest[host.name], len(_labels(host)))
+            return all(_fed_by(host, "rb") for host in (a, b))
+
+        _until(fed_by_standby, what="the standby feeds both gateways")
+        b.register("b3")
+        _until(lambda: "b3" in _labels(a), what="a hears b3 through the standby")
+        assert fewest == {"a": 3, "b": 3}
+        assert _bindings(rabbitmq, a) == {"relay.#"}
+    finally:
+        first.end()
+        second.end()

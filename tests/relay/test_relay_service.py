@@ -4,13 +4,9 @@ frames are read as any gateway would, on a queue bound ``relay.#``."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pika
@@ -18,8 +14,8 @@ import pytest
 
 from bridgecli import relay_frames, roster_frames
 from bridgecli.amqp import topology
-from tests.support.env import BRIDGE_BIN
 from tests.support.hosts import Host
+from tests.support.relay import Relay
 
 
 def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
@@ -30,39 +26,6 @@ def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "con
             return value
         time.sleep(0.1)
     raise AssertionError(f"{what}: not within {timeout:.0f} s")
-
-
-class Relay:
-    """A ``bridge relay --id NAME`` subprocess and its stderr."""
-
-    def __init__(self, host: Host, name: str) -> None:
-        self.name = name
-        self.log = Path(host.root) / f"relay-{name}.log"
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [BRIDGE_BIN, "relay", "--id", name, "--every", "0.5"],
-                env=host.env,
-                stdout=subprocess.DEVNULL,
-                stderr=out,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def serving(self) -> bool:
-        assert self.proc.poll() is None, self.text()
-        return f"relay {self.name} serving" in self.text()
-
-    def end(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
 
 class Listener:
@@ -149,8 +112,7 @@ def test_the_standby_relay_takes_over_when_the_active_one_is_killed(relay_lab):
     answer = _until(answered, what="the sync answer")
     assert answer.answer and beating in [f["host"] for f in answer.frames]
 
-    relays[0].proc.kill()
-    relays[0].proc.wait()
+    relays[0].kill()
     frame = _until(heard_from(second), what=f"relay frames of {second} after the kill")
     assert frame.relay == second and frame.epoch != answer.epoch
 
