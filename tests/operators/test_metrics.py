@@ -57,7 +57,7 @@ def test_counters_move_with_real_traffic_and_promtool_agrees(host_factory, tmp_p
     a = host_factory("mx", extra_env={"BRIDGE_MESSAGING_MAX_ATTEMPTS": "2"})
     inbox = a.register("inbox")  # a hold inbox
     a.register("broken", deliver="exec:exit 3")
-    a.start_gateway(env={"BRIDGE_GATEWAY_METRICS": str(port)})
+    a.start_gateway(env={"BRIDGE_GATEWAY_METRICS": str(port), "BRIDGE_GATEWAY_LOG_FORMAT": "json"})
     status, text = _get(port, "/metrics")
     assert status == 200
     before = _samples(text)
@@ -93,6 +93,12 @@ def test_counters_move_with_real_traffic_and_promtool_agrees(host_factory, tmp_p
     a.bridge("send", "nobody-here", "hi", "--from", "inbox")  # an error answer of the local API
     errors = _samples(_get(port, "/metrics")[1])
     assert _value(errors, "bridge_api_errors_total") >= 1
+
+    # the JSON log names things as the metrics' labels do: one object per line
+    lines = [json.loads(line) for line in a.whole_log().splitlines() if line.startswith("{")]
+    delivered = [line for line in lines if line["event"] == "delivered"]
+    assert delivered and {"msg", "gid", "backend", "host", "kind"} <= set(delivered[0])
+    assert delivered[0]["backend"] == "hold" and delivered[0]["host"] == a.env["BRIDGE_HOST_ID"]
 
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: ./dev installs the Debian package prometheus"
