@@ -427,7 +427,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--protocol",
         default="host",
-        choices=("host", "entity"),
+        choices=("host", "entity", "relay", "relay-lite"),
         help="the simulated gateways' roster frames: host frames (as gateways send them, default) or per-entity",
     )
     return parser.parse_args(argv)

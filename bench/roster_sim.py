@@ -31,10 +31,10 @@ if str(REPO) not in sys.path:  # loaded from anywhere
 
 class SimGateway:
     """One simulated gateway on a shared pika I/O loop: the presence half of a real one, in
-    the per-entity protocol (``protocol="entity"``: one heartbeat per entity and one for the
-    gateway) or with host frames (``"host"``: one frame per interval from
-    :class:`bridgecli.gateway.host_beats.HostBeats`, a sync request on connect answered by
-    every host on the joiner's reply key within interval/2)."""
+    the per-entity protocol (``protocol="entity"``), with host frames (``"host"``: one frame
+    per interval, a sync request on connect answered by every host), or fed by a roster relay
+    (``"relay"``: host frames out, only ``relay.#`` in, the relay answers syncs; ``"relay-lite"``
+    counts relay frames without keeping a view). Relay sims reconnect like a gateway."""
 
     def __init__(
         self,
@@ -78,6 +78,10 @@ class SimGateway:
         self.consuming_at: float | None = None
         self.converged_at: float | None = None
         self.closing = False
+        self.relayed = protocol.startswith("relay")
+        self.keep_view = protocol != "relay-lite"
+        self.epoch = ""
+        self.reconnects = 0
 
     # wiring (the callback chain of an async pika connection)
     def connect(self) -> None:
@@ -87,8 +91,25 @@ class SimGateway:
             pika.URLParameters(self.uri),
             on_open_callback=self._on_open,
             on_open_error_callback=lambda _c, exc: self.emit({"event": "error", "host": self.host, "error": repr(exc)}),
+            on_close_callback=self._on_closed,
             custom_ioloop=self.ioloop,
         )
+
+    def _on_closed(self, _connection: Any, _reason: Any) -> None:
+        """A relay sim reconnects after 0.1..1 s, as a gateway's backoff does."""
+        self.channel, self.consuming_at = None, None
+        if self.relayed and not self.closing:
+            self.reconnects += 1
+            self.beats.want_full()
+            self.ioloop.call_later(random.uniform(0.1, 1.0), self._reconnect)
+
+    def _reconnect(self) -> None:
+        if self.closing:
+            return
+        try:
+            self.connect()
+        except Exception:  # the broker is still down: try again
+            self.ioloop.call_later(random.uniform(0.5, 1.0), self._reconnect)
 
     def _on_open(self, connection: Any) -> None:
         connection.channel(on_open_callback=self._on_channel)
@@ -99,6 +120,8 @@ class SimGateway:
         self.channel = channel
         queue = topology.roster_queue(self.host)
         self.binding = queue.bindings[0]
+        if self.relayed:
+            self.binding = topology.Binding(topology.ROSTER, "relay.#")
         channel.queue_declare(
             queue.name,
             durable=queue.durable,
@@ -113,7 +136,7 @@ class SimGateway:
         )
 
     def _on_bound(self, _frame: Any) -> None:
-        if self.protocol == "host":  # a reply queue for the sync answers, consumed first
+        if self.protocol != "entity":  # a reply queue for the sync answers, consumed first
             from bridgecli.amqp import topology
 
             replies = topology.reply_queue(self.host)
@@ -124,13 +147,19 @@ class SimGateway:
         self.channel.basic_consume(f"roster.{self.host}", self._on_frame, auto_ack=True, callback=self._on_consuming)
 
     def _on_consuming(self, _frame: Any) -> None:
+        first_time = self.consuming_at is None and not self.reconnects
         self.consuming_at = time.time()
-        if self.protocol == "host":
+        if self.relayed and not first_time:  # a reconnect fed by a relay asks for nothing
+            self._schedule(time.monotonic() + random.uniform(0, self.interval))
+            return
+        if self.protocol != "entity":
             from bridgecli import roster, roster_frames
 
             sync = roster_frames.sync_frame(host=self.host, reply=self.reply_key)
             self._publish(roster.GATEWAY_KEY, sync, count=False)
         self.heartbeat_all()  # a gateway announces itself on connect
+        if self.relayed and self.keep_view:
+            self.ioloop.call_later(1.0, self._ask_wanted)
         first = random.uniform(0, self.interval) if self.random_phase else self.interval
         self._schedule(time.monotonic() + first)
         if self.target:
@@ -139,7 +168,31 @@ class SimGateway:
     # traffic
     def _on_frame(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
         self.received += 1
-        self.view.apply_delivery(method, props, body)
+        if self.keep_view:
+            self.view.apply_delivery(method, props, body)
+        if self.relayed:
+            self._relay_heard(body)
+
+    def _relay_heard(self, body: bytes) -> None:
+        """A new relay epoch: our next frame is a full one (as presence does)."""
+        head = body[:300]
+        start = head.find(b'"epoch":"')
+        epoch = head[start + 9 : head.find(b'"', start + 9)].decode() if start >= 0 else ""
+        if epoch and epoch != self.epoch:
+            self.epoch = epoch
+            self.beats.want_full()
+
+    def _ask_wanted(self) -> None:
+        """Once a second, ask the relay for the hosts whose digest differs from ours."""
+        if self.closing:
+            return
+        wanted = self.view.relay.take_wanted() if self.keep_view else []
+        if wanted and self.channel is not None and self.channel.is_open and self.reply_key:
+            from bridgecli import roster, roster_frames
+
+            sync = roster_frames.sync_frame(host=self.host, reply=self.reply_key, hosts=wanted)
+            self._publish(roster.GATEWAY_KEY, sync, count=False)
+        self.ioloop.call_later(1.0, self._ask_wanted)
 
     def _publish(self, gid: str, body: bytes, count: bool = True, exchange: str = "", key: str = "") -> None:
         import pika
@@ -171,7 +224,7 @@ class SimGateway:
     def heartbeat_all(self) -> None:
         from bridgecli import __version__, roster, roster_frames
 
-        if self.protocol == "host":
+        if self.protocol != "entity":
             items = [roster_frames.entity_item(e, "idle") for e in self.entities]
             self._publish(roster.GATEWAY_KEY, self.beats.frame(items))
             return
@@ -277,6 +330,7 @@ def worker(args: argparse.Namespace) -> int:
                 "sent": sum(g.sent for g in gateways),
                 "received": sum(g.received for g in gateways),
                 "consuming": sum(g.consuming_at is not None for g in gateways),
+                "reconnects": sum(g.reconnects for g in gateways),
                 "view": len(gateways[0].view.entries()),
             }
         )

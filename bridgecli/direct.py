@@ -330,6 +330,7 @@ class DirectSession:
                 "gateways": [g.__dict__ for g in view.gateways()],
                 "interval": self.config.values["roster.interval"],
                 "hosts": view.hosts(),
+                "relay": view.relay.info(),
             }
         )
 

@@ -220,6 +220,9 @@ def roster_freshness(answer: dict[str, Any]) -> Check:
         return Check("roster", WARN, "the gateway's roster is not running yet", "wait a few seconds")
     if not rows:
         return Check("roster", OK, "no per-host freshness from this gateway (an older version)")
+    relayed = relay_feed(answer.get("relay"), len(rows))
+    if relayed is not None:
+        return relayed
     own = next((row for row in rows if row.get("host") == local), None)
     if own is None or float(own.get("age") or 0) > 2 * interval:
         heard = "never" if own is None else f"{float(own['age']):.0f}s ago"
@@ -244,6 +247,35 @@ def roster_freshness(answer: dict[str, Any]) -> Check:
     if problems:
         return Check("roster", WARN, "stale: " + "; ".join(problems), "these heal by themselves within six intervals")
     return Check("roster", OK, f"{len(rows)} hosts heard within two intervals, all synced")
+
+
+def relay_feed(relay: Any, hosts: int) -> Check | None:
+    """A warning when the gateway hears only a roster relay that was silent for two of its
+    intervals, or hears over :data:`DIRECT_HOSTS_MAX` hosts directly; else None."""
+    if not isinstance(relay, dict):
+        return None
+    if str(relay.get("feed") or "").startswith("relay"):
+        age, every = relay.get("age"), float(relay.get("interval") or 1.0)
+        if age is None or float(age) > 2 * every:
+            heard = "never" if age is None else f"{float(age):.0f}s ago"
+            return Check(
+                "roster",
+                WARN,
+                f"fed by the roster relay alone, which was last heard {heard}: other hosts' changes go unheard",
+                "start `bridge relay` (or the hub), or set roster.relay = auto",
+            )
+    elif hosts > DIRECT_HOSTS_MAX:
+        return Check(
+            "roster",
+            WARN,
+            f"hears {hosts} hosts directly: every host's frame reaches every gateway (broker work grows as hosts²)",
+            "run a roster relay (`bridge relay`, or the hub's)",
+        )
+    return None
+
+
+#: more hosts than this heard directly is a fleet that wants a roster relay
+DIRECT_HOSTS_MAX = 200
 
 
 def _name(row: dict[str, Any]) -> str:

@@ -316,17 +316,21 @@ class RosterResult(_Wire):
     """The roster: its ``entries``, the live ``gateways``, their heartbeat ``interval`` (None:
     a gateway whose roster is not running yet), and ``hosts``: per host, how fresh the view is
     (``protocol``, ``age`` of its last frame, ``synced``, ``seq``, ``gaps``, ``full_at``;
-    empty from an older gateway) as seen by ``local_host``."""
+    empty from an older gateway) as seen by ``local_host``, and ``relay``: how other hosts
+    are heard (``feed``, ``relay``, ``epoch``, ``age``, ``refused``; None from an older gateway)."""
 
-    __slots__ = ("entries", "gateways", "interval", "hosts", "local_host")
+    __slots__ = ("entries", "gateways", "interval", "hosts", "local_host", "relay")
     entries: tuple[RosterRow, ...]
     gateways: tuple[GatewayRow, ...]
     interval: float | None
     hosts: tuple[dict[str, Any], ...]
     local_host: str | None
+    relay: dict[str, Any] | None
 
     def _read(self, wire: dict[str, Any]) -> None:
+        relay = wire.get("relay")
         self._set(
+            relay=relay if isinstance(relay, dict) else None,
             entries=tuple(RosterRow(e) for e in wire.get("entries") or ()),
             gateways=tuple(GatewayRow(g) for g in wire.get("gateways") or ()),
             interval=wire.get("interval"),

@@ -16,12 +16,30 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from bridgecli import gids, roster_hosts
 from bridgecli.amqp.topology import CONTROL, reply_key_host
 from bridgecli.amqp.topology import ROSTER as EXCHANGE
+from bridgecli.relay_frames import (
+    RELAY_KEY_PREFIX,
+    AliveRow,
+    host_digest,
+)
+from bridgecli.roster_entries import DEAD_LETTERED as DEAD_LETTERED
+from bridgecli.roster_entries import FLOODED as FLOODED
+from bridgecli.roster_entries import FOREIGN_GID as FOREIGN_GID
+from bridgecli.roster_entries import KEY_MISMATCH as KEY_MISMATCH
+from bridgecli.roster_entries import REASONS as REASONS
+from bridgecli.roster_entries import TOO_LARGE as TOO_LARGE
+from bridgecli.roster_entries import UNSAFE_NAME as UNSAFE_NAME
+from bridgecli.roster_entries import USER_MISMATCH as USER_MISMATCH
+from bridgecli.roster_entries import GatewayEntry as GatewayEntry
+from bridgecli.roster_entries import RosterEntry as RosterEntry
+from bridgecli.roster_entries import arrival_key as arrival_key
+from bridgecli.roster_entries import dead_lettered as dead_lettered
+from bridgecli.roster_entries import routing_key as routing_key
+from bridgecli.roster_entries import spawned_entry as spawned_entry
 from bridgecli.roster_frames import DEFAULT_INTERVAL as DEFAULT_INTERVAL
 from bridgecli.roster_frames import FRAME_VERSION as FRAME_VERSION
 from bridgecli.roster_frames import GATEWAY_KEY as GATEWAY_KEY
@@ -39,111 +57,21 @@ from bridgecli.roster_frames import safe_name as _safe_name
 from bridgecli.roster_frames import started as _started
 from bridgecli.roster_frames import text as _text
 from bridgecli.roster_hosts import HostStates
+from bridgecli.roster_relayed import FloodBudget, RelayFeed, is_relay_body
 
 if TYPE_CHECKING:
     from bridgecli.gateway.identity import IdentityPolicy
 
 
-#: why frames were refused, as :meth:`RosterView.refused_frames` counts them
-KEY_MISMATCH = "key_mismatch"  # body names another host or gid than its key, or not via bridge.roster
-DEAD_LETTERED = "dead_lettered"  # dead-lettered into bridge.roster: the key was never checked
-USER_MISMATCH = "user_mismatch"  # published by a broker user that may not speak for the key's host
-FOREIGN_GID = "foreign_gid"  # the gid belongs to another host
-UNSAFE_NAME = "unsafe_name"  # a host id or gid with control characters, or too long
-TOO_LARGE = "too_large"  # over MAX_FRAME_BYTES, or a host frame with too many entities
-REASONS = (KEY_MISMATCH, DEAD_LETTERED, USER_MISMATCH, FOREIGN_GID, UNSAFE_NAME, TOO_LARGE)
-
-#: headers the broker adds to a dead-lettered message (0-9-1 and AMQP 1.0 style)
-_DEATH_HEADERS = ("x-death", "x-first-death-exchange", "x-last-death-exchange")
-
-
-@dataclass
-class RosterEntry:
-    """One entity as its gateway last announced it."""
-
-    gid: str
-    label: str
-    role: str
-    host: str
-    status: str
-    backend: str
-    since: float
-    version: str
-    last_seen: float
-    interval: float
-    #: the channels the entity is in (sorted, de-duplicated; names only)
-    channels: tuple[str, ...] = ()
-
-    def announced(self) -> tuple[Any, ...]:
-        """What its gateway announced (all but when it was heard): equal means only a refresh."""
-        return (self.label, self.role, self.host, self.status, self.backend, self.since, self.version, self.channels)
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["channels"] = list(self.channels)
-        return data
-
-
-@dataclass
-class GatewayEntry:
-    host: str
-    version: str
-    last_seen: float
-    interval: float
-    entities: int
-    #: names of the spawn profiles in that host's own bridge.toml (names only: a profile's
-    #: command never leaves its host) — what ``bridge spawn PROFILE --host H`` can start there
-    profiles: tuple[str, ...] = ()
-    #: when that host's gateway started (its clock), for uptime; None from older gateways
-    started: float | None = None
-
-
-def routing_key(host: str, gid: str) -> str:
-    return f"roster.{host}.{gid}"
-
-
-def arrival_key(method: Any) -> str:
-    """The routing key a delivered frame carries for :meth:`RosterView.apply` — ``""`` (which
-    matches no frame) unless it came through ``bridge.roster``: a frame pushed straight into a
-    ``roster.<host>`` queue by name never passed the broker's topic permission check."""
-    return str(method.routing_key) if getattr(method, "exchange", None) == EXCHANGE else ""
-
-
-def dead_lettered(props: Any) -> bool:
-    """Did the broker dead-letter this delivery into ``bridge.roster``? Then its routing key
-    is whatever the dead-lettering queue's owner chose: the broker checks no topic permission
-    on dead-lettering. Genuine frames are never dead-lettered."""
-    headers = getattr(props, "headers", None)
-    return isinstance(headers, dict) and any(name in headers for name in _DEATH_HEADERS)
-
-
-def spawned_entry(handle: dict[str, Any], *, interval: float, now: float | None = None) -> RosterEntry:
-    """A roster entry from a spawn answer (gid, host, label, role, deliver); its text comes
-    from another host, so it is sanitised like a frame's."""
-    now = time.time() if now is None else now
-    return RosterEntry(
-        gid=str(handle["gid"]),
-        label=_text(handle.get("label"), "?"),
-        role=_text(handle.get("role"), "agent"),
-        host=str(handle["host"]),
-        status="unknown",
-        backend=_text(str(handle.get("deliver") or "?").split(":", 1)[0], "?"),
-        since=now,
-        version="?",
-        last_seen=now,
-        interval=capped_interval(interval),
-    )
-
-
 class RosterView:
-    """The union view; thread-safe. ``expiry_missed`` intervals without a heartbeat expire
+    """The union view; thread-safe. ``expiry_missed`` intervals without a frame expire
     an entry (each entry carries its own gateway's interval, at most :data:`MAX_INTERVAL`).
 
     ``policy`` is the identity policy (``security.sender_check``): with the check on, a frame
     counts only when its publisher's broker user may speak for the host in its routing key,
     and a gid not minted on that host is taken only as a legacy gid that host announced
-    first. ``local_host`` is this host's id, known as a host from the start; ``on_sync(host,
-    reply_key, hosts)`` is called for each vetted ``sync`` request of another host."""
+    first. ``local_host``: this host's id; ``on_sync(host, reply_key, hosts)`` runs for
+    each vetted ``sync`` request; ``on_epoch(relay, epoch)`` for each new relay epoch."""
 
     def __init__(
         self,
@@ -151,6 +79,7 @@ class RosterView:
         policy: IdentityPolicy | None = None,
         local_host: str | None = None,
         on_sync: Callable[[str, str, list[str] | None], None] | None = None,
+        on_epoch: Callable[[str, str], None] | None = None,
     ) -> None:
         self.expiry_missed = expiry_missed
         self.policy = policy
@@ -168,6 +97,14 @@ class RosterView:
         self._legacy: dict[str, str] = {}
         if local_host:
             self._tags[gids.host_tag(local_host)] = local_host
+        #: the relay feed (roster_relayed) and every other sender's flood budget
+        self.relay = RelayFeed(self, on_epoch)
+        self.flood = FloodBudget()
+        #: no expiry before this (wall clock; hold_expiry), and spawn entries' shelter from full frames
+        self._held_until = 0.0
+        self._spawned: dict[str, float] = {}
+        #: host -> its digest (relay_frames.host_digest), dropped whenever its part changes
+        self._digests: dict[str, str] = {}
 
     def use_policy(self, policy: IdentityPolicy) -> None:
         """Judge frames by ``policy`` from now on (a gateway re-reads it at each connect)."""
@@ -189,23 +126,80 @@ class RosterView:
         with self._lock:
             return dict(self._refused)
 
-    def _refuse(self, reason: str) -> bool:
+    def refuse(self, reason: str) -> bool:
         with self._lock:
             self._refused[reason] += 1
         return False
 
     def apply_delivery(self, method: Any, props: Any, body: bytes, now: float | None = None) -> bool:
         """:meth:`apply` for a frame as pika delivered it (its exchange, routing key, headers
-        and ``user_id`` decide whether it counts)."""
+        and ``user_id`` decide whether it counts); a relay frame goes to :attr:`relay`; any
+        other frame past its sender's flood budget is refused undecoded."""
+        now = time.time() if now is None else now
         if dead_lettered(props):
-            return self._refuse(DEAD_LETTERED)
+            return self.refuse(DEAD_LETTERED)
         user_id = getattr(props, "user_id", None)
-        if getattr(method, "exchange", None) == CONTROL:
-            # a sync answer on our own reply key: only the publisher's user vouches for it
-            if self.local_host is None or reply_key_host(str(method.routing_key)) != self.local_host:
-                return self._refuse(KEY_MISMATCH)
+        exchange, key = getattr(method, "exchange", None), str(getattr(method, "routing_key", ""))
+        # a sync answer on our own reply key: only the publisher's user vouches for it
+        if exchange == CONTROL and (self.local_host is None or reply_key_host(key) != self.local_host):
+            return self.refuse(KEY_MISMATCH)
+        answer = exchange == CONTROL
+        if (exchange == EXCHANGE and key.startswith(RELAY_KEY_PREFIX)) or (answer and is_relay_body(body)):
+            return self.relay.deliver(answer, key, user_id, body, now)
+        # the sender: its broker user under the check, else the key's host (hosts may share a user)
+        if not self.flood.spend((self.checking and user_id) or key.partition(".")[2].partition(".")[0], now):
+            return self.refuse(FLOODED)
+        if answer:
             return self.apply(body, now, user_id=user_id, answer=True)
         return self.apply(body, now, key=arrival_key(method), user_id=user_id)
+
+    def apply_forwarded(self, frame: dict[str, Any], now: float, answer: bool = False) -> bool:
+        """A frame a vetted relay frame carried, judged as if it came under its own host's key
+        (the relay's user vouched for it); a ``sync`` request is never forwarded."""
+        try:
+            kind, host, gid = frame["type"], str(frame["host"]), str(frame["gid"])
+        except (KeyError, TypeError):
+            return False
+        if kind not in ("gone", "heartbeat", "host"):
+            return self.refuse(KEY_MISMATCH)
+        return self._judge(frame, now, routing_key(host, gid), None, answer, relayed=True)
+
+    def alive_rows(self, rows: list[AliveRow], now: float) -> list[str]:
+        """Refresh each row's host (its entries and gateway, as any frame of it would); the
+        hosts whose non-None digest differs from this view's are returned (wanted)."""
+        by_host = {row.host: row for row in rows}
+        wanted = []
+        with self._lock:
+            grouped: dict[str, list[RosterEntry]] = {}
+            for entry in self._entries.values():
+                row = by_host.get(entry.host)
+                if row is not None:
+                    entry.last_seen, entry.interval = now, row.interval
+                    grouped.setdefault(entry.host, []).append(entry)
+            for row in rows:
+                gateway = self._gateways.get(row.host)
+                if gateway is not None:
+                    gateway.last_seen, gateway.interval = now, row.interval
+                self._hosts.alive(row.host, now, row.interval)
+                if row.digest is not None and row.digest != self._digest(row.host, grouped.get(row.host, [])):
+                    wanted.append(row.host)
+        return wanted
+
+    def host_digest(self, host: str) -> str:
+        """:func:`relay_frames.host_digest` of this view's part for ``host``."""
+        with self._lock:
+            return self._digest(host, [e for e in self._entries.values() if e.host == host])
+
+    def _digest(self, host: str, entries: list[RosterEntry]) -> str:
+        digest = self._digests.get(host)
+        if digest is None:
+            gateway = self._gateways.get(host)
+            if gateway is None:
+                digest = host_digest(entries, "?", (), None)
+            else:
+                digest = host_digest(entries, gateway.version, gateway.profiles, gateway.started)
+            self._digests[host] = digest
+        return digest
 
     def _speaks_for(self, user_id: str | None, host: str) -> bool:
         policy = self.policy
@@ -246,19 +240,27 @@ class RosterView:
         """
         now = time.time() if now is None else now
         if len(body) > MAX_FRAME_BYTES:
-            return self._refuse(TOO_LARGE)
+            return self.refuse(TOO_LARGE)
         try:
             frame = json.loads(body)
+        except (ValueError, RecursionError):
+            return False
+        return self._judge(frame, now, key, user_id, answer)
+
+    def _judge(
+        self, frame: Any, now: float, key: str | None, user_id: str | None, answer: bool, relayed: bool = False
+    ) -> bool:
+        try:
             kind, host, gid = frame["type"], str(frame["host"]), str(frame["gid"])
             get = frame.get
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except (KeyError, TypeError, AttributeError):
             return False
         if key is not None and key != routing_key(host, gid):
-            return self._refuse(KEY_MISMATCH)
-        if not self._speaks_for(user_id, host):
-            return self._refuse(USER_MISMATCH)
+            return self.refuse(KEY_MISMATCH)
+        if not relayed and not self._speaks_for(user_id, host):
+            return self.refuse(USER_MISMATCH)
         if not (_safe_name(host) and _safe_name(gid)):
-            return self._refuse(UNSAFE_NAME)
+            return self.refuse(UNSAFE_NAME)
         if answer and (kind != "host" or frame.get("full") is not True):
             return False
         if kind == "sync":
@@ -268,7 +270,7 @@ class RosterView:
         if kind == "host":
             parsed = parse_host_frame(frame, host, now)
             if parsed is None:
-                return self._refuse(TOO_LARGE) if _oversized(frame) else False
+                return self.refuse(TOO_LARGE) if _oversized(frame) else False
             with self._lock:
                 self._tags.setdefault(gids.host_tag(host), host)
                 self._host_heard(parsed, get, now, answer)
@@ -292,6 +294,7 @@ class RosterView:
             return True
 
     def _gone(self, host: str, gid: str) -> bool:
+        self._digests.pop(host, None)
         if gid == GATEWAY_KEY:
             self._gateways.pop(host, None)
             self._hosts.drop(host)
@@ -311,6 +314,7 @@ class RosterView:
             entities = int(get("entities", 0))
         except (TypeError, ValueError, OverflowError):
             entities = 0
+        self._digests.pop(host, None)
         self._gateways[host] = GatewayEntry(
             host,
             _text(get("version"), "?"),
@@ -324,7 +328,7 @@ class RosterView:
     def _sync_asked(self, host: str, reply: Any, hosts: Any) -> bool:
         """A vetted ``sync`` request: answer only one naming a reply key of its own host."""
         if not isinstance(reply, str) or reply_key_host(reply) != host:
-            return self._refuse(KEY_MISMATCH)
+            return self.refuse(KEY_MISMATCH)
         if hosts is not None:
             if not isinstance(hosts, list) or len(hosts) > MAX_HOST_ENTITIES:
                 return False
@@ -338,10 +342,12 @@ class RosterView:
         applies on top; a gap in ``seq`` marks the host unsynced until the next full frame, its
         entries kept. Any frame keeps all the host's entries alive (docs/roster.md)."""
         host = frame.host
+        self._digests.pop(host, None)
         booked = self._hosts.frame(frame, now, answer)
         items = [item for item in frame.items if self._owns(host, item.gid)]
         if booked == roster_hosts.FULL:
-            listed = {item.gid for item in items}
+            # a spawn answer's entry stays for two intervals: the frame may predate it
+            listed = {item.gid for item in items} | {g for g, until in self._spawned.items() if until > now}
             gone = [g for g, e in self._entries.items() if e.host == host and g not in listed]
             for gid in gone:
                 del self._entries[gid]
@@ -385,6 +391,7 @@ class RosterView:
         self._entries[item.gid] = RosterEntry(
             item.gid, label, role, host, status, backend, since, version, now, frame.interval, channels
         )
+        self._digests.pop(host, None)
         if previous is None or previous.status != status or previous.host != host:
             self.changes += 1
 
@@ -408,39 +415,26 @@ class RosterView:
         since, version = _number(get("since") or now, now), _text(get("version"), "?")
         interval, channels = capped_interval(get("interval")), _channels(get("channels"))
         previous = self._entries.get(gid)
-        if previous is not None and previous.announced() == (
-            label,
-            role,
-            host,
-            status,
-            backend,
-            since,
-            version,
-            channels,
-        ):
+        announced = (label, role, host, status, backend, since, version, channels)
+        if previous is not None and previous.announced() == announced:
             previous.last_seen, previous.interval = now, interval  # the common case: a refresh
             return
+        self._digests.pop(host, None)
         self._entries[gid] = RosterEntry(
-            gid=gid,
-            label=label,
-            role=role,
-            host=host,
-            status=status,
-            backend=backend,
-            since=since,
-            version=version,
-            last_seen=now,
-            interval=interval,
-            channels=channels,
+            gid, label, role, host, status, backend, since, version, now, interval, channels
         )
         if previous is None or (previous.status, previous.host, previous.channels) != (status, host, channels):
             self.changes += 1
 
     def expire(self, now: float | None = None) -> list[RosterEntry]:
-        """Drop entries (and gateways) not heard from for ``expiry_missed`` intervals."""
+        """Drop entries (and gateways) not heard from for ``expiry_missed`` intervals; nothing
+        while expiry is held (:meth:`hold_expiry`)."""
         now = time.time() if now is None else now
         expired: list[RosterEntry] = []
         with self._lock:
+            self._spawned = {g: until for g, until in self._spawned.items() if until > now}
+            if now < self._held_until:
+                return expired
             for gid, entry in list(self._entries.items()):
                 if now - entry.last_seen > entry.interval * self.expiry_missed:
                     expired.append(self._entries.pop(gid))
@@ -450,7 +444,14 @@ class RosterView:
             self._hosts.expire(now, self.expiry_missed)
             if expired:
                 self.changes += 1
+                self._digests.clear()
         return expired
+
+    def hold_expiry(self, until: float) -> None:
+        """Expire nothing before ``until`` (wall clock): silence this view could not hear (its
+        listener down, its relay late) says nothing about a host."""
+        with self._lock:
+            self._held_until = max(self._held_until, until)
 
     def add_if_absent(self, entry: RosterEntry) -> bool:
         """Add an entity we learnt of before its first heartbeat (a spawn answer); a
@@ -459,6 +460,8 @@ class RosterView:
             if entry.gid in self._entries:
                 return False
             self._entries[entry.gid] = entry
+            self._spawned[entry.gid] = entry.last_seen + 2 * entry.interval
+            self._digests.pop(entry.host, None)
             self.changes += 1
             return True
 
@@ -488,6 +491,7 @@ class RosterView:
                 entry = RosterEntry(**row)
                 entry.channels = tuple(entry.channels)
                 self._entries[row["gid"]] = entry
+            self._digests.clear()
 
 
 def _oversized(frame: dict[str, Any]) -> bool:

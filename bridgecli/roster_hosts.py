@@ -76,6 +76,12 @@ class HostStates:
         state.seq = frame.seq
         return DELTA
 
+    def alive(self, host: str, now: float, interval: float) -> None:
+        """A relay's alive row for ``host``: as fresh as a frame of its own would make it."""
+        state = self._hosts.get(host)
+        if state is not None:
+            state.last_frame, state.interval = now, interval
+
     def drop(self, host: str) -> None:
         self._hosts.pop(host, None)
         self._old.pop(host, None)

@@ -52,6 +52,10 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("bridgecli.cli.plugins:plugins", "List installed plugins and what they provide."),
     "poll": ("bridgecli.cli.poll:poll", "Drain messages held for an entity."),
     "register": ("bridgecli.cli.register:register", "Register an entity on this host; prints its gid."),
+    "relay": (
+        "bridgecli.cli.relay:relay",
+        "Run a roster relay: hear every host's roster frames, publish what changed once a second.",
+    ),
     "reply": ("bridgecli.cli.send:reply", "Reply to a message by its id."),
     "roster": ("bridgecli.cli.roster:roster", "Show who is where: the union presence view of all hosts."),
     "send": ("bridgecli.cli.send:send", "Send a message to an entity (gid or label)."),

@@ -49,6 +49,17 @@ def _render(result: RosterResult) -> None:
     output.note(f"{len(result.entries)} entities; live gateways: {hosts}")
     if result.hosts:
         output.note("view freshness: " + "; ".join(_freshness(row, text) for row in result.hosts))
+    if result.relay:
+        output.note("heard through: " + _heard_through(result.relay, text))
+
+
+def _heard_through(relay: dict, text) -> str:
+    """``roster relay NAME, heard 0.4s ago`` or ``every host directly``."""
+    if not str(relay.get("feed") or "").startswith("relay") or not relay.get("relay"):
+        return "every host directly"
+    age = relay.get("age")
+    heard = "never heard" if age is None else f"heard {float(age):.1f}s ago"
+    return f"roster relay {text(relay['relay'])}, {heard}"
 
 
 def _freshness(row: dict, text) -> str:

@@ -4,7 +4,8 @@ Presence: a :class:`~bridgecli.roster.RosterView` fed by
 :mod:`bridgecli.gateway.roster_listener`; one host frame every ``roster.interval`` seconds
 through the publish lane (:mod:`bridgecli.gateway.host_beats`: full or delta), plus per-entity
 heartbeats while a gateway that speaks only those was heard; a ``sync`` request on (re)connect,
-answered by every host on our reply key; ``gone`` on unregister and clean stop. Statuses
+answered on our reply key; ``gone`` on unregister and clean stop. Other hosts are heard
+through a roster relay or directly (:mod:`bridgecli.gateway.roster_feed`). Statuses
 (the backend's, or ``gone`` for a spawned entity whose process ended) are computed on a side
 thread: a tmux or herdr query may take milliseconds.
 
@@ -30,6 +31,7 @@ from bridgecli.gateway import log as glog
 from bridgecli.gateway import roster_listener
 from bridgecli.gateway.host_beats import HostBeats
 from bridgecli.gateway.identity import IdentityPolicy
+from bridgecli.gateway.roster_feed import RelayWatch
 from bridgecli.gateway.roster_listener import RosterListener
 from bridgecli.interfaces import DeliveryBackend, Entity, LaunchHandle
 
@@ -75,11 +77,15 @@ class Presence:
             policy=IdentityPolicy.from_config(gw.config.values),
             local_host=getattr(gw, "host", None),
             on_sync=self._sync_asked,
+            on_epoch=lambda relay, epoch: self.watch.epoch(relay, epoch) if self.watch else None,
         )
         self.host_beats = HostBeats(getattr(gw, "host", "?"), __version__, self.interval)
         #: when to send our own sync request (monotonic; None: none pending), and whether the
         #: listener connected before (a reconnect's request is jittered)
         self._sync_due: float | None = None
+        #: the hosts a sync request names (None: all), and how we hear other hosts (install())
+        self._sync_hosts: list[str] | None = None
+        self.watch: RelayWatch | None = None
         self._listened = False
         self.answered = 0
         #: held from building a broadcast frame to handing it to the lane, so frames go out in
@@ -122,7 +128,11 @@ class Presence:
         # a growing count says some host sends frames it may not (docs/roster.md)
         gw.add_status("roster_refused", self.view.refused_frames)
         self._status_thread.start()
-        self.listener = _FrameListener(gw.config, gw.host, self._on_delivery, on_connected=self._listening)
+        relay = gw.config.values.get("roster.relay", "auto")
+        self.listener = _FrameListener(gw.config, gw.host, self._on_delivery, on_connected=self._listening, relay=relay)
+        self.watch = RelayWatch(relay, self.interval, self.view, self.listener, self._ask, self.host_beats.want_full)
+        # feed, relay name, epoch, age of its last frame, and the relay's refusal counts
+        gw.add_status("roster_relay", self.watch.info)
 
     def on_connect(self) -> None:
         self.view.use_policy(IdentityPolicy.from_config(self.gw.config.values))  # re-read at connect
@@ -149,6 +159,8 @@ class Presence:
             if self._next_due <= now:
                 self._next_due = now + self.interval
             self.heartbeat_all()
+        if self.watch is not None:
+            self.watch.tick()
         if self.gw.lane.ready.is_set():
             self._sync_traffic(now)
 
@@ -156,8 +168,8 @@ class Presence:
         """Send our own sync request when due, and the full frames owed to joiners."""
         reply = self.listener.reply_key if self.listener is not None else None
         if self._sync_due is not None and now >= self._sync_due and reply:
-            self._sync_due = None
-            body = roster_frames.sync_frame(host=self.gw.host, reply=reply)
+            self._sync_due, hosts, self._sync_hosts = None, self._sync_hosts, None
+            body = roster_frames.sync_frame(host=self.gw.host, reply=reply, hosts=hosts)
             self._publish_all([(topology.ROSTER, roster_mod.routing_key(self.gw.host, roster_mod.GATEWAY_KEY), body)])
         for key in self.host_beats.due_answers(now):
             self.answered += 1
@@ -183,10 +195,22 @@ class Presence:
         time, after a random 0..interval/2 on a reconnect, so that a fleet-wide reconnect does
         not ask in one second); a lookup that finds nothing waits one and a half intervals
         from now before calling a target unknown (Gateway.once_roster_complete)."""
-        delay = random.uniform(0, self.interval / 2) if self._listened else 0.0
-        self._listened = True
-        self._sync_due = time.monotonic() + delay
+        reconnect, self._listened = self._listened, True
+        if reconnect and self.watch is not None and not self.watch.whole_view_on_reconnect():
+            return  # fed by the relay: the view is intact, digests fetch what changed
+        self._sync_hosts = None
+        self._sync_due = time.monotonic() + (random.uniform(0, self.interval / 2) if reconnect else 0.0)
         self.gw.roster_heard(within=self.interval * 1.5)
+
+    def _ask(self, hosts: list[str] | None) -> None:
+        """Send a sync request for ``hosts`` (None: every host) at the next tick; a pending
+        whole-view request stays whole."""
+        pending = self._sync_due is not None
+        if hosts is None or not pending:
+            self._sync_hosts = None if hosts is None else list(hosts)
+        elif self._sync_hosts is not None:
+            self._sync_hosts = sorted(set(self._sync_hosts) | set(hosts))
+        self._sync_due = time.monotonic() if not pending else min(self._sync_due or 0.0, time.monotonic())
 
     def _sync_asked(self, host: str, reply: str, hosts: list[str] | None) -> None:
         """A gateway joined, or a listener without one (a dashboard, `bridge roster`, maybe on

@@ -85,11 +85,31 @@ def for_host(host: str, legacy_gids: Iterable[str] = (), *, registrar: bool = Fa
         # queue, so only its own entities' inboxes can join a channel; no wildcard matches
         topic_msg_read=rf"^({owned}|{CHANNEL_KEY})$",
         topic_roster_write=rf"^roster\.{h}\.(_gateway|{owned})$",  # presence only for itself
-        topic_roster_read=r"^roster\.#$",
+        # bind every host's frames, and the relays' (never publish under relay.*: above)
+        topic_roster_read=r"^(roster|relay)\.#$",
         # requests to any host and answers to any requester (each checks user_id); bind only
         # its own request key and its own reply keys
         topic_control_write=rf"^({HOST}|reply\.{HOST}\.{UUID})$",
         topic_control_read=rf"^({h}|reply\.{h}\.{UUID})$",
+    )
+
+
+def for_relay(name: str) -> HostPermissions:
+    """Least privilege for a roster relay named ``name`` (the hub's runs as
+    ``relay_frames.RELAY_USER``): consume every host frame from its own queue, publish relay
+    frames only under ``relay.<name>`` and sync answers only under a reply key; nothing on
+    ``bridge.msg``."""
+    queue = r"bridge\.roster\.relay"
+    return HostPermissions(
+        configure=rf"^{queue}$",
+        write=rf"^(bridge\.roster|bridge\.ctl|{queue})$",
+        read=rf"^(bridge\.roster|{queue})$",
+        topic_msg_write="^$",
+        topic_msg_read="^$",
+        topic_roster_write=rf"^relay\.{re.escape(name)}$",
+        topic_roster_read=r"^roster\.#$",
+        topic_control_write=rf"^reply\.{HOST}\.{UUID}$",
+        topic_control_read="^$",
     )
 
 

@@ -366,7 +366,8 @@ def main() -> None:
     import signal
     import threading
 
-    from bridgecli import localbroker
+    from bridgecli import config, localbroker
+    from bridgecli.hub import hub_relay
     from bridgecli.hub.rabbitadmin import RabbitAdmin
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s registrar %(levelname)s %(message)s")
@@ -383,6 +384,11 @@ def main() -> None:
     user, password = localbroker.admin_credentials()
     admin = RabbitAdmin(settings.management_port, user, password)
     registrar = Registrar(HubStore(layout.db_path()), admin, settings.hub_id, settings.host_id)
+    # the hub's roster relay, named after the hub, as its own broker user (hub_relay)
+    try:
+        hub_relay.start(admin, settings.hub_id, info.amqp_port, config.load(allow_unknown=True), stop)
+    except BridgeError as exc:  # a broken bridge.toml: the registrar still serves
+        logger.warning("roster relay not started: %s", exc)
     serve(registrar, localbroker.admin_uri(info), stop)
 
 

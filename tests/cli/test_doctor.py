@@ -144,3 +144,19 @@ def test_the_doctor_says_why_a_gateways_roster_view_is_stale():
     behind = {**fresh, "hosts": [row("a", 1), row("b", 2, synced=False), row("c", 12)]}
     check = roster_freshness(behind)
     assert check.status == WARN and "missed frames of b" in check.detail and "c (12s)" in check.detail
+
+
+def test_the_doctor_warns_of_a_silent_relay_and_of_a_large_fleet_heard_directly():
+    from bridgecli.doctor import OK, WARN, roster_freshness
+
+    rows = [{"host": h, "age": 1, "synced": True, "protocol": 2} for h in ("a", "b")]
+    relay = {"feed": "relay r1", "relay": "r1", "epoch": "e", "age": 0.4, "interval": 1.0, "refused": {}}
+    answer = {"interval": 5.0, "local_host": "a", "hosts": rows, "relay": relay}
+    assert roster_freshness(answer).status == OK
+    check = roster_freshness({**answer, "relay": {**relay, "age": 3.0}})
+    assert check.status == WARN and "relay alone" in check.detail and "bridge relay" in check.fix
+    many = [{"host": f"h{n}", "age": 1, "synced": True, "protocol": 2} for n in range(201)]
+    direct = {**relay, "feed": "every host directly"}
+    check = roster_freshness({**answer, "local_host": "h0", "hosts": many, "relay": direct})
+    assert check.status == WARN and "201 hosts directly" in check.detail
+    assert roster_freshness({**answer, "relay": direct}).status == OK

@@ -24,6 +24,7 @@ PRINTS_NO_DATA: dict[str, str] = {
     "dlq purge": "prints only notes on stderr",
     "gateway": "long-running daemon; logs to stderr (gateway.log_format=json for machine logs)",
     "hook": "run by agent clients' hooks, prints nothing at all (a prompt hook's stdout reaches the model)",
+    "relay": "long-running roster relay; logs to stderr",
     "mcp": "long-running stdio MCP server: stdout is the MCP protocol itself",
     "token clear": "prints only notes on stderr",
     "token set": "prints only notes on stderr",

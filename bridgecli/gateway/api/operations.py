@@ -172,7 +172,7 @@ def op_roster(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
     host = RosterRequest.from_wire(wire).host
     view = gw.roster
     if view is None:
-        return {"entries": [], "gateways": [], "interval": None, "hosts": [], "local_host": gw.host}
+        return {"entries": [], "gateways": [], "interval": None, "hosts": [], "local_host": gw.host, "relay": None}
     return {
         "entries": [e.as_dict() for e in view.entries(host)],
         "gateways": [g.__dict__ for g in view.gateways()],
@@ -180,6 +180,8 @@ def op_roster(gw: ApiGateway, **wire: Any) -> dict[str, Any]:
         # how fresh the view is, per host (docs/roster.md): `bridge roster` and `bridge doctor`
         "hosts": view.hosts(),
         "local_host": gw.host,
+        # how other hosts are heard: through a roster relay or directly (docs/roster.md)
+        "relay": view.relay.info(),
     }
 
 
