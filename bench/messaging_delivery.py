@@ -101,11 +101,17 @@ def _queue_empty(bench: Bench, name: str, timeout: float = 30) -> None:
         conn.close()
 
 
-def gateway_round(bench: Bench, bodies_for: Callable[[str], list], n: int, profile_to: Path | None = None) -> float:
-    """One gateway drain on a fresh host; returns msg/s."""
+def gateway_round(
+    bench: Bench,
+    bodies_for: Callable[[str], list],
+    n: int,
+    profile_to: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> float:
+    """One gateway drain on a fresh host (its environment plus ``extra_env``); returns msg/s."""
     from bridgecli.amqp import topology
 
-    host = bench.host("tput", {"PYTHONPATH": noop_site(bench.root)})
+    host = bench.host("tput", {"PYTHONPATH": noop_site(bench.root), **(extra_env or {})})
     gid = host.register("sink", "noop")
     _fill(bench, topology.inbox_queue(gid), bodies_for(gid))
     argv = None

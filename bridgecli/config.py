@@ -292,6 +292,12 @@ SETTINGS: dict[str, Setting] = {
             "Comma-separated RabbitMQ users that may publish for any host (ops tooling).",
         ),
         Setting("gateway.log_format", str, "human", "Gateway log lines.", choices=("human", "json")),
+        Setting(
+            "gateway.metrics",
+            str,
+            None,
+            "Serve /metrics and /healthz on this address (PORT or HOST:PORT; loopback unless a host is given).",
+        ),
         Setting("browser.port", int, 4517, "Loopback port of the browser broker."),
         Setting(
             "browser.token",

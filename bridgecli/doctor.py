@@ -10,29 +10,14 @@ from __future__ import annotations
 import stat
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, ExitCode
+from bridgecli.health import FAIL, OK, SKIP, WARN, Check, gateway_checks
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
-
-
-@dataclass
-class Check:
-    """One line of the doctor's report."""
-
-    name: str
-    status: str  # ok | warn | fail | skip
-    detail: str
-    fix: str | None = None
-    #: the exit code this failure maps to (only meaningful when status == fail)
-    code: int = int(ExitCode.FAILURE)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = ["FAIL", "OK", "SKIP", "WARN", "Check", "run", "exit_code", "roster_freshness"]
 
 
 def check_config(load: Callable[[], Any]) -> tuple[Check, Any]:
@@ -187,38 +172,25 @@ def _check_consumer_timeout(uri: str) -> Check:
     return Check("consumer timeout", OK, f"{ms} ms ({ms / 60000:g} min)")
 
 
-def check_gateway() -> Check:
-    """The local gateway answers on its socket (not running is only a warning)."""
+def check_gateway() -> list[Check]:
+    """The local gateway answers on its socket (not running is only a warning), then the
+    checks its ``/healthz`` makes too (:func:`bridgecli.health.gateway_checks`)."""
     from bridgecli.gateway.client import ping
 
     sock = paths.gateway_socket()
     answer = ping()
     if answer is None:
-        return Check(
-            "gateway", WARN, f"not running (no answer on {sock})", "start it with `bridge gateway` (e.g. in tmux)"
-        )
-    broker = answer.get("broker") or {}
+        return [
+            Check(
+                "gateway", WARN, f"not running (no answer on {sock})", "start it with `bridge gateway` (e.g. in tmux)"
+            )
+        ]
     parts = [
         f"host {answer.get('host', '?')}",
         f"pid {answer.get('pid', '?')}",
         f"{len(answer.get('entities') or [])} entities",
     ]
-    if broker.get("connected") is False:
-        return Check(
-            "gateway",
-            WARN,
-            f"answering on {sock} but not connected to the broker",
-            "check the gateway's log and `bridge doctor`'s broker check",
-        )
-    if answer.get("elsewhere"):
-        return Check(
-            "gateway",
-            WARN,
-            f"{', '.join(answer['elsewhere'])} consumed by another client, not served by this gateway",
-            "stop the other gateway (a cloned VM, a restored snapshot or a "
-            "home directory shared with another machine?); this one takes over by itself",
-        )
-    return Check("gateway", OK, f"answering on {sock}: " + ", ".join(parts))
+    return [Check("gateway", OK, f"answering on {sock}: " + ", ".join(parts)), *gateway_checks(answer)]
 
 
 def check_roster() -> Check | None:
@@ -387,7 +359,7 @@ def run(load_config: Callable[[], Any]) -> list[Check]:
         checks.append(Check("broker", SKIP, "skipped: the configuration is invalid"))
     else:
         checks.extend(_broker_checks(cfg))
-    checks.append(check_gateway())
+    checks.extend(check_gateway())
     roster = check_roster()
     if roster is not None:
         checks.append(roster)

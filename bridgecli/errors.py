@@ -40,6 +40,8 @@ class ExitCode(enum.IntEnum):
     BAD_CHANNEL = 21  #: a channel name that is not lower-case letters, digits, '-' and '_'
     NOT_A_MEMBER = 22  #: leaving a channel the entity is not in
     EMPTY_CHANNEL = 23  #: sending to a channel nobody has joined
+    METRICS_ADDRESS = 24  #: the gateway's metrics address is malformed or already taken
+    NO_SYSTEMD = 25  #: a service unit needs systemd, which is not running here
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -115,6 +117,18 @@ class EmptyChannel(BridgeError):
     """A channel message the broker could route to no inbox: the channel has no members."""
 
     exit_code = ExitCode.EMPTY_CHANNEL
+
+
+class MetricsAddressError(BridgeError):
+    """``gateway.metrics`` / ``--metrics`` cannot be served: malformed, or the port is taken."""
+
+    exit_code = ExitCode.METRICS_ADDRESS
+
+
+class NoSystemd(BridgeError):
+    """``bridge service`` needs a running systemd (its ``--dry-run`` does not)."""
+
+    exit_code = ExitCode.NO_SYSTEMD
 
 
 class PluginError(BridgeError):

@@ -51,6 +51,11 @@ MEANINGS: dict[str, str] = {
     "letter or digit).",
     "NOT_A_MEMBER": "`bridge channel leave` for a channel the entity has not joined.",
     "EMPTY_CHANNEL": "`bridge send '#NAME'` to a channel nobody has joined: no copy went out.",
+    "METRICS_ADDRESS": "`bridge gateway --metrics ADDR` (`gateway.metrics`) cannot be served: the address is "
+    "malformed (use `PORT`, `HOST:PORT` or `[IPv6]:PORT`) or its port is taken; the gateway stops before "
+    "consuming anything.",
+    "NO_SYSTEMD": "`bridge service` needs a running systemd (containers and CI have none); `--dry-run` "
+    "still prints the unit.",
     "INTERRUPTED": "Stopped by Ctrl-C.",
 }
 

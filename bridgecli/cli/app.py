@@ -59,6 +59,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "reply": ("bridgecli.cli.send:reply", "Reply to a message by its id."),
     "roster": ("bridgecli.cli.roster:roster", "Show who is where: the union presence view of all hosts."),
     "send": ("bridgecli.cli.send:send", "Send a message to an entity (gid or label)."),
+    "service": ("bridgecli.cli.service:service", "Install systemd units for the gateway, hub or broker."),
     "show": ("bridgecli.cli.poll:show", "Show one message in full by its id."),
     "spawn": ("bridgecli.cli.spawn:spawn", "Start an agent from a profile on a host (cross-host spawn)."),
     "status": ("bridgecli.cli.status:status", "Show the local gateway's connection, entities and queues."),

@@ -22,7 +22,7 @@ import pika
 import pika.exceptions
 import tenacity
 
-from bridgecli import __version__, gids
+from bridgecli import __version__
 from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import Publisher
@@ -35,6 +35,7 @@ from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.elsewhere import Elsewhere
 from bridgecli.gateway.entity_worker import Delivery
+from bridgecli.gateway.events import NO_EVENTS, GatewayEvents
 from bridgecli.gateway.inboxes import Consumer, Inboxes
 from bridgecli.gateway.intake import Intake
 from bridgecli.gateway.memberships import Memberships
@@ -70,12 +71,20 @@ class Gateway:
     """One host's gateway. ``run()`` blocks until :meth:`stop` (or SIGINT/SIGTERM)."""
 
     def __init__(
-        self, config: Config, *, plugins: Any = None, registry: Registry | None = None, store: Store | None = None
+        self,
+        config: Config,
+        *,
+        plugins: Any = None,
+        registry: Registry | None = None,
+        store: Store | None = None,
+        events: GatewayEvents = NO_EVENTS,
     ) -> None:
         from bridgecli import plugins as plugin_mod
 
         self.config = config
         self.host = config.host_id
+        #: what this gateway reports as it works (counted by ``--metrics``)
+        self.events = events
         self.plugins = plugins or plugin_mod.get()
         self.registry = registry or open_registry()
         self.store = store or open_store(config)
@@ -110,7 +119,7 @@ class Gateway:
         #: connection and the local socket are all served on it
         self.stepper = Stepper()
         #: every confirmed publish of a local sender (a connection of its own)
-        self.lane = PublishLane(config, self.host, self.stepper)
+        self.lane = PublishLane(config, self.host, self.stepper, on_sent=events.sent)
         #: the open burst of inline deliveries and its hand-offs to waiters (I/O thread only)
         self.burst = Burst(self.store, self.waiters, self.should_stop)
         #: deliveries read in this turn of the loop, not handled yet (:meth:`on_message`)
@@ -417,10 +426,10 @@ class Gateway:
         batch = self.burst.flush(self.channel)
         for _, entity, envelope in batch:
             self.tracking.delivered(envelope, Delivered(how=self.backends.traits(entity).delivered_how))
+            self.events.delivered(entity, envelope)
         self.history.received((entity.gid, envelope) for _, entity, envelope in batch)
         if len(batch) == 1:
-            _, entity, envelope = batch[0]
-            self._log_delivered(entity, envelope)
+            glog.delivered(logger, batch[0][1], batch[0][2])
         elif batch:  # one line per committed burst: a log line per message would cost more than the delivery
             glog.event(
                 logger,
@@ -438,19 +447,10 @@ class Gateway:
         waiters (a worker thread's call; raises DeliveryError)."""
         outcome = self.backends.deliver(entity, backend, envelope)
         self.tracking.delivered(envelope, outcome)
+        self.events.delivered(entity, envelope)
         self.history.received([(entity.gid, envelope)])
-        self._log_delivered(entity, envelope)
+        glog.delivered(logger, entity, envelope)
         self.waiters.notify(envelope)
-
-    def _log_delivered(self, entity: Entity, envelope: Envelope) -> None:
-        glog.event(
-            logger,
-            "delivered",
-            entity=entity.label,
-            kind=envelope.kind,
-            msg=envelope.msg_id,
-            sender=envelope.sender_label or gids.short(envelope.sender),
-        )
 
     def after_step(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the I/O thread after the loop's current step (from any thread; see
@@ -488,6 +488,7 @@ class Gateway:
             return
         assert self.publisher is not None and self.channel is not None
         self.tracking.dead_lettered(body, getattr(props, "user_id", None), reason, detail)
+        self.events.dead_lettered(queue_name, props, reason)
         deadletter.dead_letter(self.publisher, self.channel, tag, props, body, queue_name, reason, detail, attempts)
 
     # --- publishing ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ import tenacity
 from bridgecli.envelope import Envelope
 from bridgecli.errors import DeliveryError
 from bridgecli.gateway import log as glog
+from bridgecli.gateway.events import GatewayEvents
 from bridgecli.interfaces import DeliveryBackend, Entity
 
 logger = logging.getLogger("bridgecli.gateway")
@@ -47,6 +48,8 @@ class WorkerHost(Protocol):
     should_stop: threading.Event
     connected: threading.Event
     max_attempts: int
+    #: counts duplicates and retries
+    events: GatewayEvents
 
     @property
     def store(self) -> AttemptLog:
@@ -97,6 +100,7 @@ class EntityWorker(threading.Thread):
             if item.generation != gw.generation or gw.should_stop.is_set() and not gw.connected.is_set():
                 return  # the broker will redeliver it to the next channel
             if gw.store.seen(item.envelope.msg_id):
+                gw.events.deduplicated(entity, item.envelope)
                 gw.ack_from_worker(item)
                 return
             try:
@@ -115,6 +119,7 @@ class EntityWorker(threading.Thread):
                 if not exc.retryable or attempts >= gw.max_attempts:
                     gw.dead_letter_from_worker(item, "delivery_failed", str(exc), attempts)
                     return
+                gw.events.retried(entity, item.envelope)
                 # tenacity annotates the full RetryCallState; its waits read only attempt_number
                 delay = wait(_Attempt(attempts))  # type: ignore[arg-type]
                 if gw.should_stop.wait(delay):

@@ -26,6 +26,7 @@ from bridgecli.gateway import log as glog
 from bridgecli.gateway.backends import Backends
 from bridgecli.gateway.burst import Burst
 from bridgecli.gateway.entity_worker import Delivery
+from bridgecli.gateway.events import GatewayEvents
 from bridgecli.gateway.inboxes import Inboxes
 from bridgecli.hoststate.entities import Registry
 from bridgecli.hoststate.store import Store
@@ -42,6 +43,8 @@ class IntakeHost(Protocol):
     channel: Any
     #: the fleet's roster view (``get(gid) -> entry.host``), or None before presence runs
     roster: Any
+    #: counts duplicates and retries (``gateway/events.py``)
+    events: GatewayEvents
 
     def backend_for(self, entity: Entity) -> DeliveryBackend: ...
 
@@ -177,7 +180,8 @@ class Intake:
             host.dead_letter(method.delivery_tag, props, body, queue_name, "sender_mismatch", mismatch)
             return
         if self.store.seen(envelope.msg_id):
-            glog.event(logger, "duplicate dropped", entity=entity.label, msg=envelope.msg_id)
+            glog.event(logger, "duplicate dropped", entity=entity.label, gid=entity.gid, msg=envelope.msg_id)
+            host.events.deduplicated(entity, envelope)
             host.channel.basic_ack(method.delivery_tag)
             return
         item = Delivery(generation, method.delivery_tag, envelope, props, body, queue_name)
@@ -205,6 +209,7 @@ class Intake:
             if not exc.retryable or attempts >= self.max_attempts:
                 host.dead_letter(method.delivery_tag, props, body, queue_name, "delivery_failed", str(exc), attempts)
             else:
+                host.events.retried(entity, envelope)
                 host.channel.basic_nack(method.delivery_tag, requeue=True)
             return
         if size >= BATCH_MAX:

@@ -1,13 +1,22 @@
-"""One log line per gateway event, human-readable or JSON (``--log-format json``)."""
+"""One log line per gateway event, human-readable or JSON (``--log-format json``).
+
+JSON lines are one object each: ``ts``, ``level``, ``event``, ``host`` and the event's fields,
+named as the metrics' labels are (``msg``, ``gid``, ``backend``, ``kind``; docs/operators.md).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bridgecli.envelope import Envelope
+    from bridgecli.interfaces import Entity
 
 #: (whole second, its HH:MM:SS): gateways log several lines a second, strftime each time is not free
 _last_stamp: tuple[int, str] = (-1, "")
@@ -31,15 +40,22 @@ def _human_line(created: float, level: str, message: str, fields: dict[str, Any]
     return line
 
 
-def _json_line(created: float, level: str, message: str, fields: dict[str, Any]) -> str:
-    data = {"ts": round(created, 3), "level": level, "event": message}
+def _json_line(created: float, level: str, message: str, fields: dict[str, Any], host: str | None = None) -> str:
+    data: dict[str, Any] = {"ts": round(created, 3), "level": level, "event": message}
+    if host is not None:
+        data["host"] = host
     data.update(fields)
     return json.dumps(data, ensure_ascii=False, default=str)
 
 
 class _JsonFormatter(logging.Formatter):
+    def __init__(self, host: str | None) -> None:
+        super().__init__()
+        self.host = host
+
     def format(self, record: logging.LogRecord) -> str:
-        return _json_line(record.created, record.levelname.lower(), record.getMessage(), getattr(record, "fields", {}))
+        fields = getattr(record, "fields", {})
+        return _json_line(record.created, record.levelname.lower(), record.getMessage(), fields, self.host)
 
 
 class _HumanFormatter(logging.Formatter):
@@ -80,12 +96,14 @@ _LEVEL_NAMES = {
 }
 
 
-def setup(fmt: str = "human") -> logging.Logger:
-    """Configure the ``bridgecli.gateway`` logger to write to stderr in ``fmt``."""
+def setup(fmt: str = "human", host: str | None = None) -> logging.Logger:
+    """Configure the ``bridgecli.gateway`` logger to write to stderr in ``fmt``; JSON lines
+    carry ``host`` when given."""
     logger = logging.getLogger("bridgecli.gateway")
     logger.handlers.clear()
-    handler = _LineHandler(sys.stderr, _json_line if fmt == "json" else _human_line)
-    handler.setFormatter(_JsonFormatter() if fmt == "json" else _HumanFormatter())
+    json_line = functools.partial(_json_line, host=host)
+    handler = _LineHandler(sys.stderr, json_line if fmt == "json" else _human_line)
+    handler.setFormatter(_JsonFormatter(host) if fmt == "json" else _HumanFormatter())
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -103,3 +121,19 @@ def event(logger: logging.Logger, message: str, level: int = logging.INFO, **fie
                 handler.write_event(level, message, fields)
             return
     logger.log(level, message, extra={"fields": fields})
+
+
+def delivered(logger: logging.Logger, entity: Entity, envelope: Envelope) -> None:
+    """The line of one delivery to local ``entity``."""
+    from bridgecli import gids
+
+    event(
+        logger,
+        "delivered",
+        entity=entity.label,
+        gid=entity.gid,
+        backend=entity.backend,
+        kind=envelope.kind,
+        msg=envelope.msg_id,
+        sender=envelope.sender_label or gids.short(envelope.sender),
+    )

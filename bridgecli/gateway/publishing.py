@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -68,11 +69,15 @@ class PublishLane:
     typed error of the first one that failed); :meth:`publish_in_loop` from the loop's thread.
 
     The thread that steps the lane's :class:`Stepper` calls :meth:`tend` between its steps;
-    the lane connects at the first one after :meth:`open`."""
+    the lane connects at the first one after :meth:`open`. ``on_sent`` is told of each
+    message the broker confirmed (loop thread)."""
 
-    def __init__(self, config: Config, host: str, stepper: Stepper) -> None:
+    def __init__(
+        self, config: Config, host: str, stepper: Stepper, on_sent: Callable[[Envelope], None] = lambda _: None
+    ) -> None:
         self.config = config
         self.host = host
+        self.on_sent = on_sent
         self.ready = threading.Event()
         #: the loop the lane's connection runs on, kept across connections; the thread that
         #: steps it also serves other sockets on it (the local API)
@@ -359,6 +364,7 @@ class PublishLane:
             else:
                 if not entry.future.done():
                     entry.future.set_result(None)
+                self.on_sent(entry.envelope)
                 glog.event(
                     logger,
                     "sent",

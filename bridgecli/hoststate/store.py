@@ -433,7 +433,10 @@ class Store:
             .fetchone()[0]
         )
 
-    def oldest_held(self, recipient: str) -> float | None:
+    def oldest_held(self, recipient: str | None = None) -> float | None:
+        """When the oldest message held for ``recipient`` (for anyone: None) arrived."""
+        if recipient is None:
+            return self._db().execute("SELECT MIN(received) FROM messages WHERE state = 'held'").fetchone()[0]
         row = (
             self._db()
             .execute("SELECT MIN(received) FROM messages WHERE state = 'held' AND recipient = ?", (recipient,))

@@ -39,6 +39,7 @@ from bridgecli.gateway.api.requestlines import (
     raiser,
     response_of,
 )
+from bridgecli.gateway.events import NO_EVENTS, GatewayEvents
 from bridgecli.gateway.publishing import confirm_timed_out
 from bridgecli.gateway.waiters import Waiter
 
@@ -69,10 +70,14 @@ class LoopOwner(Protocol):
 
 class LocalApi:
     """Binds the socket, serves its clients on ``owner``'s loop, and dispatches requests to
-    :data:`operations.OPS`, each called with ``gateway`` (the contract) as its first argument."""
+    :data:`operations.OPS`, each called with ``gateway`` (the contract) as its first argument;
+    ``events`` counts its requests and error answers."""
 
-    def __init__(self, gateway: ApiGateway, owner: LoopOwner, path: Path | None = None) -> None:
+    def __init__(
+        self, gateway: ApiGateway, owner: LoopOwner, path: Path | None = None, events: GatewayEvents = NO_EVENTS
+    ) -> None:
         self.gateway = gateway
+        self.events = events
         self.owner = owner
         self.loop = owner.ioloop
         self.deadlines = owner.deadlines
@@ -206,6 +211,7 @@ class LocalApi:
             self._respond(client, parsed)
             return
         op, request = parsed
+        self.events.api_request(op)
         if op in INLINE:
             self._respond(client, self.run(op, request))
             return
@@ -359,7 +365,7 @@ class LocalApi:
             response = work()
             try:
                 if not response.get(ANSWERED):
-                    client.note(response)
+                    self._note(client, response)
                     client.write_all(line_of(response))
                 elif early.freed:
                     return  # all of it went out from the thread that handed it over
@@ -392,12 +398,17 @@ class LocalApi:
 
     def _respond(self, client: Client, response: dict[str, Any]) -> bool:
         """Write ``response`` (loop thread); False when the client is gone (then dropped)."""
-        client.note(response)
+        self._note(client, response)
         if not client.write(line_of(response)):
             client.hang_up()
             self._drop(client)
             return False
         return True
+
+    def _note(self, client: Client, response: dict[str, Any]) -> None:
+        client.note(response)
+        if response.get("ok") is False:
+            self.events.api_error(str((response.get("error") or {}).get("code") or "FAILURE"))
 
     def _hang_up(self, client: Client) -> None:
         client.hang_up()
