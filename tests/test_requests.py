@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridgecli import requests
+from bridgecli import requests, send_ids
 from bridgecli.direct import DirectSession
 from bridgecli.errors import ConfigError
 from bridgecli.gateway.client import GatewaySession
@@ -109,7 +109,7 @@ def test_the_id_and_turn_of_a_send_are_checked_by_the_model(fields):
 def test_the_models_id_check_is_the_envelopes(text):
     from bridgecli.envelope import is_uuid
 
-    assert requests._is_uuid(text.lower()) == is_uuid(text.lower())
+    assert send_ids.is_uuid(text.lower()) == is_uuid(text.lower())
 
 
 def _values(**given):
