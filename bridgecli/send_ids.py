@@ -13,8 +13,8 @@ import os
 
 #: the longest KEY
 MAX_KEY_CHARS = 128
-#: what a KEY may contain besides ASCII letters and digits
-KEY_PUNCTUATION = "-_.:@/+="
+#: what a KEY may contain besides ASCII letters and digits (the dash last: a regex class can take it)
+KEY_PUNCTUATION = "_.:@/+=-"
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" + KEY_PUNCTUATION)
 _HEX = frozenset("0123456789abcdef")
 #: the UUID5 namespace of keyed message ids (fixed forever: changing it changes every keyed id)
@@ -38,8 +38,8 @@ def key_problem(key: object, new_id: object = None) -> tuple[str, str] | None:
     if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS or not set(key) <= _KEY_CHARS:
         shown = str(key)[:40]
         return (
-            f"bad --key {shown!r}",
-            f"a key is 1-{MAX_KEY_CHARS} ASCII letters, digits and {KEY_PUNCTUATION} (e.g. job-42)",
+            f"bad --key {shown!r}: a key is 1-{MAX_KEY_CHARS} ASCII letters, digits and {KEY_PUNCTUATION}",
+            "pass a key such as job-42",
         )
     return None
 

@@ -69,7 +69,7 @@ KEY = Option(
     help=(
         "Retry key: the same sender sending with the same KEY sends the same message id, so however often "
         "the command runs, the recipient gets it once while its gateway remembers the id (its last "
-        "messaging.dedup_window ids, 100000 by default). KEY: 1-128 letters, digits and -_.:@/+=."
+        "messaging.dedup_window ids, 100000 by default). KEY: 1-128 ASCII letters, digits and _.:@/+=-."
     ),
 )
 TURN = Option(("--turn",), "turn", "text", metavar="ID", help="Turn id to correlate a mid-turn exchange.")
