@@ -215,12 +215,13 @@ class SendRequest(_Request):
 
     def pinned(self) -> SendRequest:
         """This request with its ids fixed for every try: unless ``new_id`` or ``key`` fixes
-        them, a minted ``new_id`` (``fresh_id``), or for a bulk send a minted ``key``."""
+        them, a minted ``new_id``, or for a bulk send a minted ``key``. ``fresh_id`` is set
+        only where it matters, with ``wait``: a gateway before it knew only ``new_id``."""
         if self.new_id is not None or self.key is not None:
             return self
         if self.bulk:
             return self.but(key=send_ids.mint_key())
-        return self.but(new_id=send_ids.mint_id(), fresh_id=True)
+        return self.but(new_id=send_ids.mint_id(), fresh_id=bool(self.wait))
 
     def but(self, **changes: Any) -> SendRequest:
         """A copy with ``changes``."""
