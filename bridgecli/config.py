@@ -220,7 +220,8 @@ SETTINGS: dict[str, Setting] = {
             "messaging.dedup_window",
             int,
             100000,
-            "How many delivered message ids the gateway remembers to drop duplicates.",
+            "How many received message ids the gateway remembers to drop repeats: the window in which a retry "
+            "or a `--key` rerun is delivered once.",
         ),
         Setting(
             "messaging.nudge_after",

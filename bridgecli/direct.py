@@ -16,7 +16,7 @@ from bridgecli import messaging, results
 from bridgecli.amqp import topology
 from bridgecli.config import Config
 from bridgecli.envelope import Envelope
-from bridgecli.errors import BridgeError, BrokerUnavailable, GatewayUnavailable, Timeout
+from bridgecli.errors import BridgeError, BrokerUnavailable, GatewayUnavailable, Timeout, Unconfirmed
 from bridgecli.hoststate.entities import Entity, Registry, open_registry
 from bridgecli.hoststate.store import Store, open_store
 from bridgecli.hoststate.wire import entity_dict, message_dict
@@ -112,18 +112,31 @@ def remove_inbox(config: Config, entity: Entity) -> int:
 
 
 def publish(config: Config, envelopes: list[Envelope], delay_ms: int | None = None) -> None:
-    """Publish with confirms + mandatory on a short-lived connection."""
+    """Publish with confirms + mandatory on a short-lived connection. The connection lost
+    once a message may have gone out is :class:`~bridgecli.errors.Unconfirmed` (resending
+    the same ids is safe); before that, :class:`~bridgecli.errors.BrokerUnavailable`."""
+    import pika.exceptions
+
     from bridgecli.amqp import connection as amqp_conn
-    from bridgecli.amqp.publisher import Publisher
+    from bridgecli.amqp.publisher import Publisher, describe
 
     connection = _open(config, "bridge-send")
+    sending: Envelope | None = None
     try:
         channel = _shared_channel(config, connection)
         if delay_ms:
             _declare_delay(channel, config.host_id, delay_ms)
         publisher = Publisher(channel, user_id=amqp_conn.username(config))
-        for envelope in envelopes:
-            publisher.publish(envelope, delay_ms=delay_ms)
+        for sending in envelopes:
+            publisher.publish(sending, delay_ms=delay_ms)
+    except (*amqp_conn.CONNECTION_ERRORS, pika.exceptions.AMQPError) as exc:
+        lost = f"lost the broker connection ({type(exc).__name__})"
+        if sending is None:
+            raise BrokerUnavailable(f"{lost} before sending", "retry in a moment") from None
+        raise Unconfirmed(
+            f"{lost} before the broker confirmed {describe(sending)}",
+            "it may or may not have been delivered: resend with the same --id or --key (a repeat is dropped)",
+        ) from None
     finally:
         if connection.is_open:
             connection.close()

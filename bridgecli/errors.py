@@ -79,6 +79,12 @@ class BrokerUnavailable(BridgeError):
     exit_code = ExitCode.BROKER_UNAVAILABLE
 
 
+class Unconfirmed(BrokerUnavailable):
+    """A message was handed to the broker but its confirm never came (the connection dropped,
+    the confirm timed out): it may or may not have been delivered. Resending it with the same
+    message id is safe, since the receiver drops repeats; ``bridge send`` does so by itself."""
+
+
 class GatewayUnavailable(BridgeError):
     exit_code = ExitCode.GATEWAY_UNAVAILABLE
 
@@ -192,15 +198,20 @@ class DeliveryError(BridgeError):
         self.retryable = retryable
 
 
-def error_class(code: str) -> type[BridgeError]:
+def error_class(code: str, name: str | None = None) -> type[BridgeError]:
     """The class of this module that declares exit code ``code`` (its name, as the wire
     carries it); :class:`BridgeError` for ``FAILURE`` and any code no class declares. Each
-    class's ``exit_code`` is the one list of the pairs, so a new error needs no table."""
-    found: type[BridgeError] = BridgeError
+    class's ``exit_code`` is the one list of the pairs, so a new error needs no table.
+    ``name``: a class of this module with that exit code and this name is preferred (a
+    subclass such as :class:`Unconfirmed` that shares its base's code)."""
+    found: type[BridgeError] | None = None
     queue: list[type[BridgeError]] = [BridgeError]
     while queue:  # breadth first: a base declaring a code comes before its subclasses
         cls = queue.pop(0)
-        if cls.__module__ == __name__ and "exit_code" in vars(cls) and cls.exit_code.name == code:
-            return cls
+        if cls.__module__ == __name__ and cls.exit_code.name == code:
+            if name is not None and cls.__name__ == name:
+                return cls
+            if found is None and "exit_code" in vars(cls):
+                found = cls
         queue += cls.__subclasses__()
-    return found
+    return found or BridgeError

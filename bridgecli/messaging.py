@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bridgecli import channels
+from bridgecli import channels, send_ids
 from bridgecli import envelope as env_mod
 from bridgecli.envelope import Envelope, InvalidEnvelope
 from bridgecli.errors import ConfigError, NotFound, Rejected
@@ -129,7 +129,8 @@ def compose_request(
     request: SendRequest, sender: Identity, to: Address, *, host: str, max_content_bytes: int
 ) -> list[Envelope]:
     """The envelopes ``request`` sends (one, or one per line in bulk): the single place both the
-    gateway and the direct path build them, so both validate alike."""
+    gateway and the direct path build them, so both validate alike. A ``key`` fixes their ids
+    for ``sender`` (:func:`message_id`)."""
     return [
         compose(
             request.kind,
@@ -140,8 +141,18 @@ def compose_request(
             max_content_bytes=max_content_bytes,
             in_reply_to=to.in_reply_to,
             turn=to.turn,
-            msg_id=request.new_id,
+            msg_id=message_id(request, sender, index),
             channel=to.channel,
         )
-        for content in request.contents
+        for index, content in enumerate(request.contents)
     ]
+
+
+def message_id(request: SendRequest, sender: Identity, index: int) -> str | None:
+    """The id of message ``index`` of ``request``: its ``new_id``, else derived from the
+    sender's gid and its ``key`` (numbered by line in bulk); None: mint a fresh one."""
+    if request.new_id is not None:
+        return request.new_id
+    if request.key is not None:
+        return send_ids.keyed_id(sender.gid, request.key, index if request.bulk else None)
+    return None

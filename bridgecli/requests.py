@@ -12,6 +12,8 @@ would cost the fast path more than the rest of its imports (see
 
 from __future__ import annotations
 
+from bridgecli import send_ids
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,13 +35,6 @@ def _invalid(message: str, hint: str, usage: bool = False) -> ConfigError:
     from bridgecli.errors import ConfigError, UsageProblem
 
     return (UsageProblem if usage else ConfigError)(message, hint)
-
-
-def _is_uuid(text: str) -> bool:
-    """:func:`bridgecli.envelope.is_uuid` for lower-case text, without the ``re`` and
-    ``uuid`` imports that module costs the fast path."""
-    parts = text.split("-")
-    return [len(part) for part in parts] == [8, 4, 4, 4, 12] and all(c in _HEX for part in parts for c in part)
 
 
 def _bulk_problem(bulk: bool, wait: Any, new_id: Any, message: str | None = "-") -> tuple[str, str] | None:
@@ -98,22 +93,10 @@ class _Request:
 class SendRequest(_Request):
     """send/ask to ``target``, reply/answer to the received ``msg_id``; ``contents`` holds one
     message, or several with ``bulk`` (``send --lines``). With ``wait`` the reply is waited
-    for; with ``confirm`` it then stays recoverable until the client confirms it."""
+    for; with ``confirm`` it then stays recoverable until the client confirms it. The ids:
+    ``new_id``, else derived from the sender and ``key`` (:mod:`bridgecli.send_ids`), else
+    fresh; ``fresh_id``: ``new_id`` was minted for this request and never sent before."""
 
-    __slots__ = (
-        "command",
-        "contents",
-        "sender",
-        "target",
-        "msg_id",
-        "delay",
-        "force",
-        "turn",
-        "wait",
-        "new_id",
-        "bulk",
-        "confirm",
-    )
     OP = "send"
     FIELDS = {
         "command": "send",
@@ -128,7 +111,10 @@ class SendRequest(_Request):
         "new_id": None,
         "bulk": False,
         "confirm": False,
+        "key": None,
+        "fresh_id": False,
     }
+    __slots__ = tuple(FIELDS)
     command: str
     contents: tuple[str, ...]
     sender: str | None
@@ -141,6 +127,8 @@ class SendRequest(_Request):
     new_id: str | None
     bulk: bool
     confirm: bool
+    key: str | None
+    fresh_id: bool
 
     def __init__(self, **values: Any) -> None:
         values["contents"] = tuple(values.get("contents") or ())
@@ -156,8 +144,11 @@ class SendRequest(_Request):
             raise _invalid(*problem, usage=True)
         if self.wait is not None and self.wait < 0:
             raise _invalid("--wait cannot be negative", "pass a duration such as 30s")
-        if self.new_id is not None and not _is_uuid(self.new_id.lower()):
+        if self.new_id is not None and not send_ids.is_uuid(self.new_id.lower()):
             raise _invalid(f"bad message id {self.new_id!r}", "--id takes a UUID, e.g. from `uuidgen`")
+        problem = send_ids.key_problem(self.key, self.new_id)
+        if problem is not None:
+            raise _invalid(*problem, usage=True)
         if self.turn is not None and len(self.turn) > MAX_TURN_CHARS:
             raise _invalid(f"--turn is longer than {MAX_TURN_CHARS} characters", "use a shorter turn id")
         if self.target is not None and self.target.startswith("#"):
@@ -176,7 +167,9 @@ class SendRequest(_Request):
         """Why the command line ``values`` (the parameter names of
         :mod:`bridgecli.send_options`) makes no request, as ``(message, hint)``; else None.
         Needs no stdin, so the fast path can leave such a line to click, which reports it."""
-        return _bulk_problem(bool(values.get("lines")), values.get("wait"), values.get("new_id"), values.get("message"))
+        return _bulk_problem(
+            bool(values.get("lines")), values.get("wait"), values.get("new_id"), values.get("message")
+        ) or send_ids.key_problem(values.get("key"), values.get("new_id"))
 
     @classmethod
     def from_command_line(cls, command: str, values: dict[str, Any], read_stdin: Callable[[], str]) -> SendRequest:
@@ -206,12 +199,33 @@ class SendRequest(_Request):
             new_id=values.get("new_id"),
             bulk=bool(values.get("lines")),
             confirm=bool(wait),
+            key=values.get("key"),
         )
 
     @property
     def kind(self) -> str:
         """The envelope kind this request sends."""
         return KIND_FOR_COMMAND[self.command]
+
+    @property
+    def may_be_resent(self) -> bool:
+        """Its id may have been sent before (``--id``, ``--key``, a retry): its reply may be
+        held already, so a wait looks in the store first."""
+        return (self.new_id is not None or self.key is not None) and not self.fresh_id
+
+    def pinned(self) -> SendRequest:
+        """This request with its ids fixed for every try: unless ``new_id`` or ``key`` fixes
+        them, a minted ``new_id``, or for a bulk send a minted ``key``. ``fresh_id`` is set
+        only where it matters, with ``wait``: a gateway before it knew only ``new_id``."""
+        if self.new_id is not None or self.key is not None:
+            return self
+        if self.bulk:
+            return self.but(key=send_ids.mint_key())
+        return self.but(new_id=send_ids.mint_id(), fresh_id=bool(self.wait))
+
+    def but(self, **changes: Any) -> SendRequest:
+        """A copy with ``changes``."""
+        return type(self)(**{**{name: getattr(self, name) for name in self.FIELDS}, **changes})
 
     @property
     def delay_ms(self) -> int | None:

@@ -61,15 +61,26 @@ NEW_ID = Option(
     metavar="UUID",
     help="Use this message id: resending with the same id after an unclear failure is deduplicated.",
 )
+KEY = Option(
+    ("--key",),
+    "key",
+    "text",
+    metavar="KEY",
+    help=(
+        "Retry key: the same sender sending with the same KEY sends the same message id, so however often "
+        "the command runs, the recipient gets it once while its gateway remembers the id (its last "
+        "messaging.dedup_window ids, 100000 by default). KEY: 1-128 ASCII letters, digits and _.:@/+=-."
+    ),
+)
 TURN = Option(("--turn",), "turn", "text", metavar="ID", help="Turn id to correlate a mid-turn exchange.")
 JSON = Option(("--json",), "as_json", None, help="Print JSON on stdout.")
 
 #: per command, its options in ``--help`` order
 COMMANDS: dict[str, tuple[Option, ...]] = {
-    "send": (FROM, WAIT, DELAY, LINES, FORCE, NEW_ID, TURN, JSON),
-    "ask": (FROM, WAIT, FORCE, TURN, JSON),
-    "reply": (FROM, WAIT, JSON),
-    "answer": (FROM, JSON),
+    "send": (FROM, WAIT, DELAY, LINES, FORCE, NEW_ID, KEY, TURN, JSON),
+    "ask": (FROM, WAIT, FORCE, KEY, TURN, JSON),
+    "reply": (FROM, WAIT, KEY, JSON),
+    "answer": (FROM, KEY, JSON),
 }
 #: per command: the parameter names of its two arguments
 ARGUMENTS = {

@@ -16,20 +16,76 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from bridgecli.errors import BridgeError
     from bridgecli.requests import SendRequest
     from bridgecli.results import SendResult
     from bridgecli.session import HostSession
 
 
-def send(session: HostSession, request: SendRequest, show: Callable[[SendResult], None] | None = None) -> SendResult:
+#: tries of one send whose confirm was lost (:class:`~bridgecli.errors.Unconfirmed`)
+ATTEMPTS = 4
+
+
+def send(
+    session: HostSession,
+    request: SendRequest,
+    show: Callable[[SendResult], None] | None = None,
+    pause: Callable[[float], None] | None = None,
+) -> SendResult:
     """Send ``request`` through ``session``, hand the result to ``show``, then confirm it and
-    return it. A reply waited for leaves the gateway's hold only once shown: if this process
-    dies before, the gateway holds it again for a later poll."""
-    result = session.send(request)
+    return it. Its ids are fixed first (:meth:`~bridgecli.requests.SendRequest.pinned`), so a
+    send whose confirm was lost is retried (:func:`retried`) and delivered once. A reply waited
+    for leaves the gateway's hold only once shown: if this process dies before, it is held again."""
+    request = request.pinned()
+    try:
+        result = session.send(request)
+    except Exception as exc:
+        from bridgecli.errors import Unconfirmed  # only now: its enum costs the fast path ~2 ms
+
+        if not isinstance(exc, Unconfirmed):
+            raise
+        result = retried(session, request, exc, pause)
     if show is not None:
         show(result)
     session.confirm(result)
     return result
+
+
+def retried(
+    session: HostSession, request: SendRequest, first: BridgeError, pause: Callable[[float], None] | None = None
+) -> SendResult:
+    """Try ``request`` again, up to :data:`ATTEMPTS` tries in all, with jittered exponential
+    backoff (``pause``: :func:`time.sleep`), after its first try failed with ``first``
+    (unconfirmed). A broker error after that is retried as well, since the earlier try may
+    have arrived; any other error ends it. The last failure says how to resend safely."""
+    import time
+
+    import tenacity
+
+    from bridgecli.errors import BrokerUnavailable, TlsError, Unconfirmed
+
+    again = request.but(fresh_id=False)  # it may have arrived: its reply may be held already
+    sleep = pause or time.sleep
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(ATTEMPTS - 1),
+        wait=tenacity.wait_random_exponential(multiplier=0.2, max=2),
+        retry=tenacity.retry_if_exception(
+            lambda exc: isinstance(exc, BrokerUnavailable) and not isinstance(exc, TlsError)
+        ),
+        sleep=sleep,
+        reraise=True,
+    )
+    sleep(0.1)
+    try:
+        return retrying(session.send, again)
+    except BrokerUnavailable as exc:
+        if isinstance(exc, TlsError):
+            raise
+        how = f"--id {again.new_id}" if again.key is None else f"--key {again.key}"
+        raise Unconfirmed(
+            f"{exc.message} ({ATTEMPTS} tries; the first one's confirm was lost: {first.message})",
+            f"it may or may not have been delivered: rerun with {how} (a repeat is dropped)",
+        ) from None
 
 
 def printer(as_json: bool, write: Callable[[str], Any], note: Callable[[str], Any]) -> Callable[[SendResult], None]:

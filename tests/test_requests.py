@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridgecli import requests
+from bridgecli import requests, send_ids
 from bridgecli.direct import DirectSession
 from bridgecli.errors import ConfigError
 from bridgecli.gateway.client import GatewaySession
@@ -109,7 +109,7 @@ def test_the_id_and_turn_of_a_send_are_checked_by_the_model(fields):
 def test_the_models_id_check_is_the_envelopes(text):
     from bridgecli.envelope import is_uuid
 
-    assert requests._is_uuid(text.lower()) == is_uuid(text.lower())
+    assert send_ids.is_uuid(text.lower()) == is_uuid(text.lower())
 
 
 def _values(**given):
@@ -153,3 +153,47 @@ def test_a_bulk_command_line_the_model_refuses_is_a_usage_problem_before_stdin_i
 def test_poll_and_spawn_refuse_what_no_client_may_ask(build):
     with pytest.raises(ConfigError):
         build()
+
+
+def test_a_keyed_id_is_the_senders_and_the_keys_alone():
+    """The same sender and key give the same id in any process (a UUID5 of both, which the
+    envelope accepts); another sender, key or bulk line gives another."""
+    from bridgecli.envelope import is_uuid
+
+    me, other = "0d2b9a55-1111-4111-8111-111111111111", "0d2b9a55-2222-4222-8222-222222222222"
+    # fixed forever: a rerun after an upgrade must still send the id the first run sent
+    assert send_ids.keyed_id(me, "job-42") == "d26d27c6-b782-5a3c-a5f5-49aaf0ae7490"
+    ids = {
+        send_ids.keyed_id(me, "job-42"),
+        send_ids.keyed_id(other, "job-42"),
+        send_ids.keyed_id(me, "job-43"),
+        send_ids.keyed_id(me, "job-42", 0),
+        send_ids.keyed_id(me, "job-42", 1),
+    }
+    assert len(ids) == 5 and all(is_uuid(i) for i in ids)
+    assert send_ids.keyed_id(me.upper(), "job-42") == send_ids.keyed_id(me, "job-42")
+
+
+@pytest.mark.parametrize("key", ["", "has space", "é", "x" * 129, "tab\t"])
+def test_a_bad_key_or_a_key_with_an_id_is_a_usage_problem(key):
+    from bridgecli.errors import UsageProblem
+
+    with pytest.raises(UsageProblem, match="--key"):
+        SendRequest(target="w", contents=["m"], key=key)
+    with pytest.raises(UsageProblem, match="--key and --id"):
+        SendRequest(target="w", contents=["m"], key="ok", new_id="0d2b9a55-1111-4111-8111-111111111111")
+    assert SendRequest.command_line_problem({"message": "m", "key": key}) is not None
+
+
+def test_pinning_fixes_the_ids_for_every_try_once():
+    """A minted id (fresh only where a reply is waited for), a minted key in bulk; a given id
+    or key is kept; a retry is no longer fresh."""
+    plain = SendRequest(target="w", contents=["m"]).pinned()
+    assert plain.new_id and send_ids.is_uuid(plain.new_id) and not plain.fresh_id and plain.may_be_resent
+    waited = SendRequest(target="w", contents=["m"], wait=5.0).pinned()
+    assert waited.fresh_id and not waited.may_be_resent and waited.but(fresh_id=False).may_be_resent
+    bulk = SendRequest(target="w", contents=["a", "b"], bulk=True).pinned()
+    assert bulk.new_id is None and bulk.key and send_ids.key_problem(bulk.key) is None
+    keyed = SendRequest(target="w", contents=["m"], key="job-42")
+    assert keyed.pinned() is keyed and keyed.may_be_resent
+    assert SendRequest(target="w", contents=["m"]).pinned().new_id != plain.new_id

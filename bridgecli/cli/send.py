@@ -72,7 +72,8 @@ def send(app, **values) -> None:
     MESSAGE '-' reads it from stdin; with --lines every stdin line becomes one message
     (fast bulk sending from scripts). Prints the message id. With --wait, blocks until the
     REPLY arrives and prints it; on timeout it exits 8 and the late reply is held for a
-    later `bridge poll`.
+    later `bridge poll`. A send whose confirm was lost is retried with the same id (the
+    recipient gets it once); --key makes a rerun of the command send that id again.
     """
     _deliver(app, "send", values)
 

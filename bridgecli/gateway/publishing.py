@@ -4,8 +4,8 @@ carries every confirmed publish of a local sender (``bridge send`` and friends, 
 Confirms are pipelined on an asynchronous confirm-mode channel: each caller's future resolves
 on its own ``basic.ack`` (a ``basic.return`` before it makes it
 :class:`~bridgecli.errors.Rejected`). The lane reconnects by itself; publishes in flight when
-its connection dies fail with :class:`~bridgecli.errors.BrokerUnavailable` (resend with
-``--id``: the receiver drops repeats). Dead letters and control answers stay on the consuming
+its connection dies fail with :class:`~bridgecli.errors.Unconfirmed` (the CLI resends them
+with the same id; the receiver drops repeats). Dead letters and control answers stay on the consuming
 connection, next to their ack. Why a connection of its own:
 docs/decisions/publish-lane-on-its-own-connection.md.
 """
@@ -27,7 +27,7 @@ from bridgecli.amqp import connection as amqp_conn
 from bridgecli.amqp import topology
 from bridgecli.amqp.publisher import amqp_message, describe, nacked, unroutable
 from bridgecli.amqp.stepped import SteppedConnection, Stepper
-from bridgecli.errors import BrokerUnavailable
+from bridgecli.errors import BrokerUnavailable, Unconfirmed
 from bridgecli.gateway import log as glog
 from bridgecli.gateway.reconnect import RETRYABLE, backoff, log_retry
 
@@ -213,9 +213,9 @@ class PublishLane:
         for future in lost:
             _fail(
                 future,
-                BrokerUnavailable(
+                Unconfirmed(
                     "lost the broker connection before the broker confirmed the message",
-                    "it may or may not have been delivered: resend with the same --id (a repeat is dropped)",
+                    "it may or may not have been delivered: resend with the same --id or --key (a repeat is dropped)",
                 ),
             )
 
@@ -317,10 +317,12 @@ class PublishLane:
         except Exception as exc:
             if isinstance(exc, _BROKEN) or self._channel is None:
                 self._broken = True  # the loop reconnects; _close fails what is in flight
+            # a write cut off by a lost connection may still have reached the broker
+            lost = Unconfirmed if isinstance(exc, _BROKEN) else BrokerUnavailable
             error = (
                 exc
                 if isinstance(exc, BrokerUnavailable)
-                else BrokerUnavailable(f"publishing failed ({type(exc).__name__}: {exc})", "retry in a moment")
+                else lost(f"publishing failed ({type(exc).__name__}: {exc})", "retry in a moment")
             )
             for _, future in batch[published:]:
                 _fail(future, error)
@@ -395,9 +397,9 @@ class PublishLane:
         for future in stuck:
             _fail(
                 future,
-                BrokerUnavailable(
+                Unconfirmed(
                     "the broker did not confirm the message before its channel was renewed",
-                    "it may or may not have been delivered: resend with the same --id (a repeat is dropped)",
+                    "it may or may not have been delivered: resend with the same --id or --key (a repeat is dropped)",
                 ),
             )
         deferred, self._deferred = self._deferred, []
@@ -427,9 +429,9 @@ def await_confirm(future: Future, deadline: float) -> None:
         raise confirm_timed_out() from None
 
 
-def confirm_timed_out() -> BrokerUnavailable:
-    """The error of a publish the broker did not confirm in time."""
-    return BrokerUnavailable(
+def confirm_timed_out() -> Unconfirmed:
+    """The error of a publish the broker did not confirm in time (it may still be delivered)."""
+    return Unconfirmed(
         "the broker did not confirm the message in time",
         "the broker may be blocking publishers (memory or disk alarm): see `bridge doctor` and the broker's log",
     )

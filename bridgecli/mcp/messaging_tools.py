@@ -16,6 +16,7 @@ import dataclasses
 import time
 from typing import Any
 
+from bridgecli import send_ids
 from bridgecli.agent_kinds import MAX_PROMPT_BYTES
 from bridgecli.errors import Timeout
 from bridgecli.mcp import channel_tools, history_tools, render
@@ -48,6 +49,15 @@ _MSG_ID = {
     "description": "The msgId of the message you are answering (as shown by bridge_poll; a unique prefix works).",
 }
 _CONTENT = {"type": "string", "description": "The message text."}
+_KEY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": send_ids.MAX_KEY_CHARS,
+    "pattern": f"^[A-Za-z0-9{send_ids.KEY_PUNCTUATION}]+$",
+    "description": "Retry key: calling again with the same key (after an error or a restart) sends the same "
+    "message id, so the recipient gets it once while its gateway remembers the id (its last "
+    "messaging.dedup_window ids, 100000 by default). Scope: you, across all four send tools.",
+}
 
 
 def register(registry: ToolRegistry, link: GatewayLink) -> None:
@@ -67,9 +77,11 @@ def _attached(link: GatewayLink, handler: Handler) -> Handler:
 
 
 def _tools(link: GatewayLink) -> list[Tool]:
-    async def send(command: str, target: str, content: str, wait: float | None) -> ToolResult:
+    async def send(command: str, target: str, content: str, wait: float | None, key: str | None) -> ToolResult:
         wait = float(wait or 0)
-        request = SendRequest(command=command, sender=link.gid, target=target, contents=[content], wait=wait or None)
+        request = SendRequest(
+            command=command, sender=link.gid, target=target, contents=[content], wait=wait or None, key=key
+        )
         try:
             async with link.awaiting_reply() if wait else contextlib.nullcontext():
                 result = await link.send(request)
@@ -86,22 +98,22 @@ def _tools(link: GatewayLink) -> list[Tool]:
             result.to_wire(),
         )
 
-    async def answer_to(command: str, msg_id: str, content: str) -> ToolResult:
-        request = SendRequest(command=command, sender=link.gid, msg_id=msg_id, contents=[content])
+    async def answer_to(command: str, msg_id: str, content: str, key: str | None) -> ToolResult:
+        request = SendRequest(command=command, sender=link.gid, msg_id=msg_id, contents=[content], key=key)
         result = await link.send(request)
         return ToolResult(f"Sent {result.kind} {result.msg_id} to {result.to} (re {msg_id}).", result.to_wire())
 
     async def bridge_send(args: dict[str, Any]) -> ToolResult:
-        return await send("send", args["target"], args["content"], args.get("wait"))
+        return await send("send", args["target"], args["content"], args.get("wait"), args.get("key"))
 
     async def bridge_ask(args: dict[str, Any]) -> ToolResult:
-        return await send("ask", args["target"], args["question"], args.get("wait"))
+        return await send("ask", args["target"], args["question"], args.get("wait"), args.get("key"))
 
     async def bridge_reply(args: dict[str, Any]) -> ToolResult:
-        return await answer_to("reply", args["msg_id"], args["content"])
+        return await answer_to("reply", args["msg_id"], args["content"], args.get("key"))
 
     async def bridge_answer(args: dict[str, Any]) -> ToolResult:
-        return await answer_to("answer", args["msg_id"], args["content"])
+        return await answer_to("answer", args["msg_id"], args["content"], args.get("key"))
 
     async def bridge_poll(args: dict[str, Any]) -> ToolResult:
         wait = float(args.get("wait") or 0)
@@ -179,7 +191,7 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "Send a message to another agent or session (SEND), on this host or any other. With wait, block "
             "until its REPLY arrives and return it; without wait (or if wait runs out) the reply is held for "
             "you and bridge_poll collects it later. Returns the message id.",
-            object_schema({"target": _TARGET, "content": _CONTENT, "wait": _WAIT}, ["target", "content"]),
+            object_schema({"target": _TARGET, "content": _CONTENT, "wait": _WAIT, "key": _KEY}, ["target", "content"]),
             bridge_send,
             title="Send a message",
         ),
@@ -188,7 +200,12 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "Ask another agent a question (ASK) and, with wait, block for its ANSWER. Use for a question that "
             "the other side should answer with bridge_answer; for plain tasking use bridge_send.",
             object_schema(
-                {"target": _TARGET, "question": {"type": "string", "description": "The question."}, "wait": _WAIT},
+                {
+                    "target": _TARGET,
+                    "question": {"type": "string", "description": "The question."},
+                    "wait": _WAIT,
+                    "key": _KEY,
+                },
                 ["target", "question"],
             ),
             bridge_ask,
@@ -198,14 +215,14 @@ def _tools(link: GatewayLink) -> list[Tool]:
             "bridge_reply",
             "Reply (REPLY) to a message you received, by its msgId; the reply goes to whoever sent it, on "
             "whatever host. Use for SEND messages.",
-            object_schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+            object_schema({"msg_id": _MSG_ID, "content": _CONTENT, "key": _KEY}, ["msg_id", "content"]),
             bridge_reply,
             title="Reply to a message",
         ),
         Tool(
             "bridge_answer",
             "Answer (ANSWER) an ASK you received, by its msgId, so the asker's blocked ask resumes.",
-            object_schema({"msg_id": _MSG_ID, "content": _CONTENT}, ["msg_id", "content"]),
+            object_schema({"msg_id": _MSG_ID, "content": _CONTENT, "key": _KEY}, ["msg_id", "content"]),
             bridge_answer,
             title="Answer a question",
         ),

@@ -96,7 +96,7 @@ def prepare(gw: ApiGateway, wire: dict[str, Any], early: EarlyAnswer | None, may
     sending = Sending(request, envelopes, result, identity.gid)
     if request.wait:
         sending.waiter = gw.waiters.add(identity.gid, envelope.msg_id, claims=1, two_phase=request.confirm)
-        if early is not None and request.new_id is None:  # a resend looks in the store first
+        if early is not None and not request.may_be_resent:  # a resend looks in the store first
             build = early_answer(
                 early, lambda handed: _with_reply(gw, result, message_dict(handed[0]), request.confirm), sending.sent
             )
@@ -129,7 +129,7 @@ def finish(gw: ApiGateway, sending: Sending, confirmed: list[Future], first_wait
             sending.envelopes[0].msg_id,
             float(request.wait or 0),
             future,
-            look_first=request.new_id is not None,
+            look_first=request.may_be_resent,
             mark=TAKEN if request.confirm else DRAINED,
             started=sending.started,
         )
@@ -221,11 +221,11 @@ def _await_reply(
 
     started = time.monotonic() if started is None else started
     deadline = started + min(timeout, MAX_WAIT)
-    look = look_first  # a resend with --id may find its reply here already; then when notified
+    look = look_first  # a resend (--id, --key, a retry) may find its reply here already; then when notified
     while True:
         if look:
             # handed over at hold time (the usual way: no store access), else from the store
-            # (a resend with --id, a reply delivered by another backend, a missed wakeup)
+            # (a resend, a reply delivered by another backend, a missed wakeup)
             found = next(iter(gw.waiters.take_handed(waiter)), None) or gw.store.take_reply(gid, msg_id, mark=mark)
             if found is not None:
                 return message_dict(found)
