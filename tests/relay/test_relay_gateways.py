@@ -6,27 +6,15 @@ reconnects while relay-fed asks no whole view."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pika
 
+from tests.multihost.helpers import wait_for as _until
 from tests.support.hosts import Host
 from tests.support.relay import Relay
 
 FAST = {"BRIDGE_ROSTER_INTERVAL": "1"}
-
-
-def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 def _serving(relay: Relay) -> Relay:
@@ -228,7 +216,7 @@ def test_kill_9_of_the_active_relay_leaves_every_view_whole_and_the_standby_feed
         _until(fed_by_standby, what="the standby feeds both gateways")
         b.register("b3")
         _until(lambda: "b3" in _labels(a), what="a hears b3 through the standby")
-        assert fewest == {"a": 3, "b": 3}
+        assert set(fewest.values()) == {len(both)}  # neither view lost an entry
         assert _bindings(rabbitmq, a) == {"relay.#"}
     finally:
         first.end()

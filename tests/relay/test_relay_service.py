@@ -4,7 +4,6 @@ frames are read as any gateway would, on a queue bound ``relay.#``."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,18 +13,9 @@ import pytest
 
 from bridgecli import relay_frames, roster_frames
 from bridgecli.amqp import topology
+from tests.multihost.helpers import wait_for as _until
 from tests.support.hosts import Host
 from tests.support.relay import Relay
-
-
-def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 class Listener:
