@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridgecli.roster_frames import GATEWAY_KEY, PROTOCOL, capped_interval, safe_name, text
+from bridgecli.roster_frames import PROTOCOL, capped_interval, host_frame_fields, safe_name, text
 
 #: the broker user a hub's relay runs as; no host id can be spelled with a dot
 RELAY_USER = "bridge.relay"
@@ -77,24 +77,17 @@ def full_host_frame(
         if e.channels:
             item["channels"] = list(e.channels)
         items.append(item)
-    frame: dict[str, Any] = {
-        "v": PROTOCOL,
-        "type": "host",
-        "host": host,
-        "gid": GATEWAY_KEY,
-        "roster": PROTOCOL,
-        "version": version,
-        "interval": interval,
-        "ts": time.time(),
-        "seq": seq,
-        "full": True,
-        "count": len(items),
-        "entities": items,
-        "profiles": sorted(profiles),
-    }
-    if started is not None:
-        frame["started"] = started
-    return frame
+    return host_frame_fields(
+        host=host,
+        version=version,
+        interval=interval,
+        seq=seq,
+        full=True,
+        items=items,
+        count=len(items),
+        profiles=profiles,
+        started=started,
+    )
 
 
 @dataclass

@@ -161,6 +161,35 @@ def host_frame(
     """Encode a host frame: ``full`` lists every entity (the host's whole truth), else
     ``changed`` lists the added or changed ones and ``removed`` the gids gone since frame
     ``seq - 1``."""
+    frame = host_frame_fields(
+        host=host,
+        version=version,
+        interval=interval,
+        seq=seq,
+        full=full,
+        items=items,
+        removed=removed,
+        count=count,
+        profiles=profiles,
+        started=started,
+    )
+    return json.dumps(frame, separators=(",", ":")).encode()
+
+
+def host_frame_fields(
+    *,
+    host: str,
+    version: str,
+    interval: float,
+    seq: int,
+    full: bool,
+    items: Iterable[dict[str, Any]],
+    removed: Iterable[str] = (),
+    count: int = 0,
+    profiles: Iterable[str] = (),
+    started: float | None = None,
+) -> dict[str, Any]:
+    """:func:`host_frame` before encoding (a relay forwards frames inside its own)."""
     frame: dict[str, Any] = {
         "v": PROTOCOL,
         "type": "host",
@@ -182,7 +211,7 @@ def host_frame(
     else:
         frame["changed"] = list(items)
         frame["removed"] = list(removed)
-    return json.dumps(frame, separators=(",", ":")).encode()
+    return frame
 
 
 def sync_frame(*, host: str, reply: str, hosts: Iterable[str] | None = None) -> bytes:
