@@ -48,20 +48,26 @@ def machine_ticks() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
+def isolated_env(root: Path, host: str, uri: str) -> dict[str, str]:
+    """This process's environment without bridge's variables, with XDG dirs of its own under
+    ``root``, host id ``host`` and broker ``uri``: one more bridge "host" on this machine."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "XDG_", "OCB_"))}
+    for part in ("CONFIG", "DATA", "STATE", "CACHE", "RUNTIME"):
+        path = root / part.lower()
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env[f"XDG_{part}_{'DIR' if part == 'RUNTIME' else 'HOME'}"] = str(path)
+    env.update({"BRIDGE_HOST_ID": host, "BRIDGE_BROKER_URI": uri})
+    return env
+
+
 class RealGateway:
     """``bridge gateway`` with its own XDG dirs, host id, broker URI and roster interval."""
 
     def __init__(self, root: Path, uri: str, interval: float) -> None:
         self.host = f"real-{uuid.uuid4().hex[:6]}"
         self.root = root / self.host
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "XDG_", "OCB_"))}
-        for part in ("CONFIG", "DATA", "STATE", "CACHE", "RUNTIME"):
-            path = self.root / part.lower()
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self.env[f"XDG_{part}_{'DIR' if part == 'RUNTIME' else 'HOME'}"] = str(path)
-        self.env.update(
-            {"BRIDGE_HOST_ID": self.host, "BRIDGE_BROKER_URI": uri, "BRIDGE_ROSTER_INTERVAL": f"{interval:g}"}
-        )
+        self.env = isolated_env(self.root, self.host, uri)
+        self.env["BRIDGE_ROSTER_INTERVAL"] = f"{interval:g}"
         self.proc: subprocess.Popen | None = None
         self.log_path = self.root / "gateway.log"
 

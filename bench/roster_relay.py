@@ -32,7 +32,7 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 from _common import Column, key, median, print_table, ratio_cell  # noqa: E402
-from roster_real import BRIDGE, RealGateway, cpu_seconds, machine_ticks  # noqa: E402
+from roster_real import BRIDGE, RealGateway, cpu_seconds, isolated_env, machine_ticks  # noqa: E402
 from roster_sim import Worker  # noqa: E402
 
 NAME = Path(__file__).stem
@@ -48,12 +48,7 @@ class RelayProcess:
 
     def __init__(self, root: Path, uri: str, name: str = "bench") -> None:
         self.root = root / f"relay-{name}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("BRIDGE_", "XDG_", "OCB_"))}
-        for part in ("CONFIG", "DATA", "STATE", "CACHE", "RUNTIME"):
-            path = self.root / part.lower()
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self.env[f"XDG_{part}_{'DIR' if part == 'RUNTIME' else 'HOME'}"] = str(path)
-        self.env.update({"BRIDGE_HOST_ID": f"relay-{name}", "BRIDGE_BROKER_URI": uri})
+        self.env = isolated_env(self.root, f"relay-{name}", uri)
         self.name = name
         self.log_path = self.root / "relay.log"
         self.proc: subprocess.Popen | None = None
