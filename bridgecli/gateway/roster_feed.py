@@ -2,7 +2,7 @@
 every host directly, as ``roster.relay`` says and as the relay is heard.
 
 ``auto``: every host directly until a relay frame is heard, then the relay alone; when it is
-silent for max(2 T, 5 s), every host directly again and a whole-view sync request. ``only``:
+silent for max(T, 3 s, three of its frames), every host directly again and a whole-view sync request. ``only``:
 the relay alone. ``off``: every host directly. Hosts whose digests disagree are asked for in
 one sync request at most once a second; expiry is held while the listener is down or the
 relay late, and for :data:`REHEAR_GRACE` seconds after.
@@ -47,7 +47,7 @@ class RelayWatch:
         self.ask = ask
         self.want_full = want_full
         #: how long the relay may be silent before auto mode hears every host again
-        self.silence = max(2 * interval, 5.0)
+        self.silence = max(interval, 3.0)  # a lost relay costs at most an interval of changes
         self._asked_at = -1e9
         self._was_connected = False
         view.relay.fed = mode == "only"
@@ -72,7 +72,8 @@ class RelayWatch:
         if self.mode == "off":
             return
         heard = relay.state.heard_at
-        live = heard is not None and now - heard <= self.silence and not listener.relay_refused
+        silence = max(self.silence, 3 * relay.state.interval)  # a relay that speaks rarely: 3 frames
+        live = heard is not None and now - heard <= silence and not listener.relay_refused
         if self.mode == "auto" and live and listener.direct:
             listener.hear_directly(False)
             relay.fed = True
