@@ -22,6 +22,7 @@ from bridgecli.hub import invite as invite_mod
 from bridgecli.hub import layout, limits, permissions
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import MAX_CLOCK_SKEW
+from bridgecli.hub.registrar_events import REQUEST_KINDS, RegistrarEvents, outcome_of
 from bridgecli.hub.registrar_loop import QUEUE, ROUTING_KEY, serve
 
 __all__ = ["QUEUE", "ROUTING_KEY", "Registrar", "RegistrarEvents", "apply_grants", "check_host_tag", "serve"]
@@ -31,8 +32,6 @@ MIN_PASSWORD = 24
 MAX_PASSWORD = 256
 #: seconds an used invite's enrolment user lives on, so that its answer is read first
 ENROL_USER_GRACE = 3.0
-#: the ``kind`` label of a request: its op when it is one of these, else ``unknown``
-REQUEST_KINDS = ("enrol", "claim", "release")
 
 
 class Grants(Protocol):
@@ -42,35 +41,6 @@ class Grants(Protocol):
     def delete_user(self, name: str) -> bool: ...
     def set_permissions(self, user: str, configure: str, write: str, read: str) -> None: ...
     def set_topic_permissions(self, user: str, exchange: str, write: str, read: str) -> None: ...
-
-
-class RegistrarEvents:
-    """What the registrar reports as it works, for whoever counts it (setting ``hub.metrics``).
-    Every method does nothing here: a registrar without metrics calls them all the same, and
-    :class:`bridgecli.hub.registrar_metrics.RegistrarMetrics` counts them. ``outcome`` is
-    ``granted``, ``refused``, ``rate_limited`` or ``failed``."""
-
-    def request(self, kind: str, outcome: str) -> None:
-        """One request answered (or dead-lettered: ``failed``)."""
-
-    def grants_applied(self) -> None:
-        """One host's broker permissions set (a request, an enrolment or a reconcile)."""
-
-    def enrolled(self) -> None:
-        """One host joined with an invite."""
-
-    def hosts_known(self, count: int) -> None:
-        """The joined, unrevoked hosts the hub knows now."""
-
-
-def outcome_of(answer: dict[str, Any]) -> str:
-    """The ``outcome`` label of a registrar answer (see :class:`RegistrarEvents`)."""
-    if answer.get("ok"):
-        return "granted"
-    kind = answer.get("kind")
-    if kind == "rate_limited":
-        return "rate_limited"
-    return "failed" if kind == "error" else "refused"
 
 
 def apply_grants(admin: Grants, host: str, user: str, legacy_gids: list[str]) -> None:

@@ -1,7 +1,7 @@
 """The hub registrar's Prometheus metrics (setting ``hub.metrics``), on a registry of their own.
 
 :class:`RegistrarMetrics` counts what a :class:`~bridgecli.hub.registrar.Registrar` reports
-(:class:`~bridgecli.hub.registrar.RegistrarEvents`); :func:`start` serves them with the
+(:class:`~bridgecli.hub.registrar_events.RegistrarEvents`); :func:`start` serves them with the
 gateway's :class:`~bridgecli.metrics_http.MetricsServer`. The list, with each metric's
 meaning: docs/operators.md.
 """
@@ -12,10 +12,10 @@ import logging
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from bridgecli.hub.registrar import REQUEST_KINDS, RegistrarEvents
+from bridgecli.hub.registrar_events import REQUEST_KINDS, RegistrarEvents
 from bridgecli.metrics_http import MetricsServer
 
-#: every ``outcome`` label (see :func:`bridgecli.hub.registrar.outcome_of`)
+#: every ``outcome`` label (see :func:`bridgecli.hub.registrar_events.outcome_of`)
 OUTCOMES = ("granted", "refused", "rate_limited", "failed")
 
 
