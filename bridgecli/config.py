@@ -193,6 +193,13 @@ SETTINGS: dict[str, Setting] = {
             "hub's registrar for each new entity's broker grant.",
         ),
         Setting(
+            "hub.metrics",
+            str,
+            None,
+            "On the hub machine: the registrar serves /metrics on this address (PORT or HOST:PORT; "
+            "loopback unless a host is given). Read by `bridge hub start`.",
+        ),
+        Setting(
             "host.id",
             str,
             None,

@@ -40,7 +40,7 @@ class ExitCode(enum.IntEnum):
     BAD_CHANNEL = 21  #: a channel name that is not lower-case letters, digits, '-' and '_'
     NOT_A_MEMBER = 22  #: leaving a channel the entity is not in
     EMPTY_CHANNEL = 23  #: sending to a channel nobody has joined
-    METRICS_ADDRESS = 24  #: the gateway's metrics address is malformed or already taken
+    METRICS_ADDRESS = 24  #: a metrics address (gateway's, hub registrar's) is malformed or taken
     NO_SYSTEMD = 25  #: a service unit needs systemd, which is not running here
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
@@ -126,7 +126,7 @@ class EmptyChannel(BridgeError):
 
 
 class MetricsAddressError(BridgeError):
-    """``gateway.metrics`` / ``--metrics`` cannot be served: malformed, or the port is taken."""
+    """``gateway.metrics`` / ``--metrics`` / ``hub.metrics`` cannot be served: malformed, or the port is taken."""
 
     exit_code = ExitCode.METRICS_ADDRESS
 

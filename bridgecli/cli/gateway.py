@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 
@@ -47,15 +49,17 @@ def gateway(app, log_format: str | None, metrics_address: str | None) -> None:
     if address:  # bound before anything is consumed: a bad address stops the start here
         import prometheus_client
 
-        from bridgecli.gateway.metrics import GatewayMetrics
-        from bridgecli.gateway.metrics_http import MetricsServer, gateway_health
+        from bridgecli.gateway.metrics import GatewayMetrics, gateway_health
         from bridgecli.hoststate.entities import open_registry
+        from bridgecli.metrics_http import MetricsServer
 
         # no `_created` series: the process is the gateway's own, its start time is its counters'
         prometheus_client.disable_created_metrics()
         registry = open_registry()
         metrics = GatewayMetrics(registry)
-        server = MetricsServer(address, metrics.registry, lambda: gateway_health(gw))
+        server = MetricsServer(
+            address, metrics.registry, lambda: gateway_health(gw), logging.getLogger("bridgecli.gateway")
+        )
         gw = Gateway(config, registry=registry, events=metrics)
     else:
         gw = Gateway(config)

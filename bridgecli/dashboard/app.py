@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -21,6 +22,7 @@ from starlette.staticfiles import StaticFiles
 from bridgecli.dashboard import history_view, receipt_view
 from bridgecli.dashboard.collector import Collector, DeadLetterView
 from bridgecli.dashboard.guard import Guard
+from bridgecli.dashboard.metrics import PARTS, DashboardMetrics
 from bridgecli.dashboard.traffic import Traffic
 from bridgecli.errors import BridgeError, ExitCode
 
@@ -38,8 +40,17 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
-def create_app(token: str, port: int, collector: Collector, traffic: Traffic, dead_letters: DeadLetterView) -> Guard:
-    """The ASGI app for one dashboard; ``token`` and ``port`` are what :class:`Guard` checks."""
+def create_app(
+    token: str,
+    port: int,
+    collector: Collector,
+    traffic: Traffic,
+    dead_letters: DeadLetterView,
+    metrics: DashboardMetrics | None = None,
+) -> Guard:
+    """The ASGI app for one dashboard; ``token`` and ``port`` are what :class:`Guard` checks.
+    ``metrics`` counts the event stream and is served at ``/metrics`` (default: a fresh one)."""
+    counted = metrics or DashboardMetrics()
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
@@ -57,24 +68,29 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic, de
         sent_receipts: dict[str, Any] = {}
         rates_at = 0.0
         yield "retry: 1000\n\n"
-        while True:
-            update: dict[str, Any] = {"now": time.time()}
-            if collector.version != sent_version:
-                sent_version = collector.version
-                update["state"] = collector.snapshot
-            tracked = collector.receipts  # replaced whole by the collector's thread, read once
-            if tracked is not sent_receipts:
-                fresh, sent_receipts = receipt_view.changed(sent_receipts, tracked), tracked
-                if fresh:
-                    update["receipts"] = fresh
-            rows, seq, skipped = traffic.since(seq, BATCH_LIMIT)
-            if rows or skipped:
-                update["traffic"], update["skipped"] = rows, skipped
-            if time.monotonic() - rates_at >= 1.0:
-                rates_at = time.monotonic()
-                update["rates"] = traffic.rates.series()
-            yield f"data: {_dumps(update)}\n\n"
-            await asyncio.sleep(TICK)
+        counted.stream_opened()
+        try:
+            while True:
+                update: dict[str, Any] = {"now": time.time()}
+                if collector.version != sent_version:
+                    sent_version = collector.version
+                    update["state"] = collector.snapshot
+                tracked = collector.receipts  # replaced whole by the collector's thread, read once
+                if tracked is not sent_receipts:
+                    fresh, sent_receipts = receipt_view.changed(sent_receipts, tracked), tracked
+                    if fresh:
+                        update["receipts"] = fresh
+                rows, seq, skipped = traffic.since(seq, BATCH_LIMIT)
+                if rows or skipped:
+                    update["traffic"], update["skipped"] = rows, skipped
+                if time.monotonic() - rates_at >= 1.0:
+                    rates_at = time.monotonic()
+                    update["rates"] = traffic.rates.series()
+                counted.update_sent([part for part in PARTS if part in update])
+                yield f"data: {_dumps(update)}\n\n"
+                await asyncio.sleep(TICK)
+        finally:  # the client went away: the stream's task is cancelled at its sleep
+            counted.stream_closed()
 
     async def message(request: Request) -> Response:
         msg_id = request.path_params["msg_id"]
@@ -114,8 +130,12 @@ def create_app(token: str, port: int, collector: Collector, traffic: Traffic, de
         collector.poke()
         return JSONResponse(result)
 
+    async def metrics_text(request: Request) -> Response:
+        return Response(counted.exposition(), media_type=CONTENT_TYPE_LATEST)
+
     routes = [
         Route("/", index),
+        Route("/metrics", metrics_text),
         Route("/api/state", state),
         Route("/api/events", events),
         Route("/api/message/{msg_id}", message),

@@ -14,6 +14,7 @@ from bridgecli.config import Config
 from bridgecli.dashboard import channel_view, receipt_view
 from bridgecli.dashboard.feed import BrokerFeed
 from bridgecli.dashboard.fleet import FleetTracker
+from bridgecli.dashboard.metrics import DashboardMetrics
 from bridgecli.errors import BridgeError, Rejected
 
 logger = logging.getLogger("bridgecli.dashboard")
@@ -116,7 +117,8 @@ class Collector:
     """Builds :attr:`snapshot` (a JSON-able dict) every ``period`` seconds on its own thread;
     ``version`` grows whenever it changed, so the event stream sends it only then.
     :attr:`receipts` (msgId -> :func:`~bridgecli.dashboard.receipt_view.cell`) is replaced,
-    never changed in place, whenever a message's state moved on."""
+    never changed in place, whenever a message's state moved on. ``metrics`` counts the
+    thread's rounds and failed ones."""
 
     def __init__(
         self,
@@ -125,7 +127,9 @@ class Collector:
         dead_letters: DeadLetterView,
         browser: Callable[[], dict[str, Any]] | None = None,
         period: float = 0.5,
+        metrics: DashboardMetrics | None = None,
     ) -> None:
+        self.metrics = metrics or DashboardMetrics()
         self.config = config
         self.feed = feed
         self.dead_letters = dead_letters
@@ -167,6 +171,15 @@ class Collector:
                 logger.exception("dashboard collection failed")
 
     def collect(self) -> None:
+        """One round: rebuild :attr:`snapshot`; counted in :attr:`metrics`, failed if it raises."""
+        try:
+            self._collect()
+        except Exception:
+            self.metrics.collected(False)
+            raise
+        self.metrics.collected(True)
+
+    def _collect(self) -> None:
         now = time.time()
         missing: list[str] = []
         try:

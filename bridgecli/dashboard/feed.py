@@ -14,6 +14,7 @@ from bridgecli import control_client
 from bridgecli.amqp import tap as tapping
 from bridgecli.amqp import topology
 from bridgecli.config import Config
+from bridgecli.dashboard.metrics import DashboardMetrics
 from bridgecli.dashboard.traffic import Traffic
 from bridgecli.roster import RosterView
 
@@ -26,9 +27,13 @@ BATCH_PAUSE = 0.1
 class BrokerFeed:
     """Runs the consumer loop on its own thread, reconnecting with backoff until :meth:`stop`.
 
-    ``connected`` and ``error`` say what the page should show about the broker."""
+    ``connected`` and ``error`` say what the page should show about the broker; ``metrics``
+    counts the tapped messages by kind."""
 
-    def __init__(self, config: Config, traffic: Traffic, roster: RosterView) -> None:
+    def __init__(
+        self, config: Config, traffic: Traffic, roster: RosterView, metrics: DashboardMetrics | None = None
+    ) -> None:
+        self.metrics = metrics or DashboardMetrics()
         self.config = config
         self.traffic = traffic
         self.roster = roster
@@ -112,6 +117,7 @@ class BrokerFeed:
 
     def _on_message(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
         row = tapping.row(method.routing_key, body)
+        self.metrics.tapped(row.get("kind"))
         sender = row.get("fromHost") or self.host_of(row.get("from"))
         self.traffic.add(row, sender, self.host_of(row.get("to") or method.routing_key))
 

@@ -3,7 +3,8 @@
 A request must be addressed to this loopback server by name (``Host``), come from no other
 site (``Origin``, ``Sec-Fetch-Site``) and hold the random token (the printed URL's, then an
 HttpOnly SameSite=Strict cookie); anything else gets 403 and no data. Why: the page shows a
-fleet's messages and can purge dead letters (docs/dashboard.md, "Security").
+fleet's messages and can purge dead letters (docs/dashboard.md, "Security"). Only ``GET
+/metrics`` needs no token (a scraper has none): it carries counts, no message, gid or host.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),
 ]
+#: paths a safe request may read without the token: counts only
+OPEN_PATHS = ("/metrics",)
 FORBIDDEN = "forbidden: open the URL that `bridge dashboard` printed (it carries the token)"
 
 
@@ -67,7 +70,8 @@ class Guard:
         if problem is not None:
             await PlainTextResponse(f"{FORBIDDEN} ({problem})", 403)(scope, receive, send_with_headers)
             return
-        if self._holds(cookie_parser(self._header(scope, b"cookie") or "").get(self.cookie)):
+        open_path = scope["path"] in OPEN_PATHS and scope["method"] in SAFE_METHODS
+        if open_path or self._holds(cookie_parser(self._header(scope, b"cookie") or "").get(self.cookie)):
             await self.app(scope, receive, send_with_headers)
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))

@@ -37,16 +37,19 @@ class Dashboard:
         return f"http://{BIND}:{self.port}/?token={self.token}"
 
     def serve(self) -> None:
+        import prometheus_client
         import uvicorn
 
         from bridgecli.dashboard import browser_view
         from bridgecli.dashboard.app import create_app
         from bridgecli.dashboard.collector import Collector, DeadLetterView
         from bridgecli.dashboard.feed import BrokerFeed
+        from bridgecli.dashboard.metrics import DashboardMetrics
         from bridgecli.dashboard.traffic import Traffic
         from bridgecli.gateway.identity import IdentityPolicy
         from bridgecli.roster import RosterView
 
+        prometheus_client.disable_created_metrics()  # the process is the dashboard's own
         traffic = Traffic()
         # the fleet as heartbeats tell it, judged like a gateway judges them (docs/roster.md)
         roster = RosterView(
@@ -54,12 +57,13 @@ class Dashboard:
             policy=IdentityPolicy.from_config(self.config.values),
             local_host=self.config.host_id,
         )
-        feed = BrokerFeed(self.config, traffic, roster).start()
+        metrics = DashboardMetrics(lambda: feed.connected)
+        feed = BrokerFeed(self.config, traffic, roster, metrics).start()
         dead_letters = DeadLetterView(self.config)
         browser = browser_view.BrowserView(self.config)
-        collector = Collector(self.config, feed, dead_letters, browser.snapshot)
+        collector = Collector(self.config, feed, dead_letters, browser.snapshot, metrics=metrics)
         collector.start()
-        app = create_app(self.token, self.port, collector, traffic, dead_letters)
+        app = create_app(self.token, self.port, collector, traffic, dead_letters, metrics)
         server = uvicorn.Server(
             uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, access_log=False)
         )

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bridgecli import __version__
+from bridgecli import __version__, health
 from bridgecli.envelope import Envelope
 from bridgecli.gateway.events import GatewayEvents
 from bridgecli.interfaces import Entity
@@ -184,3 +184,18 @@ class StateCollector(Collector):
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
+
+
+def gateway_health(gw: Any) -> list[health.Check]:
+    """The ``/healthz`` checks of gateway ``gw`` (a ``Gateway``), from the fields its
+    ``status`` answer carries, read without the I/O thread."""
+    try:
+        elsewhere = gw.consumed_by_others()
+    except RuntimeError:  # changed while read: the I/O thread owns it; the next scrape sees it
+        elsewhere = []
+    status = {
+        "broker": {"connected": gw.is_connected(), "publishing": gw.can_publish()},
+        "elsewhere": elsewhere,
+        "entities": [{"label": e.label, "gid": e.gid, "consuming": gw.consuming(e.gid)} for e in gw.registry.all()],
+    }
+    return health.gateway_checks(status)

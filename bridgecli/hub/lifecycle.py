@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from bridgecli import localbroker, paths
-from bridgecli.errors import BridgeError, BrokerUnavailable, ConfigError, Timeout
+from bridgecli.errors import BridgeError, BrokerUnavailable, ConfigError, ExitCode, MetricsAddressError, Timeout
 from bridgecli.hub import layout
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import DEFAULT_AMQPS_PORT, HubSettings
 from bridgecli.hub.pki import HubPki
+from bridgecli.metrics_http import ADDRESS_FIX, parse_address
 from bridgecli.nodeprocess import free_port, pid_alive, port_is_free
 
 
@@ -99,6 +100,8 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
             "give the address other hosts reach this machine at: `bridge hub start --listen ADDR`",
         )
     names = list(names) or (before.names if before else [])
+    if config.values["hub.metrics"]:  # a malformed address stops the start before the node's
+        parse_address(config.values["hub.metrics"])
     settings = HubSettings(
         hub_id=before.hub_id if before else host_id,
         host_id=host_id,
@@ -251,6 +254,10 @@ def _start_registrar(timeout: float) -> int:
         if "registrar serving" in text:
             return process.pid
         if process.poll() is not None:
+            if process.returncode == ExitCode.METRICS_ADDRESS:  # hub.metrics: taken or unknown host
+                said = (text.strip().splitlines() or ["its address cannot be served"])[-1]
+                said = said.partition(" ERROR ")[2] or said
+                raise MetricsAddressError(f"the hub's registrar: {said} (hub.metrics)", ADDRESS_FIX)
             raise BrokerUnavailable(f"the hub's registrar exited at start: {text.strip()[-300:]}", f"see {log}")
         time.sleep(0.1)
     raise Timeout(f"the hub's registrar did not start within {timeout:g}s", f"see {log}")

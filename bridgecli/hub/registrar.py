@@ -17,14 +17,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bridgecli import gids
-from bridgecli.errors import BridgeError, Conflict, Rejected
+from bridgecli.errors import BridgeError, Conflict, ExitCode, MetricsAddressError, Rejected
 from bridgecli.hub import invite as invite_mod
 from bridgecli.hub import layout, limits, permissions
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import MAX_CLOCK_SKEW
+from bridgecli.hub.registrar_events import REQUEST_KINDS, RegistrarEvents, outcome_of
 from bridgecli.hub.registrar_loop import QUEUE, ROUTING_KEY, serve
 
-__all__ = ["QUEUE", "ROUTING_KEY", "Registrar", "apply_grants", "check_host_tag", "serve"]
+__all__ = ["QUEUE", "ROUTING_KEY", "Registrar", "RegistrarEvents", "apply_grants", "check_host_tag", "serve"]
 logger = logging.getLogger("bridgecli.hub.registrar")
 _GID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MIN_PASSWORD = 24
@@ -73,7 +74,7 @@ class Registrar:
     """Answers registrar requests. ``hub_host`` is the hub machine's own host id, whose
     commands connect as ``local_user`` (default ``layout.LOCAL_USER``); its claims record
     ownership but need no grant. ``limiter`` bounds each broker user's request rate (the hub
-    machine's is not bounded)."""
+    machine's is not bounded). ``events`` hears what it does (default: nothing does)."""
 
     def __init__(
         self,
@@ -84,7 +85,9 @@ class Registrar:
         clock: Callable[[], float] = time.time,
         limiter: limits.RateLimiter | None = None,
         local_user: str | None = None,
+        events: RegistrarEvents | None = None,
     ) -> None:
+        self.events = events or RegistrarEvents()
         self.local_user: str = layout.LOCAL_USER if local_user is None else local_user
         self.store = store
         self.admin = admin
@@ -99,7 +102,19 @@ class Registrar:
     def handle_body(self, body: bytes, user_id: Any) -> dict[str, Any]:
         """One delivery's raw body → its answer: the sender's rate first (over it, nothing
         is parsed), then the body's size and syntax, then :meth:`handle`. Raises only what
-        handling a well-formed request raised (a bug, a broken disk): serve dead-letters it."""
+        handling a well-formed request raised (a bug, a broken disk): serve dead-letters it.
+        Each call is reported to :attr:`events` with its op and outcome."""
+        kinds: list[str] = []
+        try:
+            answer = self._answer_body(body, user_id, kinds)
+        except Exception:
+            self.events.request((kinds or ["unknown"])[0], "failed")
+            raise
+        self.events.request((kinds or ["unknown"])[0], outcome_of(answer))
+        return answer
+
+    def _answer_body(self, body: bytes, user_id: Any, kinds: list[str]) -> dict[str, Any]:
+        """:meth:`handle_body`'s answer; appends the request's kind to ``kinds`` once parsed."""
         if not isinstance(user_id, str) or not user_id:
             return _refusal("denied", "the request carries no user_id", "publish with user_id set")
         if user_id != self.local_user:
@@ -119,6 +134,8 @@ class Registrar:
             request = limits.parse_body(body)
         except limits.BadBody as exc:
             return _refusal("invalid", str(exc), "send one JSON object, as bridge does; upgrade bridge on this host")
+        op = request.get("op") if isinstance(request, dict) else None
+        kinds.append(op if op in REQUEST_KINDS else "unknown")
         return self.handle(request, user_id)
 
     def handle(self, request: Any, user_id: str | None) -> dict[str, Any]:
@@ -228,10 +245,12 @@ class Registrar:
             undo()
             self._grant_quietly(host, user)
             raise
+        self.events.grants_applied()
 
     def _grant_quietly(self, host: str, user: str) -> bool:
         try:
             apply_grants(self.admin, host, user, self.legacy_gids(host))
+            self.events.grants_applied()
             return True
         except Exception as exc:  # logged; the next reconcile tries again
             logger.warning("could not set the grants of host %s: %s", host, exc)
@@ -294,6 +313,9 @@ class Registrar:
             else:
                 self._grant_quietly(host, user)
             raise
+        self.events.grants_applied()
+        self.events.enrolled()
+        self.events.hosts_known(sum(1 for h in self.store.hosts() if h.revoked is None))
         # deleting a user closes its connections at once: give the answer time to arrive
         self.pending_drops.append((self.clock() + ENROL_USER_GRACE, user_id))
         logger.info("host %s joined (invite %s)", host, invite_id)
@@ -318,11 +340,14 @@ class Registrar:
         hosts, no enrolment users of invites that can no longer be used. One host the broker
         refuses is logged and skipped: the others still get theirs."""
         now = self.clock()
+        known = 0
         for host in self.store.hosts():
             if host.revoked is None:
+                known += 1
                 self._grant_quietly(host.host, host.user)
             else:
                 self._drop_user_quietly(host.user)
+        self.events.hosts_known(known)
         for record in self.store.invites():
             if record.state(now) != "open":
                 self._drop_user_quietly(invite_mod.ENROL_USER_PREFIX + record.invite_id)
@@ -383,13 +408,33 @@ def main() -> None:
     # user that may change users and permissions
     user, password = localbroker.admin_credentials()
     admin = RabbitAdmin(settings.management_port, user, password)
-    registrar = Registrar(HubStore(layout.db_path()), admin, settings.hub_id, settings.host_id)
-    # the hub's roster relay, named after the hub, as its own broker user (hub_relay)
     try:
-        hub_relay.start(admin, settings.hub_id, info.amqp_port, config.load(allow_unknown=True), stop)
+        cfg = config.load(allow_unknown=True)
     except BridgeError as exc:  # a broken bridge.toml: the registrar still serves
-        logger.warning("roster relay not started: %s", exc)
-    serve(registrar, localbroker.admin_uri(info), stop)
+        logger.warning("roster relay and metrics not started: %s", exc)
+        cfg = None
+    server = None
+    events: RegistrarEvents | None = None
+    if cfg is not None and cfg.values["hub.metrics"]:
+        from bridgecli.hub import registrar_metrics
+
+        try:
+            events, server = registrar_metrics.start(cfg.values["hub.metrics"], logger)
+        except MetricsAddressError as exc:  # `bridge hub start` reads the exit code
+            logger.error("%s", exc.message)
+            raise SystemExit(ExitCode.METRICS_ADDRESS) from None
+    registrar = Registrar(HubStore(layout.db_path()), admin, settings.hub_id, settings.host_id, events=events)
+    # the hub's roster relay, named after the hub, as its own broker user (hub_relay)
+    if cfg is not None:
+        try:
+            hub_relay.start(admin, settings.hub_id, info.amqp_port, cfg, stop)
+        except BridgeError as exc:
+            logger.warning("roster relay not started: %s", exc)
+    try:
+        serve(registrar, localbroker.admin_uri(info), stop)
+    finally:
+        if server is not None:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""The gateway's HTTP endpoint for operators: ``GET /metrics`` and ``GET /healthz``.
+"""The HTTP endpoint for operators of the gateway and the hub's registrar: ``GET /metrics``
+(and ``GET /healthz`` when checks are given).
 
-:class:`MetricsServer` binds when it is built, so a malformed or taken address stops
-``bridge gateway`` before it consumes anything (:class:`~bridgecli.errors.MetricsAddressError`);
-it serves on a thread of its own while the gateway runs (a gateway ``Service``). ``/metrics`` is
-the registry in Prometheus' text format; ``/healthz`` is 200 when every check of
-:func:`bridgecli.health.gateway_checks` is ok, else 503, with the checks as JSON.
+:class:`MetricsServer` binds when it is built, so a malformed or taken address stops its
+process before it does any work (:class:`~bridgecli.errors.MetricsAddressError`, exit code 24);
+it serves on a thread of its own. ``/metrics`` is the registry in Prometheus' text format;
+``/healthz`` is 200 when every check is ok, else 503, with the checks as JSON.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from bridgecli import health
 from bridgecli.errors import MetricsAddressError
 from bridgecli.gateway import log as glog
 
-logger = logging.getLogger("bridgecli.gateway")
 #: the host a bare port (``9464``, ``:9464``) binds: never reachable from another machine
 LOOPBACK = "127.0.0.1"
 ADDRESS_FIX = "give PORT, HOST:PORT or [IPv6]:PORT with a free port (e.g. 9464, 127.0.0.1:9464)"
@@ -57,13 +56,22 @@ def is_loopback(host: str) -> bool:
 
 
 class MetricsServer:
-    """``/metrics`` from ``registry`` and ``/healthz`` from ``checks()``, bound to ``address``
-    at construction; :meth:`start` serves on a thread, :meth:`stop` ends it."""
+    """``/metrics`` from ``registry`` and, when ``checks`` is given, ``/healthz`` from
+    ``checks()``, bound to ``address`` at construction (a warning on ``logger`` when it is not
+    loopback); :meth:`start` serves on a thread, :meth:`stop` ends it."""
 
-    def __init__(self, address: str, registry: CollectorRegistry, checks: Callable[[], list[health.Check]]) -> None:
+    def __init__(
+        self,
+        address: str,
+        registry: CollectorRegistry,
+        checks: Callable[[], list[health.Check]] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
         host, port = parse_address(address)
         self.registry = registry
         self.checks = checks
+        self.logger = logger or logging.getLogger("bridgecli.metrics")
+        self.paths = "/metrics /healthz" if checks is not None else "/metrics"
         try:
             family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
             server_class = type("_Server", (HTTPServer,), {"address_family": family})
@@ -75,7 +83,7 @@ class MetricsServer:
         self._thread: threading.Thread | None = None
         if not is_loopback(host):
             glog.event(
-                logger,
+                self.logger,
                 "metrics served beyond this machine: anyone who reaches the address can read them",
                 logging.WARNING,
                 address=f"{host}:{self.port}",
@@ -84,7 +92,7 @@ class MetricsServer:
     def start(self) -> None:
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.5,), name="metrics", daemon=True)
         self._thread.start()
-        glog.event(logger, "metrics served", address=f"{self.host}:{self.port}", paths="/metrics /healthz")
+        glog.event(self.logger, "metrics served", address=f"{self.host}:{self.port}", paths=self.paths)
 
     def stop(self) -> None:
         if self._thread is not None:
@@ -93,7 +101,9 @@ class MetricsServer:
         self.server.server_close()
 
     def health(self) -> tuple[int, bytes]:
-        """The status and JSON body of ``/healthz``."""
+        """The status and JSON body of ``/healthz`` (404 when no checks were given)."""
+        if self.checks is None:
+            return 404, b'{"ok": false, "error": "no health checks here: try /metrics"}\n'
         checks = self.checks()
         body = health.report(checks)
         return (200 if body["ok"] else 503), json.dumps(body).encode() + b"\n"
@@ -109,7 +119,7 @@ def _handler(owner: MetricsServer) -> type[BaseHTTPRequestHandler]:
                 status, body = owner.health()
                 self._reply(status, "application/json", body)
             else:
-                self._reply(404, "text/plain; charset=utf-8", b"not found: try /metrics or /healthz\n")
+                self._reply(404, "text/plain; charset=utf-8", f"not found: try {owner.paths}\n".encode())
 
         def _reply(self, status: int, content_type: str, body: bytes) -> None:
             self.send_response(status)
@@ -122,18 +132,3 @@ def _handler(owner: MetricsServer) -> type[BaseHTTPRequestHandler]:
             pass  # a scrape every 15 s is not news
 
     return Handler
-
-
-def gateway_health(gw: Any) -> list[health.Check]:
-    """The ``/healthz`` checks of gateway ``gw`` (a ``Gateway``), from the fields its
-    ``status`` answer carries, read without the I/O thread."""
-    try:
-        elsewhere = gw.consumed_by_others()
-    except RuntimeError:  # changed while read: the I/O thread owns it; the next scrape sees it
-        elsewhere = []
-    status = {
-        "broker": {"connected": gw.is_connected(), "publishing": gw.can_publish()},
-        "elsewhere": elsewhere,
-        "entities": [{"label": e.label, "gid": e.gid, "consuming": gw.consuming(e.gid)} for e in gw.registry.all()],
-    }
-    return health.gateway_checks(status)
