@@ -32,7 +32,13 @@ def _hub_roster(lab: NetnsLab) -> dict[str, dict]:
 
 
 def _hub_refused(lab: NetnsLab) -> dict[str, int]:
-    return json.loads(lab.bridge("hub", "status", "--json").stdout)["extra"].get("roster_refused") or {}
+    """Frames refused by the hub's view, plus those its roster relay refused (a gateway fed by
+    the relay no longer hears hosts' frames itself: the relay judges them first)."""
+    extra = json.loads(lab.bridge("hub", "status", "--json").stdout)["extra"]
+    counts = dict(extra.get("roster_refused") or {})
+    for reason, count in ((extra.get("roster_relay") or {}).get("refused") or {}).items():
+        counts[reason] = counts.get(reason, 0) + count
+    return counts
 
 
 def _wait_until(predicate, timeout=30.0):
