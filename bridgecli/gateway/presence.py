@@ -138,13 +138,16 @@ class Presence:
         self.view.use_policy(IdentityPolicy.from_config(self.gw.config.values))  # re-read at connect
         # the listener binds to bridge.roster, which the gateway's first connect declares:
         # started before that, a gateway on a fresh broker logged a frightening 404 retry
-        if self.listener is not None and not self.listener.is_started():
+        first = self.listener is not None and not self.listener.is_started()
+        if first and self.listener is not None:
             self.listener.start()
-        # first heartbeats after a random part of one interval: when a broker restarts, every
-        # gateway reconnects in the same second, and a synchronised announce burst (G²(E+1)
-        # deliveries at once) can push the broker into a backlog it never recovers from
-        # (docs/roster.md). Other gateways still see us within one interval.
-        self._next_due = time.monotonic() + random.uniform(0, min(self.interval, 5.0))
+        # after a reconnect, first heartbeats after a random part of one interval: when a
+        # broker restarts, every gateway reconnects in the same second, and a synchronised
+        # announce burst can push the broker into a backlog it never recovers from
+        # (docs/roster.md). A gateway that just started announces itself within half a
+        # second, so that a send to it right after its start finds it.
+        spread = min(0.5, self.interval) if first else min(self.interval, 5.0)
+        self._next_due = time.monotonic() + random.uniform(0, spread)
         self.host_beats.want_full()  # frames may have been lost while we were away
 
     def _tick(self) -> None:
