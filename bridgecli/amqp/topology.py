@@ -162,7 +162,7 @@ def roster_queue(host: str) -> Queue:
 def relay_queue() -> Queue:
     """``bridge.roster.relay``: every host frame, for the roster relays. One relay at a time
     consumes it (single active consumer; the others stand by); frames older than 30 s or past
-    the length cap are dropped, oldest first: presence is soft state."""
+    the length caps (200,000 frames, 64 MiB) are dropped, oldest first: presence is soft state."""
     return Queue(
         "bridge.roster.relay",
         durable=False,
@@ -170,6 +170,9 @@ def relay_queue() -> Queue:
             "x-single-active-consumer": True,
             "x-message-ttl": 30_000,
             "x-max-length": 200_000,
+            # a host that floods its own key cannot grow it past this: the broker's memory
+            # alarm would stop every publisher of the fleet
+            "x-max-length-bytes": 64 << 20,
             "x-overflow": "drop-head",
         },
         bindings=(Binding(ROSTER, "roster.#"),),
