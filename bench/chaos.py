@@ -42,12 +42,13 @@ from chaos_checker import CLASSES, Delivery, Send, check  # noqa: E402
 
 from bridgecli.send_ids import keyed_id  # noqa: E402
 
+MSG_ID_KEY = '"msgId"'
 #: fault kind -> relative weight in the schedule
 FAULTS = {
     "gateway kill -9 + restart": 3,
     "partition + heal": 3,
     "gateway SIGSTOP > heartbeat + SIGCONT": 2,
-    "poll client kill -9": 3,
+    "poll client kill -9 after hand-off": 3,
     "registrar kill -9 + restart": 1,
     "broker kill -9 + restart": 1,
 }
@@ -117,12 +118,17 @@ class Soak:
         self.read_seq: Counter[str] = Counter()
         self.polls = Counter[str]()
         self.faults: Counter[str] = Counter()
+        self.poll_kills: list[str] = []
+        #: ids a poll client printed before it was killed (the gateway holds them again)
+        self.killed_reads: set[str] = set()
+        self.kinds = list(FAULTS)
         self.fault_log: list[str] = []
         self.notes: list[str] = []
         self.sending = threading.Event()
         self.polling = threading.Event()
         self.poll_procs: dict[str, subprocess.Popen | None] = {name: None for name in names}
-        self.kill_next_poll: dict[str, float | None] = {name: None for name in names}
+        #: tries left to kill a poll client of this host's inbox as it prints what it was handed
+        self.kill_next_poll: dict[str, int] = {name: 0 for name in names}
 
     # --- traffic ----------------------------------------------------------------------
     def sender(self, name: str) -> None:
@@ -217,6 +223,23 @@ class Soak:
             if result.returncode != 0:
                 self.send_errors[f"answer exit {result.returncode}"] += 1
 
+    @staticmethod
+    def kill_at_output(proc: subprocess.Popen) -> tuple[str, str]:
+        """SIGKILL ``proc`` as soon as its stdout has a byte: `bridge poll` prints what the gateway
+        handed it and only then confirms, so this lands after the hand-off, around the confirm."""
+        import select
+
+        assert proc.stdout is not None and proc.stderr is not None
+        fd, chunks = proc.stdout.fileno(), []
+        ready, _, _ = select.select([fd], [], [], 60)
+        if ready:
+            chunks.append(os.read(fd, 1 << 20))
+        proc.kill()
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        proc.wait(10)
+        return b"".join(chunks).decode(errors="replace"), proc.stderr.read()
+
     def poller(self, name: str, gid: str) -> None:
         """Read ``gid``'s hold with `bridge poll --wait 3s --json`, one client after another."""
         from tests.support.env import BRIDGE_BIN
@@ -232,30 +255,28 @@ class Soak:
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            delay = self.kill_next_poll[name] if gid == self.inbox[name] else None
-            if delay is not None:
-                self.kill_next_poll[name] = None
-            timer = None
-            if delay is not None:
-                timer = threading.Timer(delay, lambda p=proc: p.kill())
-                timer.start()
-            try:
-                out, err = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate()
-            if timer is not None:
-                timer.cancel()
+            kill = gid == self.inbox[name] and self.kill_next_poll[name] > 0
+            if kill:
+                out, err = self.kill_at_output(proc)
+                handed = MSG_ID_KEY in out
+                self.kill_next_poll[name] = 0 if handed else self.kill_next_poll[name] - 1
+            else:
+                try:
+                    out, err = proc.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    out, err = proc.communicate()
             self.polls[f"rc {proc.returncode}"] += 1
             try:
                 messages = json.loads(out)["messages"] if out.strip() else []
             except (ValueError, KeyError):
                 messages = []
                 self.notes.append(f"{name}: poll printed no JSON (exit {proc.returncode}): {out[:120]!r}")
-            if delay is not None:
-                self.fault_log.append(
-                    f"  poll on {name} killed after {delay:.2f}s: exit {proc.returncode}, "
-                    f"{len(messages)} messages printed"
+            if kill:
+                self.killed_reads.update(m.get("msgId", "") for m in messages)
+                self.poll_kills.append(
+                    f"{name}: exit {proc.returncode}, {out.count(MSG_ID_KEY)} messages in its output, "
+                    f"{len(messages)} of them in complete JSON (recorded as read)"
                 )
             self.record(gid, messages)
             if gid == self.inbox[name]:
@@ -310,11 +331,10 @@ class Soak:
             time.sleep(stop)
             os.killpg(pid, signal.SIGCONT)
             return f"{name}, stopped {stop:.1f}s"
-        if kind == "poll client kill -9":
-            delay = rng.uniform(0.02, 0.5)  # a poll that finds messages takes ~0.3 s
-            self.kill_next_poll[name] = delay
-            time.sleep(2.0)
-            return f"{name}'s next poll, {delay:.2f}s after its start"
+        if kind == "poll client kill -9 after hand-off":
+            self.kill_next_poll[name] = 5  # until one is killed with messages in hand, 5 tries
+            time.sleep(3.0)
+            return f"{name}'s inbox poll client, at its first byte of output"
         if kind == "registrar kill -9 + restart":
             pid = (self.hub_status().get("registrar") or {}).get("pid")
             if pid:
@@ -364,7 +384,8 @@ class Soak:
         pollers += [threading.Thread(target=self.poller, args=(n, self.asker[n]), daemon=True) for n in self.names]
         for thread in threads + pollers:
             thread.start()
-        kinds, weights = list(FAULTS), list(FAULTS.values())
+        kinds = self.kinds
+        weights = [FAULTS[kind] for kind in kinds]
         start = time.monotonic()
         time.sleep(self.rng.uniform(2.0, 5.0))
         while time.monotonic() - start < seconds:
@@ -429,6 +450,8 @@ def report(soak: Soak, seed: int, seconds: float, elapsed: float) -> bool:
         trips = sorted(soak.round_trips)
         median = f"{trips[len(trips) // 2]:.2f}s" if trips else "-"
         print(f"U1 asks: {dict(soak.asks)}; round trip median {median}, max {max(trips, default=0):.2f}s")
+    for line in soak.poll_kills:
+        print("poll client killed:", line)
     print("faults:")
     for line in soak.fault_log:
         print("  " + line)
@@ -437,20 +460,33 @@ def report(soak: Soak, seed: int, seconds: float, elapsed: float) -> bool:
     bad = [(mid, cls) for mid, cls in verdict.classes.items() if cls in ("lost", "duplicated")]
     for mid, cls in bad[:20]:
         send = next(s for s in soak.sends if s.msg_id == mid)
-        print(f"{cls}: {mid} seq {send.seq} {send.sender[:8]} -> {send.recipient[:8]} confirmed={send.confirmed}")
+        why = " (a killed poll client printed it first)" if mid in soak.killed_reads else ""
+        print(f"{cls}: {mid} seq {send.seq} {send.sender} -> {send.recipient} confirmed={send.confirmed}{why}")
+    dups = {mid for mid, cls in verdict.classes.items() if cls == "duplicated"}
+    explained = dups & soak.killed_reads
+    if dups:
+        print(
+            f"{len(explained)} of {len(dups)} duplicated ids were printed by a poll client killed before its "
+            "confirm: the last hop's documented window (docs/protocol.md, 'The last hop is two-phase')"
+        )
+        if not (totals["lost"] or totals["unexpected"] or dups - explained):
+            print("without those: PASS")
     for delivery in verdict.unexpected[:20]:
         print(f"unexpected: {delivery}")
     print("PASS" if verdict.passed else "FAIL", "(0 lost, 0 duplicated, 0 unexpected)")
     return verdict.passed
 
 
-def main() -> int:
+def cli() -> int:
+    """Not called ``main``: bench/run_all.py runs every script's ``main``, and this one needs root
+    and minutes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--hosts", type=int, default=4, choices=range(2, 8))
     parser.add_argument("--drain", type=float, default=120.0, help="at most this long to drain after the faults")
     parser.add_argument("--no-u1", action="store_true", help="one-way sends only, no ask/answer round trips")
+    parser.add_argument("--only", default="", help="only the fault kinds whose name contains this text")
     parser.add_argument("--keep", action="store_true", help="keep the lab's directory (logs) afterwards")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
@@ -469,6 +505,7 @@ def main() -> int:
         build_lab(lab)
         names = tuple(n for n in lab.members if n != "hub")
         soak = Soak(lab, names, seed, u1=not args.no_u1)
+        soak.kinds = [kind for kind in FAULTS if args.only in kind]
         log(f"lab up in {time.monotonic() - started:.0f}s; soaking for {args.seconds:g}s")
         soak.run(args.seconds, args.drain)
         return 0 if report(soak, seed, args.seconds, time.monotonic() - started) else 1
@@ -482,4 +519,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())
