@@ -1,18 +1,19 @@
 """A randomised chaos soak: hosts joined to a one-node hub, traffic, a fault every few seconds.
 
-    sudo .venv/bin/python bench/chaos.py [--seconds 120] [--seed S] [--hosts 4]
+    sudo .venv/bin/python bench/chaos.py [--seconds 120] [--schedule N] [--hosts 4]
 
 The lab is the suite's namespace lab (tests/support/netns.py) built like
 tests/multihost/hub_lab.py: a hub machine (`bridge hub start`, its registrar and gateway) and
 N hosts that ran `bridge join`, each with its gateway. Every host has a hold entity (the
-inbox) and a main (the sender). Traffic: one sender thread per host sends one-way messages to
-the other hosts' inboxes, each with its own `--key` (so even a failed send has a known message
-id); one `bridge poll --wait --json` client per inbox reads what arrives. U1 round trips: one asker
-entity per host runs `bridge ask --wait --key` to another host's inbox, whose poller answers
-each ASK with `bridge answer --key`; answers are checked like sends (a late one is polled). Meanwhile a seeded RNG
-picks a fault every few seconds (see FAULTS) and heals it. Then everything is healed, drained,
-and bench/chaos_checker.py classifies each send. The seed is printed first; the same seed
-replays the same fault schedule (the traffic's timing is not replayable).
+inbox), a main (the sender) and an asker. Traffic: one sender thread per host sends one-way
+messages to the other hosts' inboxes, each with its own `--key` (so even a failed send has a
+known message id); one `bridge poll --wait --json` client per inbox reads what arrives. U1
+round trips: each asker runs `bridge ask --wait --key` to another host's inbox, whose poller
+answers each ASK with `bridge answer --key`; answers are checked like sends (a late one is
+polled). Meanwhile an RNG started from the schedule number picks a fault every few seconds
+(see FAULTS) and heals it. Then everything is healed, drained, and bench/chaos_checker.py
+classifies each send. The schedule number is printed first; the same number replays the same
+fault schedule (the traffic's timing is not replayable).
 
 Exit 0 when the pass bar holds (no lost, duplicated or unexpected message), 1 when not.
 """
@@ -91,11 +92,11 @@ def build_lab(lab: Any) -> None:
 class Soak:
     """The traffic threads, the fault loop and their records."""
 
-    def __init__(self, lab: Any, names: tuple[str, ...], seed: int, u1: bool = True) -> None:
+    def __init__(self, lab: Any, names: tuple[str, ...], schedule: int, u1: bool = True) -> None:
         from tests.multihost.helpers import register, wait_announced
 
-        self.lab, self.names, self.seed = lab, names, seed
-        self.rng = random.Random(seed)
+        self.lab, self.names, self.schedule = lab, names, schedule
+        self.rng = random.Random(schedule)
         self.inbox: dict[str, str] = {}
         self.main: dict[str, str] = {}
         self.asker: dict[str, str] = {}
@@ -132,12 +133,12 @@ class Soak:
 
     # --- traffic ----------------------------------------------------------------------
     def sender(self, name: str) -> None:
-        rng = random.Random(f"{self.seed}-{name}")
+        rng = random.Random(f"{self.schedule}-{name}")
         others = [n for n in self.names if n != name]
         seq = 0
         while self.sending.is_set():
             to = rng.choice(others)
-            key = f"c{self.seed}-{name}-{seq}"
+            key = f"c{self.schedule}-{name}-{seq}"
             msg_id = keyed_id(self.main[name], key)
             try:
                 result = self.lab.bridge(
@@ -177,12 +178,12 @@ class Soak:
 
     def asker_loop(self, name: str) -> None:
         """U1 round trips: `bridge ask --wait` to another host's inbox, whose poller answers."""
-        rng = random.Random(f"{self.seed}-{name}-ask")
+        rng = random.Random(f"{self.schedule}-{name}-ask")
         others = [n for n in self.names if n != name]
         seq = 0
         while self.sending.is_set():
             to = rng.choice(others)
-            key = f"u{self.seed}-{name}-{seq}"
+            key = f"u{self.schedule}-{name}-{seq}"
             msg_id = keyed_id(self.asker[name], key)
             t0 = time.monotonic()
             args = ["ask", self.inbox[to], key, "--from", self.asker[name], "--key", key, "--force"]
@@ -423,11 +424,11 @@ class Soak:
             thread.join(30)
 
 
-def report(soak: Soak, seed: int, seconds: float, elapsed: float) -> bool:
+def report(soak: Soak, schedule: int, seconds: float, elapsed: float) -> bool:
     verdict = check(soak.sends, soak.deliveries)
     totals = verdict.totals()
     print()
-    print(f"seed {seed}, {seconds:g} s of faults, {len(soak.names)} hosts + hub, {elapsed:.0f} s in all")
+    print(f"schedule {schedule}, {seconds:g} s of faults, {len(soak.names)} hosts + hub, {elapsed:.0f} s in all")
     print()
     print("| sends | " + " | ".join(CLASSES) + " | unexpected | unknown but delivered |")
     print("| --- " * (len(CLASSES) + 3) + "|")
@@ -482,15 +483,15 @@ def cli() -> int:
     and minutes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--schedule", type=int, default=None, help="the RNG's start value (default: random)")
     parser.add_argument("--hosts", type=int, default=4, choices=range(2, 8))
     parser.add_argument("--drain", type=float, default=120.0, help="at most this long to drain after the faults")
     parser.add_argument("--no-u1", action="store_true", help="one-way sends only, no ask/answer round trips")
     parser.add_argument("--only", default="", help="only the fault kinds whose name contains this text")
     parser.add_argument("--keep", action="store_true", help="keep the lab's directory (logs) afterwards")
     args = parser.parse_args()
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
-    print(f"seed {seed}", flush=True)
+    schedule = args.schedule if args.schedule is not None else random.SystemRandom().randrange(1, 1_000_000)
+    print(f"schedule {schedule}", flush=True)
     from tests.support.netns import netns_supported
 
     reason = netns_supported()
@@ -504,11 +505,11 @@ def cli() -> int:
         log("building the lab")
         build_lab(lab)
         names = tuple(n for n in lab.members if n != "hub")
-        soak = Soak(lab, names, seed, u1=not args.no_u1)
+        soak = Soak(lab, names, schedule, u1=not args.no_u1)
         soak.kinds = [kind for kind in FAULTS if args.only in kind]
         log(f"lab up in {time.monotonic() - started:.0f}s; soaking for {args.seconds:g}s")
         soak.run(args.seconds, args.drain)
-        return 0 if report(soak, seed, args.seconds, time.monotonic() - started) else 1
+        return 0 if report(soak, schedule, args.seconds, time.monotonic() - started) else 1
     finally:
         failures = lab.teardown()  # error lines in gateway logs are expected under chaos
         print(f"teardown: {len(failures)} gateway log checks flagged (expected under faults)")
