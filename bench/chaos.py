@@ -474,7 +474,7 @@ def report(soak: Soak, schedule: int, seconds: float, elapsed: float) -> bool:
             print("without those: PASS")
     for delivery in verdict.unexpected[:20]:
         print(f"unexpected: {delivery}")
-    print("PASS" if verdict.passed else "FAIL", "(0 lost, 0 duplicated, 0 unexpected)")
+    print("PASS" if verdict.passed else "FAIL", "(the bar: 0 lost, 0 duplicated, 0 unexpected)")
     return verdict.passed
 
 
