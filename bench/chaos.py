@@ -406,10 +406,10 @@ class Soak:
             thread.join(90)
         log("traffic stopped; healing and draining")
         self.heal_all()
-        confirmed = {s.msg_id for s in self.sends if s.confirmed}
         deadline, last_change, last_count = time.monotonic() + drain, time.monotonic(), -1
         while time.monotonic() < deadline:
-            with self.lock:
+            with self.lock:  # answers to late asks are still being sent: read the sends afresh
+                confirmed = {s.msg_id for s in self.sends if s.confirmed}
                 got = {d.msg_id for d in self.deliveries}
                 count = len(self.deliveries)
             if confirmed <= got and time.monotonic() - last_change > 8:
