@@ -1,0 +1,105 @@
+"""The checker of ``bench/chaos.py``: classify every send of a chaos soak by what was delivered.
+
+Pure: it takes the sends (in each sender's order, with whether the broker confirmed them) and
+the deliveries (in the order each recipient read them) and returns one class per send plus the
+deliveries that match no send. The classes:
+
+- ``ok``: confirmed, delivered once, in order;
+- ``lost``: confirmed but never delivered;
+- ``duplicated``: delivered to its recipient more than once (by message id), confirmed or not;
+- ``reordered``: confirmed, delivered once, but after a later confirmed send of the same
+  sender to the same recipient;
+- ``unknown``: not confirmed (the command failed, perhaps ambiguously), delivered at most once:
+  it may or may not arrive, both are fine.
+
+A delivery of an id no send had, or to another recipient than its send's, is *unexpected*.
+The pass bar: no lost, no duplicated, no unexpected (reordering is reported, not failed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+CLASSES = ("ok", "lost", "duplicated", "reordered", "unknown")
+
+
+@dataclass(frozen=True)
+class Send:
+    """One ``bridge send``: who to whom, its message id, its place in the sender's order."""
+
+    sender: str
+    recipient: str
+    msg_id: str
+    seq: int
+    confirmed: bool
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message a recipient read (``seq``: the order that recipient read them in)."""
+
+    recipient: str
+    msg_id: str
+    seq: int
+
+
+@dataclass
+class Verdict:
+    """The class of every send (by message id), the unexpected deliveries, and totals."""
+
+    classes: dict[str, str] = field(default_factory=dict)
+    unexpected: list[Delivery] = field(default_factory=list)
+    unknown_delivered: int = 0
+
+    def totals(self) -> dict[str, int]:
+        counts = Counter(self.classes.values())
+        out = {name: counts.get(name, 0) for name in CLASSES}
+        out["unexpected"] = len(self.unexpected)
+        return out
+
+    @property
+    def passed(self) -> bool:
+        totals = self.totals()
+        return totals["lost"] == 0 and totals["duplicated"] == 0 and totals["unexpected"] == 0
+
+
+def check(sends: Iterable[Send], deliveries: Iterable[Delivery]) -> Verdict:
+    """Classify ``sends`` against ``deliveries`` (see the module docstring for the classes)."""
+    sends = list(sends)
+    by_id = {send.msg_id: send for send in sends}
+    seen: dict[tuple[str, str], list[int]] = defaultdict(list)
+    verdict = Verdict()
+    for delivery in sorted(deliveries, key=lambda d: (d.recipient, d.seq)):
+        send = by_id.get(delivery.msg_id)
+        if send is None or send.recipient != delivery.recipient:
+            verdict.unexpected.append(delivery)
+            continue
+        seen[(delivery.recipient, delivery.msg_id)].append(delivery.seq)
+    first_at: dict[str, int] = {}
+    for send in sends:
+        got = seen.get((send.recipient, send.msg_id), [])
+        if len(got) > 1:
+            verdict.classes[send.msg_id] = "duplicated"
+        elif not send.confirmed:
+            verdict.classes[send.msg_id] = "unknown"
+            verdict.unknown_delivered += len(got)
+        elif not got:
+            verdict.classes[send.msg_id] = "lost"
+        else:
+            verdict.classes[send.msg_id] = "ok"
+            first_at[send.msg_id] = got[0]
+    pairs: dict[tuple[str, str], list[Send]] = defaultdict(list)
+    for send in sends:
+        if send.msg_id in first_at:
+            pairs[(send.sender, send.recipient)].append(send)
+    for pair in pairs.values():
+        pair.sort(key=lambda s: s.seq)
+        earliest_later = None  # the smallest delivery position among the later sends
+        for send in reversed(pair):
+            at = first_at[send.msg_id]
+            if earliest_later is not None and earliest_later < at:
+                verdict.classes[send.msg_id] = "reordered"
+            earliest_later = at if earliest_later is None else min(earliest_later, at)
+    return verdict
