@@ -185,6 +185,16 @@ class SteppedConnection:
         self._stepper.step(time_limit)
         self.run_calls()
 
+    def process_ready(self, max_steps: int = 64) -> None:
+        """:meth:`process_data_events` with no wait, again while a step read bytes (at most
+        ``max_steps`` times): one step reads one socket buffer (128 KiB), so a 1 MiB frame
+        would otherwise wait for eight of its caller's wake-ups."""
+        for _ in range(max_steps):
+            before = self.connection.bytes_received
+            self.process_data_events(0)
+            if self.connection.bytes_received == before:
+                return
+
     def run_calls(self) -> None:
         """Run the queued calls (see :meth:`process_data_events`) without stepping the loop;
         raise the connection's error if it was lost."""

@@ -100,7 +100,7 @@ class RosterListener:
     def _serve(self) -> None:
         while not self._stop.is_set() and not self._broken:
             assert self._connection is not None
-            self._connection.process_data_events(time_limit=0)
+            self._connection.process_ready()
             if self._binder is not None and self._direct_wanted() != self._bound_direct:
                 self._bind_direct(self._binder, self._direct_wanted())
             self._stop.wait(BATCH_SECONDS)
