@@ -133,6 +133,12 @@ class RelayFeed:
             self.on_epoch(frame.relay, frame.epoch)
         return True
 
+    def lag(self) -> float:
+        """How long a change on another host may take to reach a view fed by this relay (two
+        of its periods), 0 when the view hears every host directly: how long a lookup that
+        finds nothing should wait before calling a target unknown."""
+        return 2 * self.state.interval if self.fed else 0.0
+
     def take_wanted(self) -> list[str]:
         """The hosts whose digest disagreed since the last call (each given once)."""
         with self._lock:

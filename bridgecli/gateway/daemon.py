@@ -527,11 +527,14 @@ class Gateway:
         from bridgecli.errors import NotFound
         from bridgecli.gateway.api.contract import WouldWait
 
+        first = time.monotonic()
         while True:
             try:
                 return lookup()
             except NotFound:
-                if self.roster is None or time.monotonic() >= self.roster_complete_at:
+                # fed by a relay, another host's new entity reaches us up to two relay periods late
+                until = max(self.roster_complete_at, first + self.roster.relay.lag()) if self.roster else 0.0
+                if time.monotonic() >= until:
                     raise
                 if not may_wait:
                     raise WouldWait("the roster has not heard every host yet") from None
