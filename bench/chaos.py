@@ -1,21 +1,10 @@
-"""A randomised chaos soak: hosts joined to a one-node hub, traffic, a fault every few seconds.
+"""A randomised chaos soak: hosts joined to a one-node hub, steady traffic (keyed one-way
+sends, U1 round trips, `poll --wait` readers) and a fault every few seconds, then heal, drain
+and classify every send with :mod:`chaos_checker`. Prints its schedule number first;
+``--schedule N`` replays the same faults. Root, minutes: not in run_all.py. Method and
+figures: docs/reliability.md ("Chaos soak").
 
     sudo .venv/bin/python bench/chaos.py [--seconds 120] [--schedule N] [--hosts 4]
-
-The lab is the suite's namespace lab (tests/support/netns.py) built like
-tests/multihost/hub_lab.py: a hub machine (`bridge hub start`, its registrar and gateway) and
-N hosts that ran `bridge join`, each with its gateway. Every host has a hold entity (the
-inbox), a main (the sender) and an asker. Traffic: one sender thread per host sends one-way
-messages to the other hosts' inboxes, each with its own `--key` (so even a failed send has a
-known message id); one `bridge poll --wait --json` client per inbox reads what arrives. U1
-round trips: each asker runs `bridge ask --wait --key` to another host's inbox, whose poller
-answers each ASK with `bridge answer --key`; answers are checked like sends (a late one is
-polled). Meanwhile an RNG started from the schedule number picks a fault every few seconds
-(see FAULTS) and heals it. Then everything is healed, drained, and bench/chaos_checker.py
-classifies each send. The schedule number is printed first; the same number replays the same
-fault schedule (the traffic's timing is not replayable).
-
-Exit 0 when the pass bar holds (no lost, duplicated or unexpected message), 1 when not.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Presence through a roster relay at fleet scale, on a private RabbitMQ node: a real ``bridge
-relay``, one real ``bridge gateway`` with E ``hold`` entities, and G − 1 simulated gateways
-(``roster_sim``, relay-fed). Per fleet size: frames delivered broker-wide against the formula
-G/T + G/P (P: the relay's period) and against every gateway hearing every host (a same-run
-fleet without a relay at ``--direct-at``); a joiner's time to a full view; CPU of the broker,
-the relay and the real gateway; and, with ``--reconnect``, a fleet-wide reconnect: how long
-until every gateway consumes again, and the fewest entities the real gateway's view held.
-Prints a table, asserts nothing; figures in docs/roster.md. Heavy: not in run_all.py.
+relay`` and ``bridge gateway`` among G − 1 simulated relay-fed gateways. Per fleet size:
+deliveries against G/T + G/P and against a same-run fleet without a relay (``--direct-at``),
+a joiner's time to a full view, CPU, and with ``--reconnect`` a fleet-wide reconnect and the
+fewest entities the real gateway's view held. Prints a table; figures in docs/roster.md.
+Heavy: not in run_all.py.
 """
 
 from __future__ import annotations
