@@ -139,6 +139,26 @@ def test_a_gone_host_leaves_the_alive_rows_and_comes_back_as_a_new_host():
     assert "hosta" not in _alive(frame) and frame.frames == [json.loads(gone)]
 
 
+def test_a_host_that_stops_and_starts_within_a_tick_is_forwarded_in_arrival_order():
+    from bridgecli.roster import RosterView
+
+    core, now = _warm_core()
+    old, new = gids.mint("hosta"), gids.mint("hosta")
+    _take(core, _host_frame("hosta", [_item(old, "one")]), now)
+    first = _one(core, now)
+    view = RosterView(policy=POLICY)
+    for forwarded in first.frames:
+        assert view.apply_forwarded(forwarded, now)
+    gone = roster_frames.gone_frame(host="hosta", gid="_gateway", reason="gateway stopped")
+    _take(core, gone, now + 0.3)
+    _take(core, _host_frame("hosta", [_item(new, "two")]), now + 0.6)  # the restarted gateway
+    frame = _one(core, now + 1)
+    assert [f["type"] for f in frame.frames] == ["gone", "host"]
+    for forwarded in frame.frames:
+        view.apply_forwarded(forwarded, now + 1)
+    assert [e.gid for e in view.entries("hosta")] == [new]
+
+
 def test_sync_answers_only_the_asked_hosts_it_is_synced_with():
     core = _core()
     _take(core, _host_frame("hosta", [_item(gids.mint("hosta"), "one")]), T0)

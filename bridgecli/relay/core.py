@@ -2,8 +2,8 @@
 
 :class:`RelayCore` judges every delivery of ``bridge.roster.relay`` with its own
 :class:`~bridgecli.roster.RosterView` (the gateways' identity policy), and says what to publish:
-each second one relay frame (:meth:`RelayCore.tick`) with the full frames of hosts whose digest
-changed, the per-entity and ``gone`` frames as they came, one alive row per host heard since
+each second one relay frame (:meth:`RelayCore.tick`) with the per-entity and ``gone`` frames as
+they came, then the full frames of hosts whose digest changed, one alive row per host heard since
 the last frame and the refusal counts; and the answers owed to ``sync`` requests (:meth:`RelayCore.due_answers`).
 The service (:mod:`bridgecli.relay.service`) publishes them.
 """
@@ -186,7 +186,9 @@ class RelayCore:
             for row in rows
             if row["host"] in heard_since
         ]
-        return self._relay_frames(forwarded + verbatim, alive, self.view.refused_frames())
+        # verbatim first: a rebuilt full frame is the view after every frame of the tick, so a
+        # gone frame behind it would drop a host that stopped and started again within it
+        return self._relay_frames(verbatim + forwarded, alive, self.view.refused_frames())
 
     def _changed_hosts(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
         """New digests of the dirty hosts; the full frames of those whose digest changed since
