@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS messages (
     user_id TEXT,
     state TEXT NOT NULL,
     received REAL NOT NULL,
-    drained REAL
+    drained REAL,
+    handed INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS messages_held ON messages (recipient, state, received);
 CREATE INDEX IF NOT EXISTS messages_reply ON messages (in_reply_to);
@@ -61,6 +62,8 @@ class StoredMessage:
     envelope: Envelope
     state: str
     received: float
+    #: handed to a client before, which never confirmed it: that reader may have seen it
+    redelivered: bool = False
 
 
 def _body(envelope: Envelope) -> str:
@@ -70,7 +73,7 @@ def _body(envelope: Envelope) -> str:
 
 def _row_to_message(row: sqlite3.Row) -> StoredMessage:
     envelope = env_mod.from_wire(json.loads(row["body"]), user_id=row["user_id"] or None)
-    return StoredMessage(envelope=envelope, state=row["state"], received=row["received"])
+    return StoredMessage(envelope, row["state"], row["received"], redelivered=bool(row["handed"]))
 
 
 class Store:
@@ -100,6 +103,8 @@ class Store:
         for suffix in ("-wal", "-shm"):
             paths.tighten(Path(f"{path}{suffix}"))
         self._db().executescript(_SCHEMA)
+        if "handed" not in {r["name"] for r in self._db().execute("PRAGMA table_info(messages)")}:  # older store
+            self._db().execute("ALTER TABLE messages ADD COLUMN handed INTEGER NOT NULL DEFAULT 0")
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -380,10 +385,11 @@ class Store:
 
     def release(self, msg_ids: list[str]) -> int:
         """Put messages that were taken for a waiter or a client which left without them back
-        on hold (see ``Burst.hand_off``); returns how many were."""
+        on hold (see ``Burst.hand_off``), marked redelivered; returns how many were."""
         with self._tx() as db:
             return db.executemany(
-                "UPDATE messages SET state = 'held', drained = NULL WHERE msg_id = ? AND state IN ('drained', 'taken')",
+                "UPDATE messages SET state = 'held', drained = NULL, handed = handed + 1"
+                " WHERE msg_id = ? AND state IN ('drained', 'taken')",
                 [(m,) for m in msg_ids],
             ).rowcount
 
@@ -398,7 +404,8 @@ class Store:
         """Hold again what was handed to clients that never confirmed (the gateway died in
         between); called when a gateway starts. Returns how many."""
         with self._tx() as db:
-            return db.execute("UPDATE messages SET state = 'held', drained = NULL WHERE state = 'taken'").rowcount
+            held_again = "UPDATE messages SET state = 'held', drained = NULL, handed = handed + 1"
+            return db.execute(held_again + " WHERE state = 'taken'").rowcount
 
     def peek(self, recipient: str, limit: int = 100, sender: str | None = None) -> list[StoredMessage]:
         """Held messages for ``recipient`` (only ``sender``'s when given) without taking them

@@ -48,4 +48,6 @@ def message_dict(stored_or_envelope: Any) -> dict[str, Any]:
     state = getattr(stored_or_envelope, "state", None)
     if state:
         data["state"] = state
+    if getattr(stored_or_envelope, "redelivered", False):
+        data["redelivered"] = True  # a reader that may have seen it drops it by msgId
     return data

@@ -54,6 +54,7 @@ def test_a_poll_killed_after_the_answer_was_written_loses_nothing(host_factory):
         lambda: a.bridge_json("poll", "--as", main, "--wait", "2s")["messages"], 15, what="the message held again"
     )
     assert [(m["msgId"], m["content"]) for m in again] == [(sent["msgId"], "do not lose me")]
+    assert again[0]["redelivered"] is True  # the killed reader may have printed it
     assert a.bridge_json("poll", "--as", main, "--wait", "1s")["messages"] == [], "once"
     assert "unconfirmed messages held again" in a.log()
     assert "local API operation failed" not in a.log() and "Traceback" not in a.log()
@@ -75,6 +76,7 @@ def test_a_confirmed_poll_and_send_wait_leave_nothing_behind(host_factory):
     out, err = poll.communicate(timeout=30)
     assert poll.returncode == 0, err
     [request] = json.loads(out)["messages"]
+    assert "redelivered" not in request  # handed over once
     a.bridge("reply", request["msgId"], "all green", "--from", "worker", check=True)
     out, err = asking.communicate(timeout=30)
     assert asking.returncode == 0 and out.strip() == "all green", err
@@ -109,6 +111,7 @@ def test_a_gateway_fault_at_the_hand_off_loses_nothing(host_factory, fault):
         a.start_gateway()
         got = a.bridge_json("poll", "--as", main, "--wait", "5s")["messages"]
         assert "held again: messages no client confirmed" in a.log()
+        assert [m.get("redelivered") for m in got] == [True]
     else:  # the gateway lives: the burst is requeued, redelivered, and handed over then
         assert gateway.poll() is None and poll.returncode == 0
         got = json.loads(out)["messages"]

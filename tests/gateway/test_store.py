@@ -163,3 +163,38 @@ def test_the_gateway_checkpoints_when_idle_not_inside_a_burst(tmp_path):
     assert store.size() == 3000
     assert os.path.getsize(tmp_path / "gw.db") == before  # no commit copied anything
     store.close()
+
+
+def test_a_message_held_again_after_an_unconfirmed_hand_off_is_marked_redelivered(tmp_path):
+    from bridgecli.hoststate.store import TAKEN
+    from bridgecli.hoststate.wire import message_dict
+
+    store = Store(tmp_path / "s.db")
+    gid = str(uuid.uuid4())
+    released, recovered, fresh = _env(gid, "a"), _env(gid, "b"), _env(gid, "c")
+    for env in (released, recovered, fresh):
+        store.record(env, HELD)
+    first = store.drain(gid, limit=2, mark=TAKEN)
+    assert [m.redelivered for m in first] == [False, False]
+    assert store.release([released.msg_id]) == 1  # the client left before its confirm
+    assert store.recover_taken() == 1  # the gateway died before it
+    again = store.drain(gid)
+    assert [(m.envelope.content, m.redelivered) for m in again] == [("a", True), ("b", True), ("c", False)]
+    assert [message_dict(m).get("redelivered") for m in again] == [True, True, None]
+
+
+def test_a_store_made_before_the_redelivered_flag_is_upgraded(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE messages (msg_id TEXT PRIMARY KEY, recipient TEXT NOT NULL, sender TEXT NOT NULL,"
+        " kind TEXT NOT NULL, in_reply_to TEXT, body TEXT NOT NULL, user_id TEXT, state TEXT NOT NULL,"
+        " received REAL NOT NULL, drained REAL)"
+    )
+    db.close()
+    store = Store(path)
+    gid = str(uuid.uuid4())
+    store.record(_env(gid, "kept"), HELD)
+    assert [(m.envelope.content, m.redelivered) for m in store.drain(gid)] == [("kept", False)]
