@@ -1,7 +1,8 @@
 """The chaos soak's checker (pure): every send is ok, lost (confirmed, never delivered),
-duplicated (read twice by its recipient), reordered (after a later confirmed send of the same
-pair) or unknown (its command failed ambiguously); a delivery nobody sent is unexpected. Pass:
-0 lost, 0 duplicated, 0 unexpected (docs/reliability.md).
+duplicated (read twice by its recipient, unannounced), redelivered (read again only with the
+``redelivered`` flag, after a reader died before its confirm), reordered (after a later
+confirmed send of the same pair) or unknown (its command failed ambiguously); a delivery nobody
+sent is unexpected. Pass: 0 lost, 0 duplicated, 0 unexpected (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-CLASSES = ("ok", "lost", "duplicated", "reordered", "unknown")
+CLASSES = ("ok", "lost", "duplicated", "redelivered", "reordered", "unknown")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Delivery:
     recipient: str
     msg_id: str
     seq: int
+    #: the gateway said so: a reader before this one was handed it and never confirmed
+    redelivered: bool = False
 
 
 @dataclass
@@ -58,6 +61,7 @@ def check(sends: Iterable[Send], deliveries: Iterable[Delivery]) -> Verdict:
     sends = list(sends)
     by_id = {send.msg_id: send for send in sends}
     seen: dict[tuple[str, str], list[int]] = defaultdict(list)
+    unflagged: Counter[tuple[str, str]] = Counter()
     verdict = Verdict()
     for delivery in sorted(deliveries, key=lambda d: (d.recipient, d.seq)):
         send = by_id.get(delivery.msg_id)
@@ -65,11 +69,14 @@ def check(sends: Iterable[Send], deliveries: Iterable[Delivery]) -> Verdict:
             verdict.unexpected.append(delivery)
             continue
         seen[(delivery.recipient, delivery.msg_id)].append(delivery.seq)
+        unflagged[(delivery.recipient, delivery.msg_id)] += not delivery.redelivered
     first_at: dict[str, int] = {}
     for send in sends:
         got = seen.get((send.recipient, send.msg_id), [])
         if len(got) > 1:
-            verdict.classes[send.msg_id] = "duplicated"
+            # every copy but one flagged: a reader dropping flagged repeats reads it once
+            announced = unflagged[(send.recipient, send.msg_id)] <= 1
+            verdict.classes[send.msg_id] = "redelivered" if announced else "duplicated"
         elif not send.confirmed:
             verdict.classes[send.msg_id] = "unknown"
             verdict.unknown_delivered += len(got)

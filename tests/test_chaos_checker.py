@@ -72,10 +72,23 @@ def test_unconfirmed_is_unknown_whether_or_not_it_arrived(cc):
     verdict = cc.check(sends(cc, ("a", False), ("b", False), ("c", True)), got(cc, "b", "c"))
     assert verdict.classes == {"a": "unknown", "b": "unknown", "c": "ok"}
     assert verdict.unknown_delivered == 1
-    assert verdict.totals() == {"ok": 1, "lost": 0, "duplicated": 0, "reordered": 0, "unknown": 2, "unexpected": 0}
+    assert verdict.totals() == {"ok": 1, "lost": 0, "duplicated": 0, "redelivered": 0, "reordered": 0, "unknown": 2, "unexpected": 0}
     assert verdict.passed
 
 
 def test_unknown_sends_do_not_make_reorders(cc):
     verdict = cc.check(sends(cc, ("a", True), ("b", False), ("c", True)), got(cc, "b", "a", "c"))
     assert verdict.classes == {"a": "ok", "b": "unknown", "c": "ok"}
+
+
+def test_a_repeat_the_gateway_flagged_is_redelivered_and_an_unflagged_one_duplicated(cc):
+    deliveries = [
+        cc.Delivery("r", "m1", 1),
+        cc.Delivery("r", "m1", 2, redelivered=True),  # its reader died before the confirm
+        cc.Delivery("r", "m2", 3),
+        cc.Delivery("r", "m2", 4),  # nothing announced it
+    ]
+    verdict = cc.check(sends(cc, ("m1", True), ("m2", True)), deliveries)
+    assert verdict.classes == {"m1": "redelivered", "m2": "duplicated"}
+    assert not verdict.passed
+    assert cc.check(sends(cc, ("m1", True)), deliveries[:2]).passed
