@@ -72,7 +72,15 @@ def test_unconfirmed_is_unknown_whether_or_not_it_arrived(cc):
     verdict = cc.check(sends(cc, ("a", False), ("b", False), ("c", True)), got(cc, "b", "c"))
     assert verdict.classes == {"a": "unknown", "b": "unknown", "c": "ok"}
     assert verdict.unknown_delivered == 1
-    assert verdict.totals() == {"ok": 1, "lost": 0, "duplicated": 0, "redelivered": 0, "reordered": 0, "unknown": 2, "unexpected": 0}
+    assert verdict.totals() == {
+        "ok": 1,
+        "lost": 0,
+        "duplicated": 0,
+        "redelivered": 0,
+        "reordered": 0,
+        "unknown": 2,
+        "unexpected": 0,
+    }
     assert verdict.passed
 
 
