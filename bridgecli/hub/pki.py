@@ -1,7 +1,8 @@
 """The hub's private certificate authority and the broker's TLS server certificate.
 
 One EC P-256 CA per hub (``ca.pem``/``ca.key``) signs one leaf (``server.pem``/``server.key``)
-whose SANs are the hub's addresses and names plus ``localhost``/``127.0.0.1``. Hosts pin the
+whose SANs are the hub's addresses and names plus ``localhost``/``127.0.0.1``, and the
+certificates of cluster nodes (:meth:`HubPki.issue_node_cert`, handed out, not kept). Hosts pin the
 CA by its SHA-256 fingerprint, so the CA is created once and never replaced; the leaf is
 re-issued whenever its SANs or remaining validity no longer fit. Every file is written
 atomically with mode 0600 in a 0700 directory, because ``*.key`` are the hub's secrets.
@@ -156,45 +157,29 @@ class HubPki:
         ca_cert, ca_key = self._load_ca_cert(), self._load_ca_key()
         if not self._needs_issue(wanted, ca_cert):
             return False
-        key = ec.generate_private_key(ec.SECP256R1())
         common = next((n.strip() for n in [*names, *addresses] if n.strip()), "localhost")
-        ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-        now = _now()
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)]))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE)
-            .not_valid_after(now + SERVER_VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(
-                x509.SubjectAlternativeName([x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]),
-                critical=False,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
+        key, cert = _issue_leaf((ca_cert, ca_key), common, dns, ips, [ExtendedKeyUsageOID.SERVER_AUTH])
         _write_private(self.server_key, _key_pem(key))
         _write_private(self.server_cert, cert.public_bytes(serialization.Encoding.PEM))
         return True
+
+    def issue_node_cert(self, name: str, addresses: list[str]) -> tuple[bytes, bytes]:
+        """(key PEM, certificate PEM) of a new cluster-node leaf signed by our CA, for TLS
+        server *and* client use: distribution verifies both ends against this CA. SANs:
+        ``addresses`` as IPs and, with ``name``, as DNS names, since the connecting node
+        checks the host part of the node name (``bridge@10.0.0.5``) as a DNS name. Nothing is
+        saved: the key belongs to the node's machine. ConfigError on a bad address.
+        """
+        ips = _parse_ips(addresses)
+        dns = list(dict.fromkeys([name.strip().lower(), *(str(ip) for ip in ips)]))
+        key, cert = _issue_leaf(
+            (self._load_ca_cert(), self._load_ca_key()),
+            name.strip(),
+            dns,
+            ips,
+            [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+        )
+        return _key_pem(key), cert.public_bytes(serialization.Encoding.PEM)
 
     def san_of_server(self) -> dict[str, list[str]]:
         """``{"ips": [...], "names": [...]}``: the SANs of ``server.pem``, in its order."""
@@ -236,6 +221,53 @@ class HubPki:
                 "restore the matching pair from a backup",
             )
         return key
+
+
+def _issue_leaf(
+    ca: tuple[x509.Certificate, Any],
+    common: str,
+    dns: list[str],
+    ips: list[ipaddress.IPv4Address | ipaddress.IPv6Address],
+    usages: list[x509.ObjectIdentifier],
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A new P-256 key and its leaf certificate signed by ``ca`` (certificate, key)."""
+    ca_cert, ca_key = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + SERVER_VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns] + [x509.IPAddress(ip) for ip in ips]),
+            critical=False,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
 
 
 def _parse_ips(addresses: list[str]) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
