@@ -163,6 +163,11 @@ class TlsError(BrokerUnavailable):
     exit_code = ExitCode.TLS
 
 
+class ClusterPeerUnreachable(BrokerUnavailable):
+    """A cluster node to join does not answer over TLS distribution (down, port blocked,
+    or a certificate from another CA): the joining node was left running alone."""
+
+
 class ClockSkew(BridgeError):
     exit_code = ExitCode.CLOCK
 
