@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from bridgecli.errors import CannotWrite, ConfigError
 from bridgecli.hub import pki
@@ -82,6 +83,21 @@ def test_server_sans_and_reissue(hub):
     assert hub.ensure_server_cert(["192.0.2.8"], ["hub.example"]) is False
     with pytest.raises(ConfigError, match="not an IP address"):
         hub.ensure_server_cert(["hub.example"], [])
+
+
+def test_node_cert_is_server_and_client_for_its_addresses(hub):
+    key_pem, cert_pem = hub.issue_node_cert("node-a", ["192.0.2.11"])
+    leaf = x509.load_pem_x509_certificate(cert_pem)
+    leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(hub.ca_cert.read_bytes()))
+    assert serialization.load_pem_private_key(key_pem, None).public_key() == leaf.public_key()
+    eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert set(eku) == {x509.oid.ExtendedKeyUsageOID.SERVER_AUTH, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH}
+    san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    # the address as a DNS name too: distribution checks the node name's host part as one
+    assert san.get_values_for_type(x509.DNSName) == ["node-a", "192.0.2.11"]
+    assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["192.0.2.11"]
+    with pytest.raises(ConfigError, match="not an IP address"):
+        hub.issue_node_cert("node-a", ["node-a.example"])
 
 
 def test_reissue_when_expiring_soon(hub, monkeypatch):

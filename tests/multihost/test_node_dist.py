@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,5 +191,9 @@ def test_two_machines_cluster_over_mutual_tls(machines):
     assert not _reaches(lab, "hostC", a.addr, 4369)
     listening = subprocess.run(["ip", "netns", "exec", lab.ns("hostA"), "ss", "-ltnH"], capture_output=True, text=True)
     assert ":4369" not in listening.stdout, listening.stdout
-    # both nodes still form the cluster after the attempts
+    # both nodes still form the cluster after the attempts, and B rejoins it after a restart
+    assert lab.in_ns("hostA", a.node.cluster_status).running == both
+    began = time.monotonic()
+    lab.in_ns("hostB", lambda: b.node.restart(90))
+    print(f"restart of {b.node.nodename} in the cluster: {time.monotonic() - began:.1f}s")
     assert lab.in_ns("hostA", a.node.cluster_status).running == both
