@@ -42,6 +42,7 @@ class ExitCode(enum.IntEnum):
     EMPTY_CHANNEL = 23  #: sending to a channel nobody has joined
     METRICS_ADDRESS = 24  #: a metrics address (gateway's, hub registrar's) is malformed or taken
     NO_SYSTEMD = 25  #: a service unit needs systemd, which is not running here
+    NOT_A_CLUSTER = 26  #: a cluster operation on a hub that was not started with --cluster
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -135,6 +136,13 @@ class NoSystemd(BridgeError):
     """``bridge service`` needs a running systemd (its ``--dry-run`` does not)."""
 
     exit_code = ExitCode.NO_SYSTEMD
+
+
+class NotACluster(BridgeError):
+    """A cluster operation (a node invite, ``--cluster`` on a hub made without it) on a hub
+    whose node is not a cluster node."""
+
+    exit_code = ExitCode.NOT_A_CLUSTER
 
 
 class PluginError(BridgeError):

@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from bridgecli import paths
 from bridgecli.errors import BridgeError, BrokerUnavailable
+from bridgecli.node_dist import ClusterNode, DistTls
 from bridgecli.nodeprocess import (  # noqa: F401  (re-exported for callers and tests)
     amqp_ready,
     epmd_names,
@@ -111,10 +112,11 @@ def uri_user(uri: str) -> str:
     return unquote(urlsplit(uri).username or GUEST)
 
 
-def embedded_node(host: str | None = None, **options: Any) -> LocalNode:
+def embedded_node(host: str | None = None, dist: DistTls | None = None, **options: Any) -> LocalNode:
     """The embedded node object, on the ports it used last (else 5672/25672 when free), its
     host user ``host`` (default: :func:`host_user`); ``options`` go to :class:`LocalNode`
-    (the hub adds its TLS listener and management)."""
+    (the hub adds its TLS listener and management). With ``dist`` it is a :class:`ClusterNode`
+    (``options`` may then hold its ``cookie``): a cluster hub's first node."""
     base = broker_dir()
     amqp_port, dist_port = DEFAULT_AMQP_PORT, DEFAULT_DIST_PORT
     try:
@@ -122,6 +124,8 @@ def embedded_node(host: str | None = None, **options: Any) -> LocalNode:
         amqp_port, dist_port = int(ports["amqp_port"]), int(ports["dist_port"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    if dist is not None:
+        return ClusterNode(base, dist, amqp_port=amqp_port, host_user=host or host_user(), **options)
     return LocalNode(base, amqp_port=amqp_port, dist_port=dist_port, host_user=host or host_user(), **options)
 
 
@@ -161,12 +165,19 @@ def start(timeout: float = 90.0, host: str | None = None, **options: Any) -> Sta
         node = embedded_node(host, **options)
         began = time.monotonic()
         node.start(timeout)
-        info = node.info()
-        write_private_json(_ports_file(), {"amqp_port": info.amqp_port, "dist_port": info.dist_port})
-        write_private_json(_state_file(), asdict(info))
+        info = record(node)
         return StartResult(
             info, already_running=False, seconds=time.monotonic() - began, changes=changes + node.changes
         )
+
+
+def record(node: LocalNode) -> NodeInfo:
+    """Record the running ``node`` as this machine's embedded node (``state.json`` and its
+    ports, 0600): every command that looks for the embedded node then finds it."""
+    info = node.info()
+    write_private_json(_ports_file(), {"amqp_port": info.amqp_port, "dist_port": info.dist_port})
+    write_private_json(_state_file(), asdict(info))
+    return info
 
 
 def _tighten_data_dir() -> list[str]:

@@ -27,6 +27,11 @@ CLUSTER_DIST_PORT = 25672
 NODE_NAME = "bridge"
 
 
+def node_name(address: str) -> str:
+    """The cluster node name of the machine at ``address``: ``bridge@ADDRESS``."""
+    return f"{NODE_NAME}@{address}"
+
+
 def _erl_string(text: str) -> str:
     """``text`` as an Erlang string literal."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -98,14 +103,18 @@ class ClusterNode(LocalNode):
         amqp_port: int | None = None,
         extra_conf: Sequence[str] = (),
         host_user: str | None = None,
+        management: bool = False,
+        management_port: int | None = None,
     ) -> None:
         super().__init__(
             base,
-            nodename=f"{NODE_NAME}@{dist.address}",
+            nodename=node_name(dist.address),
             amqp_port=amqp_port,
             dist_port=dist.port,
             extra_conf=extra_conf,
             host_user=host_user,
+            management=management,
+            management_port=management_port,
         )
         self.dist = dist
         self.cookie = cookie
@@ -156,6 +165,10 @@ class ClusterNode(LocalNode):
         finally:
             self.ctl("start_app", timeout=timeout)
         return time.monotonic() - began
+
+    def forget(self, nodename: str) -> None:
+        """``rabbitmqctl forget_cluster_node`` (the forgotten node must be stopped)."""
+        self.ctl("forget_cluster_node", nodename, timeout=120)
 
     def cluster_status(self) -> ClusterStatus:
         """Members and running members, from ``rabbitmqctl cluster_status --formatter json``."""

@@ -50,9 +50,15 @@ def hub() -> None:
 @click.option(
     "--timeout", type=float, default=90.0, show_default=True, help="Seconds to wait for the node and the registrar."
 )
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Run the node as the first of a RabbitMQ cluster that other machines join "
+    "(`bridge hub invite --node`). Only for a new hub; kept for later starts.",
+)
 @output.json_option
 @click.pass_obj
-def start(app, listen: tuple[str, ...], names: tuple[str, ...], timeout: float, as_json: bool) -> None:
+def start(app, listen: tuple[str, ...], names: tuple[str, ...], timeout: float, cluster: bool, as_json: bool) -> None:
     """Start the hub: the embedded node with a TLS listener, and the registrar.
 
     Creates the hub's CA and server certificate on first use and keeps them, with every
@@ -61,7 +67,7 @@ def start(app, listen: tuple[str, ...], names: tuple[str, ...], timeout: float, 
     """
     from bridgecli.hub import lifecycle
 
-    result = lifecycle.start(app.config, list(listen), list(names), timeout)
+    result = lifecycle.start(app.config, list(listen), list(names), timeout, cluster=cluster)
     settings = result.settings
     if as_json:
         output.data(
@@ -69,6 +75,7 @@ def start(app, listen: tuple[str, ...], names: tuple[str, ...], timeout: float, 
                 "hub": settings.hub_id,
                 "addresses": settings.addresses,
                 "ca_fingerprint": result.ca_fingerprint,
+                "cluster": settings.cluster,
                 "already_running": result.already_running,
                 "seconds": round(result.seconds, 2),
                 "changes": result.changes,
@@ -132,23 +139,33 @@ def status(as_json: bool) -> None:
 
 
 @hub.command()
-@click.argument("host_id")
+@click.argument("host_id", required=False)
 @click.option(
     "--expires", type=DURATION, default="1h", show_default=True, help="How long the invite can be used (e.g. 30m, 2h)."
 )
 @click.option(
     "--replace", is_flag=True, help="Re-invite a host that has already joined (its old credential stops working)."
 )
+@click.option("--node", "node", metavar="NAME", help="Invite a new cluster node NAME instead of a host.")
+@click.option("--address", metavar="IP", help="With --node: the new node machine's IPv4 address.")
 @output.json_option
-def invite(host_id: str, expires: float, replace: bool, as_json: bool) -> None:
+def invite(
+    host_id: str | None, expires: float, replace: bool, node: str | None, address: str | None, as_json: bool
+) -> None:
     """Print a one-time invite for the host that will have id HOST_ID.
 
     Give the line to that host's `bridge join`. It works once, expires, carries the hub's
     addresses and CA (so the joining host trusts nothing else) and a secret the hub does not
-    keep. Treat it like a password until it is used.
+    keep. Treat it like a password until it is used. With `--node NAME --address IP` (a
+    hub started with --cluster) the line is for `bridge join --node` on a new node machine.
     """
     from bridgecli.hub import host_admin
 
+    if node is not None:
+        _node_invite(node, address, expires, host_id, as_json)
+        return
+    if host_id is None or address is not None:
+        raise click.UsageError("give HOST_ID (or --node NAME --address IP for a cluster node)")
     made = host_admin.create_invite(host_id, expires, replace)
     if as_json:
         output.data(made)
@@ -158,6 +175,59 @@ def invite(host_id: str, expires: float, replace: bool, as_json: bool) -> None:
         f"bridge: invite {made['id']} for {host_id}, valid until {_when(made['expires'])}; "
         f"on {host_id}: bridge join '<the line above>'"
     )
+
+
+def _node_invite(name: str, address: str | None, expires: float, host_id: str | None, as_json: bool) -> None:
+    from bridgecli.hub import cluster
+
+    if address is None or host_id is not None:
+        raise click.UsageError("a node invite takes --node NAME --address IP and no HOST_ID")
+    made = cluster.create_node_invite(name, address, expires)
+    if as_json:
+        output.data(made)
+        return
+    output.line(made["invite"])
+    output.note(
+        f"bridge: node invite {made['id']} for {name} at {address}, valid until {_when(made['expires'])}; "
+        "on that machine: bridge join --node '<the line above>'"
+    )
+
+
+@hub.command()
+@output.json_option
+def nodes(as_json: bool) -> None:
+    """List the cluster's nodes: name, Erlang node name, AMQPS address, running.
+
+    Works on the hub and on every joined node (a machine that ran `bridge join --node`).
+    """
+    from bridgecli.hub import cluster
+
+    rows = cluster.list_nodes()
+    if as_json:
+        output.data({"nodes": rows})
+        return
+    output.table(
+        ["NAME", "NODE", "ADDRESS", "RUNNING"],
+        [(r["name"] or "-", r["nodename"], r["address"] or "-", "yes" if r["running"] else "no") for r in rows],
+    )
+
+
+@hub.command("remove-node")
+@click.argument("name")
+@output.json_option
+def remove_node(name: str, as_json: bool) -> None:
+    """Forget the stopped cluster node NAME (`rabbitmqctl forget_cluster_node`).
+
+    Refuses the hub's own node, a node that still runs (stop it on its machine first) and a
+    removal that would leave fewer than a majority of the remaining nodes running.
+    """
+    from bridgecli.hub import cluster
+
+    result = cluster.remove_node(name)
+    if as_json:
+        output.data(result)
+        return
+    output.note(f"bridge: removed node {name} ({result['nodename']}) from the cluster")
 
 
 @hub.command()

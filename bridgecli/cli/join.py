@@ -10,9 +10,12 @@ from bridgecli.cli import output
 @click.command()
 @click.argument("invite")
 @click.option("--force", is_flag=True, help="Replace an existing different broker.uri / host.id.")
+@click.option(
+    "--node", "as_node", is_flag=True, help="INVITE is a node invite: make this machine a node of the hub's cluster."
+)
 @output.json_option
 @click.pass_obj
-def join(app, invite: str, force: bool, as_json: bool) -> None:
+def join(app, invite: str, force: bool, as_node: bool, as_json: bool) -> None:
     """Join the hub that printed INVITE (`bridge hub invite HOSTID` on the hub).
 
     Checks the hub's certificate against the CA in the invite (nothing else is trusted),
@@ -20,8 +23,15 @@ def join(app, invite: str, force: bool, as_json: bool) -> None:
     made here and never printed), and writes broker.uri, broker.tls_ca, hub.id, host.id
     and security.sender_check = host into bridge.toml (mode 0600). Then runs the doctor's
     checks. Next: `bridge gateway`.
+
+    With --node (from `bridge hub invite --node`): this machine becomes a RabbitMQ node of
+    the hub's cluster instead (docs/hub.md).
     """
     import os
+
+    if as_node:
+        _join_node(invite, as_json)
+        return
 
     from bridgecli import doctor
     from bridgecli.config import load
@@ -57,3 +67,14 @@ def join(app, invite: str, force: bool, as_json: bool) -> None:
         output.warn(f"doctor: {failed[0].name}: {failed[0].detail}")
     else:
         output.note("bridge: next, run `bridge gateway` (e.g. in tmux)")
+
+
+def _join_node(invite: str, as_json: bool) -> None:
+    from bridgecli.hub.node_join import join_node
+
+    joined = join_node(invite)
+    if as_json:
+        output.data(joined)
+        return
+    output.line(f"joined the cluster of hub {joined['hub']} as node {joined['name']} ({joined['nodename']})")
+    output.note(f"bridge: AMQPS on {joined['address']}; joined {joined['joined']} in {joined['seconds']:.1f}s")

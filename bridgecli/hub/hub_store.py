@@ -27,7 +27,16 @@ CREATE TABLE IF NOT EXISTS gids (gid TEXT PRIMARY KEY, host TEXT NOT NULL, label
     claimed REAL NOT NULL, released REAL);
 CREATE TABLE IF NOT EXISTS invites (id TEXT PRIMARY KEY, host TEXT NOT NULL, created REAL NOT NULL,
     expires REAL NOT NULL, used REAL, revoked REAL, replace INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, address TEXT NOT NULL, nodename TEXT NOT NULL UNIQUE,
+    joined REAL NOT NULL);
 """
+#: columns added after the first release: (table, column, declaration)
+_ADDED = [
+    ("gids", "released", "REAL"),
+    ("invites", "kind", "TEXT NOT NULL DEFAULT 'host'"),
+    ("invites", "address", "TEXT"),
+]
+_INVITE_COLUMNS = "id, host, created, expires, used, revoked, replace, kind, address"
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,16 @@ class HostRecord:
 
 
 @dataclass(frozen=True)
+class NodeRecord:
+    """A cluster node of the hub: its name, AMQPS address, Erlang node name, join time."""
+
+    name: str
+    address: str
+    nodename: str
+    joined: float
+
+
+@dataclass(frozen=True)
 class InviteRecord:
     invite_id: str
     host: str
@@ -47,6 +66,8 @@ class InviteRecord:
     used: float | None
     revoked: float | None
     replace: bool
+    kind: str = "host"  # "node": a cluster node's invite (``host`` is then the node's name)
+    address: str | None = None  # a node invite's IP address
 
     def state(self, now: float) -> str:
         """open, used, revoked or expired."""
@@ -58,9 +79,9 @@ class InviteRecord:
 
 
 def _invite_record(row: tuple[Any, ...]) -> InviteRecord:
-    """The record of a ``SELECT id, host, created, expires, used, revoked, replace`` row."""
-    invite_id, host, created, expires, used, revoked, replace = row
-    return InviteRecord(invite_id, host, created, expires, used, revoked, bool(replace))
+    """The record of a ``SELECT`` of :data:`_INVITE_COLUMNS`."""
+    invite_id, host, created, expires, used, revoked, replace, kind, address = row
+    return InviteRecord(invite_id, host, created, expires, used, revoked, bool(replace), kind or "host", address)
 
 
 class HubStore:
@@ -73,13 +94,13 @@ class HubStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")  # a grant must not vanish in a power cut
         self.db.executescript(_SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(gids)")}
-        if "released" not in columns:  # a hub.db written before releases left tombstones
-            try:
-                self.db.execute("ALTER TABLE gids ADD COLUMN released REAL")
-            except sqlite3.OperationalError as exc:  # another process added it just now
-                if "duplicate column" not in str(exc):
-                    raise
+        for table, column, declaration in _ADDED:  # a hub.db written by an earlier version
+            if column not in {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}:
+                try:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                except sqlite3.OperationalError as exc:  # another process added it just now
+                    if "duplicate column" not in str(exc):
+                        raise
 
     def close(self) -> None:
         self.db.close()
@@ -219,25 +240,20 @@ class HubStore:
         return next((o for o in others if o != host and gids_mod.host_tag(o) == tag), None)
 
     # --- invites -----------------------------------------------------------------------
-    def add_invite(self, invite_id: str, host: str, expires: float, replace: bool) -> None:
+    def add_invite(
+        self, invite_id: str, host: str, expires: float, replace: bool, kind: str = "host", address: str | None = None
+    ) -> None:
         self.db.execute(
-            "INSERT INTO invites (id, host, created, expires, replace) VALUES (?, ?, ?, ?, ?)",
-            (invite_id, host, time.time(), expires, int(replace)),
+            "INSERT INTO invites (id, host, created, expires, replace, kind, address) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (invite_id, host, time.time(), expires, int(replace), kind, address),
         )
 
     def invite(self, invite_id: str) -> InviteRecord | None:
-        row = self.db.execute(
-            "SELECT id, host, created, expires, used, revoked, replace FROM invites WHERE id=?", (invite_id,)
-        ).fetchone()
+        row = self.db.execute(f"SELECT {_INVITE_COLUMNS} FROM invites WHERE id=?", (invite_id,)).fetchone()
         return _invite_record(row) if row else None
 
     def invites(self) -> list[InviteRecord]:
-        return [
-            _invite_record(r)
-            for r in self.db.execute(
-                "SELECT id, host, created, expires, used, revoked, replace FROM invites ORDER BY created"
-            )
-        ]
+        return [_invite_record(r) for r in self.db.execute(f"SELECT {_INVITE_COLUMNS} FROM invites ORDER BY created")]
 
     def use_invite(self, invite_id: str) -> bool:
         """Mark an open invite used; False when it was not open (used, revoked: once only)."""
@@ -255,3 +271,19 @@ class HubStore:
             "UPDATE invites SET revoked=? WHERE id=? AND used IS NULL AND revoked IS NULL", (time.time(), invite_id)
         )
         return cur.rowcount > 0
+
+    # --- cluster nodes -----------------------------------------------------------------
+    def add_node(self, name: str, address: str, nodename: str) -> None:
+        """Record node ``name`` as joined now (a node of that name is replaced)."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO nodes (name, address, nodename, joined) VALUES (?, ?, ?, ?)",
+            (name, address, nodename, time.time()),
+        )
+
+    def nodes(self) -> list[NodeRecord]:
+        """Every recorded node, in the order they joined (the hub's own first)."""
+        rows = self.db.execute("SELECT name, address, nodename, joined FROM nodes ORDER BY joined, name")
+        return [NodeRecord(*r) for r in rows]
+
+    def drop_node(self, name: str) -> bool:
+        return self.db.execute("DELETE FROM nodes WHERE name=?", (name,)).rowcount > 0

@@ -45,6 +45,7 @@ class Invite:
     secret: str
     expires: float  # Unix time
     ca_der: bytes
+    kind: str = "host"  # "node": for `bridge join --node`, a new cluster node named ``host``
 
     @property
     def enrol_user(self) -> str:
@@ -64,6 +65,8 @@ class Invite:
             "secret": self.secret,
             "exp": int(self.expires),
         }
+        if self.kind != "host":
+            payload["kind"] = self.kind
         body = json.dumps(payload, separators=(",", ":")).encode()
         return f"{PREFIX}{VERSION}.{_b64(body)}.{_b64(self.ca_der)}"
 
@@ -103,6 +106,7 @@ def decode(text: str) -> Invite:
             secret=str(payload["secret"]),
             expires=float(payload["exp"]),
             ca_der=ca_der,
+            kind=str(payload.get("kind", "host")),
         )
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise InviteError(
@@ -114,6 +118,7 @@ def decode(text: str) -> Invite:
         or not invite.addresses
         or not invite.secret
         or not ca_der.startswith(b"\x30")
+        or invite.kind not in ("host", "node")
     ):
         raise InviteError("malformed invite (a field is missing or invalid)", ASK_AGAIN)
     for address in invite.addresses:

@@ -57,7 +57,7 @@ def tls_dir(hub: str) -> Path:
     return paths.config_dir() / "hubs" / hub
 
 
-def _tls_context(ca_pem: bytes) -> ssl.SSLContext:
+def tls_context(ca_pem: bytes) -> ssl.SSLContext:
     context = ssl.create_default_context(cadata=ca_pem.decode())
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
@@ -135,8 +135,11 @@ def _file_value(section: str, key: str) -> Any:
         return None
 
 
-def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invite, password: str) -> dict[str, Any]:
-    """Log in as the invite's enrolment user and ask the registrar for this host's user."""
+def enrol(
+    host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invite, password: str, op: str = "enrol"
+) -> dict[str, Any]:
+    """Log in as the invite's enrolment user and ask the registrar for this host's user
+    (``op`` "enrol-node": for a cluster node's secrets)."""
     import pika
     import pika.exceptions
 
@@ -168,7 +171,7 @@ def enrol(host: str, port: int, context: ssl.SSLContext, invite: invite_mod.Invi
         channel = connection.channel()
         answers: list[bytes] = []
         channel.basic_consume(REPLY_TO, lambda ch, m, p, body: answers.append(body), auto_ack=True)
-        request = {"op": "enrol", "host": invite.host, "password": password, "time": time.time()}
+        request = {"op": op, "host": invite.host, "password": password, "time": time.time()}
         try:
             channel.basic_publish(
                 EXCHANGE,
@@ -229,51 +232,60 @@ def write_ca(invite: invite_mod.Invite) -> Path:
     return path
 
 
+def reach(invite: invite_mod.Invite) -> tuple[str, int, ssl.SSLContext]:
+    """The first of the invite's addresses that answers with a certificate of its CA:
+    (host, port, the TLS context that trusts only that CA). InviteError when expired."""
+    if time.time() > invite.expires + MAX_CLOCK_SKEW:
+        raise InviteError(f"this invite expired at {_when(invite.expires)}", invite_mod.ASK_AGAIN)
+    try:
+        context = tls_context(load_ca_pem_from_der(invite.ca_der))
+    except (ValueError, ssl.SSLError):
+        raise InviteError("malformed invite (its CA certificate does not load)", invite_mod.ASK_AGAIN) from None
+    problems: list[BridgeError] = []
+    for address in invite.addresses:
+        try:
+            host, port = check_address(address, context, invite.ca_fingerprint)
+            return host, port, context
+        except BrokerUnavailable as exc:
+            problems.append(exc)
+    raise (
+        problems[0]
+        if len(problems) == 1
+        else BrokerUnavailable(
+            "cannot reach the hub at any of its addresses: " + "; ".join(p.message for p in problems),
+            problems[0].hint,
+        )
+    )
+
+
 def join(text: str, force: bool = False) -> Joined:
     """The whole join: check, reach, verify, enrol, write ``bridge.toml``."""
     from bridgecli.config_edit import set_values
 
     invite = invite_mod.decode(text)
+    if invite.kind != "host":
+        raise InviteError("this is an invite for a cluster node", "join it with `bridge join --node INVITE`")
     _existing_conflicts(invite, force)
-    if time.time() > invite.expires + MAX_CLOCK_SKEW:
-        raise InviteError(f"this invite expired at {_when(invite.expires)}", invite_mod.ASK_AGAIN)
-    try:
-        context = _tls_context(load_ca_pem_from_der(invite.ca_der))
-    except (ValueError, ssl.SSLError):
-        raise InviteError("malformed invite (its CA certificate does not load)", invite_mod.ASK_AGAIN) from None
-    problems: list[BridgeError] = []
-    reached: tuple[str, int] | None = None
-    for address in invite.addresses:
-        try:
-            reached = check_address(address, context, invite.ca_fingerprint)
-            break
-        except BrokerUnavailable as exc:
-            problems.append(exc)
-    if reached is None:
-        raise (
-            problems[0]
-            if len(problems) == 1
-            else BrokerUnavailable(
-                "cannot reach the hub at any of its addresses: " + "; ".join(p.message for p in problems),
-                problems[0].hint,
-            )
-        )
-    host, port = reached
+    host, port, context = reach(invite)
     password = secrets.token_urlsafe(32)
     answer = enrol(host, port, context, invite, password)
     ca_file = write_ca(invite)
     shown = f"[{host}]" if ":" in host else host
-    set_values(
-        {
-            "broker.uri": f"amqps://{quote(answer['user'], safe='')}:{password}@{shown}:{port}/",
-            "broker.tls_ca": str(ca_file),
-            "hub.id": invite.hub,
-            "host.id": invite.host,
-            # the hub machine publishes as the user named after its host id, which the
-            # check expects anyway: no user needs to be trusted to claim another host
-            "security.sender_check": "host",
-        }
-    )
+    # a cluster hub: every node's address after the one reached (the gateway fails over)
+    others = [a for a in answer.get("brokers") or [] if isinstance(a, str) and a != f"{shown}:{port}"]
+    login = f"{quote(answer['user'], safe='')}:{password}"
+    values = {
+        "broker.uri": ",".join(f"amqps://{login}@{a}/" for a in [f"{shown}:{port}", *others]),
+        "broker.tls_ca": str(ca_file),
+        "hub.id": invite.hub,
+        "host.id": invite.host,
+        # the hub machine publishes as the user named after its host id, which the
+        # check expects anyway: no user needs to be trusted to claim another host
+        "security.sender_check": "host",
+    }
+    if answer.get("cluster"):
+        values["messaging.inbox_queue_type"] = "quorum"
+    set_values(values)
     return Joined(
         hub=invite.hub,
         host=invite.host,

@@ -56,6 +56,11 @@ def pki_dir() -> Path:
     return hub_dir() / "pki"
 
 
+def cluster_dir() -> Path:
+    """A cluster hub's node files: the Erlang cookie, the node's certificate and key."""
+    return hub_dir() / "cluster"
+
+
 def registrar_log() -> Path:
     return hub_dir() / "registrar.log"
 
@@ -71,6 +76,8 @@ class HubSettings:
     management_port: int = 0
     registrar_pid: int = 0
     active: bool = False  # hub start ran and hub stop has not
+    cluster: bool = False  # the node is a cluster node (``hub start --cluster``)
+    node_address: str = ""  # a cluster hub's node address: its node is ``bridge@node_address``
 
     @property
     def addresses(self) -> list[str]:

@@ -21,11 +21,13 @@ from typing import Any
 
 from bridgecli import localbroker, paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, ConfigError, ExitCode, MetricsAddressError, Timeout
+from bridgecli.hub import cluster as hub_cluster
 from bridgecli.hub import layout
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import DEFAULT_AMQPS_PORT, HubSettings
 from bridgecli.hub.pki import HubPki
 from bridgecli.metrics_http import ADDRESS_FIX, parse_address
+from bridgecli.node_dist import node_name
 from bridgecli.nodeprocess import free_port, pid_alive, port_is_free
 
 
@@ -61,15 +63,21 @@ def _choose_ports(wanted: list[tuple[str, int | None]], before: HubSettings | No
     return chosen
 
 
-def _tls_conf(pki: HubPki, listen: list[tuple[str, int]]) -> list[str]:
+def tls_listener_conf(listen: list[tuple[str, int]], cafile: Path, certfile: Path, keyfile: Path) -> list[str]:
+    """``rabbitmq.conf`` lines of the AMQPS listeners on ``listen``: every hub node's, so that
+    hosts see the same TLS wherever they connect (no client certificates: users log in)."""
     lines = [f"listeners.ssl.{i} = {f'[{a}]' if ':' in a else a}:{p}" for i, (a, p) in enumerate(listen, 1)]
     return lines + [
-        f"ssl_options.cacertfile = {pki.ca_cert}",
-        f"ssl_options.certfile = {pki.server_cert}",
-        f"ssl_options.keyfile = {pki.server_key}",
+        f"ssl_options.cacertfile = {cafile}",
+        f"ssl_options.certfile = {certfile}",
+        f"ssl_options.keyfile = {keyfile}",
         "ssl_options.verify = verify_none",
         "ssl_options.fail_if_no_peer_cert = false",
     ]
+
+
+def _tls_conf(pki: HubPki, listen: list[tuple[str, int]]) -> list[str]:
+    return tls_listener_conf(listen, pki.ca_cert, pki.server_cert, pki.server_key)
 
 
 @dataclass
@@ -88,10 +96,12 @@ class HubStart:
         return f"secured this hub: {'; '.join(self.changes)}" if self.changes else ""
 
 
-def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.0) -> HubStart:
-    """Start (or keep) the hub. ``listen``/``names`` replace the saved ones when given."""
+def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.0, cluster: bool = False) -> HubStart:
+    """Start (or keep) the hub. ``listen``/``names`` replace the saved ones when given;
+    ``cluster`` makes a new hub's node a cluster node (kept for later starts)."""
     began = time.monotonic()
     before = layout.load()
+    hub_cluster.check_cluster_start(before, cluster)
     host_id = config.host_id
     wanted = [parse_listen(x) for x in listen] or [(a, p) for a, p in (before.listen if before else [])]
     if not wanted:
@@ -109,7 +119,10 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         names=names,
         management_port=before.management_port if before else 0,
         registrar_pid=before.registrar_pid if before else 0,
+        cluster=bool(cluster or (before and before.cluster)),
     )
+    if settings.cluster:
+        settings.node_address = (before.node_address if before else "") or hub_cluster.node_address(settings.listen)
     changes = _tighten_files()
     # before the node restarts: the running gateway re-reads the check as it reconnects
     changes += _check_senders()
@@ -126,6 +139,7 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         and secured
         and before.listen == settings.listen
         and not reissued
+        and (not settings.cluster or running.nodename == node_name(settings.node_address))
     )
     restarted_plain = running is not None and not running.management_port
     if running is not None and not same:
@@ -137,8 +151,16 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
             if settings.management_port and port_is_free(settings.management_port)
             else free_port()
         )
+        node_options: dict[str, Any] = {}
+        if settings.cluster:
+            node_options = {"dist": hub_cluster.hub_dist(settings.node_address), "cookie": hub_cluster.cookie()}
         result = localbroker.start(
-            timeout, host=host_id, management=True, management_port=mgmt, extra_conf=_tls_conf(pki, settings.listen)
+            timeout,
+            host=host_id,
+            management=True,
+            management_port=mgmt,
+            extra_conf=_tls_conf(pki, settings.listen),
+            **node_options,
         )
         changes += result.changes
         settings.management_port = result.info.management_port
@@ -147,7 +169,9 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         settings.management_port = running.management_port
     settings.active = True
     layout.save(settings)
-    _declare_shared(running, config.values["messaging.inbox_queue_type"])
+    if settings.cluster:
+        changes += _quorum_inboxes(config.values["messaging.inbox_queue_type"])
+    _declare_shared(running, "quorum" if settings.cluster else config.values["messaging.inbox_queue_type"])
     _own_local_entities(settings)
     if not same and pid_alive(settings.registrar_pid):
         _stop_registrar(settings.registrar_pid, timeout)  # it logged in to the node before
@@ -221,6 +245,17 @@ def _check_senders() -> list[str]:
     return ["set security.sender_check = host"]
 
 
+def _quorum_inboxes(current: str) -> list[str]:
+    """``messaging.inbox_queue_type = "quorum"`` on a cluster hub's machine, so that its own
+    gateway's inboxes are replicated like every joined host's."""
+    from bridgecli.config_edit import set_values
+
+    if current == "quorum":
+        return []
+    set_values({"messaging.inbox_queue_type": "quorum"})
+    return ["set messaging.inbox_queue_type = quorum"]
+
+
 def _own_local_entities(settings: HubSettings) -> None:
     """The hub machine's entities registered before it became a hub are its own from now on,
     so that no joining host can claim their gids."""
@@ -230,6 +265,9 @@ def _own_local_entities(settings: HubSettings) -> None:
     store = HubStore(layout.db_path())
     try:
         store.claim(settings.host_id, [(e.gid, e.label) for e in open_registry().all()])
+        if settings.cluster and not store.nodes():  # the first node: the hub's own
+            port = settings.listen[0][1]
+            store.add_node(settings.host_id, f"{settings.node_address}:{port}", node_name(settings.node_address))
     finally:
         store.close()
 
@@ -324,6 +362,7 @@ def status() -> dict[str, Any]:
             "amqp_port": node.amqp_port if node else None,
             "management_port": settings.management_port,
         },
+        "cluster": settings.cluster,
         "hosts": len(hosts),
         "open_invites": len(invites),
         "dir": str(layout.hub_dir()),

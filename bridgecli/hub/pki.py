@@ -181,6 +181,16 @@ class HubPki:
         )
         return _key_pem(key), cert.public_bytes(serialization.Encoding.PEM)
 
+    def issue_amqps_cert(self, addresses: list[str]) -> tuple[bytes, bytes]:
+        """(key PEM, certificate PEM) of a new AMQPS server leaf for another cluster node's
+        ``addresses`` (IP SANs), signed by our CA, so that hosts pinning the CA trust every
+        node. Nothing is saved: the key belongs to that node's machine."""
+        ips = _parse_ips(addresses)
+        key, cert = _issue_leaf(
+            (self._load_ca_cert(), self._load_ca_key()), str(ips[0]), [], ips, [ExtendedKeyUsageOID.SERVER_AUTH]
+        )
+        return _key_pem(key), cert.public_bytes(serialization.Encoding.PEM)
+
     def san_of_server(self) -> dict[str, list[str]]:
         """``{"ips": [...], "names": [...]}``: the SANs of ``server.pem``, in its order."""
         san = _sans(_load_cert(self.server_cert, "the hub's server certificate"))

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from bridgecli import gids
 from bridgecli.errors import BridgeError, Conflict, ExitCode, MetricsAddressError, Rejected
 from bridgecli.hub import invite as invite_mod
-from bridgecli.hub import layout, limits, permissions
+from bridgecli.hub import layout, limits, node_enrol, permissions
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import MAX_CLOCK_SKEW
 from bridgecli.hub.registrar_events import REQUEST_KINDS, RegistrarEvents, outcome_of
@@ -86,6 +86,7 @@ class Registrar:
         limiter: limits.RateLimiter | None = None,
         local_user: str | None = None,
         events: RegistrarEvents | None = None,
+        cluster: bool = False,
     ) -> None:
         self.events = events or RegistrarEvents()
         self.local_user: str = layout.LOCAL_USER if local_user is None else local_user
@@ -98,6 +99,8 @@ class Registrar:
         #: (when, user): enrolment users to delete once their answer has been read
         self.pending_drops: list[tuple[float, str]] = []
         self._tags: dict[str, str] = {}
+        #: a cluster hub: host enrolments learn every node's address
+        self.cluster = cluster
 
     def handle_body(self, body: bytes, user_id: Any) -> dict[str, Any]:
         """One delivery's raw body → its answer: the sender's rate first (over it, nothing
@@ -149,6 +152,8 @@ class Registrar:
         try:
             if op == "enrol":
                 return self.enrol(request, user_id)
+            if op == "enrol-node":
+                return self.enrol_node(request, user_id)
             if op in ("claim", "release"):
                 host = self._host_of(user_id)
                 if host is None:
@@ -256,23 +261,26 @@ class Registrar:
             logger.warning("could not set the grants of host %s: %s", host, exc)
             return False
 
-    def enrol(self, request: dict[str, Any], user_id: str) -> dict[str, Any]:
-        """Exchange an invite (proved by logging in as its enrolment user) for a host user
-        with the password the joining host chose. Works once."""
+    def _open_invite(self, request: dict[str, Any], user_id: str, kind: str) -> tuple[Any, dict[str, Any] | None]:
+        """(the record of the open ``kind`` invite whose enrolment user is ``user_id``, None),
+        or (None, the refusal): unknown, used, revoked, expired, another kind, clocks apart."""
         if not user_id.startswith(invite_mod.ENROL_USER_PREFIX):
-            return _refusal("denied", "only an invite may enrol a host", "use `bridge join INVITE`")
+            return None, _refusal("denied", "only an invite may enrol a host", "use `bridge join INVITE`")
         invite_id = user_id[len(invite_mod.ENROL_USER_PREFIX) :]
         record = self.store.invite(invite_id)
         now = self.clock()
         state = record.state(now) if record else "unknown"
         if record is None or state != "open":
             self.pending_drops.append((now + ENROL_USER_GRACE, user_id))
-            return _refusal("invite", f"this invite is {state}", invite_mod.ASK_AGAIN)
+            return None, _refusal("invite", f"this invite is {state}", invite_mod.ASK_AGAIN)
+        if record.kind != kind:
+            use = "bridge join --node INVITE" if record.kind == "node" else "bridge join INVITE"
+            return None, _refusal("invite", f"this is a {record.kind} invite", f"use `{use}`")
         their_time = request.get("time")
         if isinstance(their_time, bool) or not isinstance(their_time, (int, float)):
-            return _refusal("invalid", "the request carries no time", "upgrade bridge on this host")
+            return None, _refusal("invalid", "the request carries no time", "upgrade bridge on this host")
         if not abs(their_time - now) <= MAX_CLOCK_SKEW:  # NaN is no time either
-            return {
+            return None, {
                 **_refusal(
                     "clock",
                     f"this host's clock is {their_time - now:+.0f}s off the hub's",
@@ -280,6 +288,30 @@ class Registrar:
                 ),
                 "hubTime": now,
             }
+        return record, None
+
+    def enrol_node(self, request: dict[str, Any], user_id: str) -> dict[str, Any]:
+        """Exchange a node invite for the cluster's secrets (:mod:`bridgecli.hub.node_enrol`). Works once."""
+        record, refusal = self._open_invite(request, user_id, "node")
+        if refusal is not None:
+            return refusal
+        if not self.store.use_invite(record.invite_id):
+            return _refusal("invite", "this invite is used", invite_mod.ASK_AGAIN)
+        try:
+            answer = node_enrol.node_answer(self.store, record, self.clock())
+        except Exception:
+            self.store.unuse_invite(record.invite_id)
+            raise
+        self.pending_drops.append((self.clock() + ENROL_USER_GRACE, user_id))
+        return answer
+
+    def enrol(self, request: dict[str, Any], user_id: str) -> dict[str, Any]:
+        """Exchange an invite (proved by logging in as its enrolment user) for a host user
+        with the password the joining host chose. Works once."""
+        record, refusal = self._open_invite(request, user_id, "host")
+        if refusal is not None:
+            return refusal
+        invite_id, now = record.invite_id, self.clock()
         host, password = request.get("host"), request.get("password")
         if host != record.host:
             return _refusal(
@@ -319,7 +351,16 @@ class Registrar:
         # deleting a user closes its connections at once: give the answer time to arrive
         self.pending_drops.append((self.clock() + ENROL_USER_GRACE, user_id))
         logger.info("host %s joined (invite %s)", host, invite_id)
-        return {"ok": True, "hub": self.hub_id, "host": host, "user": user, "hubTime": now, "hubHost": self.hub_host}
+        extra = node_enrol.host_extra(self.store) if self.cluster else {}
+        return {
+            "ok": True,
+            "hub": self.hub_id,
+            "host": host,
+            "user": user,
+            "hubTime": now,
+            "hubHost": self.hub_host,
+            **extra,
+        }
 
     def drop_due(self) -> None:
         """Delete the enrolment users whose grace period has passed."""
@@ -423,7 +464,9 @@ def main() -> None:
         except MetricsAddressError as exc:  # `bridge hub start` reads the exit code
             logger.error("%s", exc.message)
             raise SystemExit(ExitCode.METRICS_ADDRESS) from None
-    registrar = Registrar(HubStore(layout.db_path()), admin, settings.hub_id, settings.host_id, events=events)
+    registrar = Registrar(
+        HubStore(layout.db_path()), admin, settings.hub_id, settings.host_id, events=events, cluster=settings.cluster
+    )
     # the hub's roster relay, named after the hub, as its own broker user (hub_relay)
     if cfg is not None:
         try:

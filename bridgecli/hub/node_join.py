@@ -1,0 +1,86 @@
+"""``bridge join --node INVITE``: make this machine another RabbitMQ node of a cluster hub.
+
+Reaches the hub exactly as a host's join does (the invite's CA pinned, the one-time secret
+traded on that TLS connection), receives the cluster's cookie and this node's certificates,
+writes them privately under the state directory, starts a :class:`ClusterNode` with the
+hub's AMQPS listener settings and joins the hub's node. Hosts that join the hub afterwards
+learn this node's address and fail over to it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from bridgecli import localbroker, paths
+from bridgecli.errors import ClusterPeerUnreachable, Conflict, InviteError
+from bridgecli.hub import cluster, lifecycle
+from bridgecli.hub import invite as invite_mod
+from bridgecli.hub.join import enrol, reach
+from bridgecli.node_dist import ClusterNode
+
+
+def _write_files(answer: dict[str, Any]) -> None:
+    """The answer's secrets and this node's record, 0600 in a 0700 directory."""
+    directory = paths.ensure_private_dir(cluster.node_dir())
+    for name, key in (
+        ("ca.pem", "ca"),
+        ("node.pem", "nodeCert"),
+        ("node.key", "nodeKey"),
+        ("amqps.pem", "amqpsCert"),
+        ("amqps.key", "amqpsKey"),
+        ("cookie", "cookie"),
+    ):
+        cluster.write_private(directory / name, str(answer[key]).encode())
+    record = {k: answer[k] for k in ("hub", "name", "address", "nodename", "nodes")}
+    record["amqps_port"] = int(answer["amqpsPort"])
+    cluster.write_private(directory / "node.json", json.dumps(record, indent=2).encode())
+
+
+def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
+    """The whole node join; returns what the CLI prints (name, nodename, peer, seconds).
+    ClusterPeerUnreachable (the new node stopped again) when the hub's node does not answer."""
+    began = time.monotonic()
+    invite = invite_mod.decode(text)
+    if invite.kind != "node":
+        raise InviteError("this is an invite for a host, not a cluster node", "join it with `bridge join INVITE`")
+    running = localbroker.read_state()
+    if running is not None:
+        raise Conflict(
+            f"a RabbitMQ node already runs on this machine ({running.nodename})",
+            "a cluster node needs the machine's embedded broker: stop it first (`bridge broker stop`)",
+        )
+    host, port, context = reach(invite)
+    answer = enrol(host, port, context, invite, secrets.token_urlsafe(32), op="enrol-node")
+    _write_files(answer)
+    record = cluster.read_node_record()
+    assert record is not None
+    directory = cluster.node_dir()
+    listen = [(record["address"], record["amqps_port"])]
+    node = ClusterNode(
+        localbroker.broker_dir(),
+        cluster.node_dist(record),
+        cookie=str(answer["cookie"]),
+        extra_conf=lifecycle.tls_listener_conf(
+            listen, directory / "ca.pem", directory / "amqps.pem", directory / "amqps.key"
+        ),
+    )
+    node.start(timeout)
+    localbroker.record(node)
+    peer = str(record["nodes"][0]["nodename"])
+    try:
+        joined_in = node.join_cluster(peer, timeout=timeout)
+    except ClusterPeerUnreachable:
+        localbroker.stop()
+        raise
+    return {
+        "hub": record["hub"],
+        "name": record["name"],
+        "nodename": record["nodename"],
+        "address": f"{record['address']}:{record['amqps_port']}",
+        "joined": peer,
+        "join_seconds": round(joined_in, 2),
+        "seconds": round(time.monotonic() - began, 2),
+    }
