@@ -1,0 +1,62 @@
+"""A cluster hub's refusals that need no cluster: the wrong invite kind at the registrar,
+and cluster commands on a hub made without --cluster (exit code NOT_A_CLUSTER)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bridgecli.errors import ExitCode, NotACluster
+from bridgecli.hub import cluster, layout
+from bridgecli.hub.hub_store import HubStore
+from bridgecli.hub.invite import ENROL_USER_PREFIX
+from bridgecli.hub.layout import HubSettings
+from bridgecli.hub.registrar import Registrar
+
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def store(tmp_path) -> Iterator[HubStore]:
+    store = HubStore(tmp_path / "hub.db")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def registrar(store, admin) -> Registrar:
+    return Registrar(store, admin, "hub-test", "hubhost", clock=lambda: T0, cluster=True)
+
+
+def _ask(registrar: Registrar, op: str, invite_id: str, host: str) -> dict:
+    request = {"op": op, "host": host, "password": "p" * 32, "time": T0}
+    return registrar.handle(request, ENROL_USER_PREFIX + invite_id)
+
+
+def _refused(answer: dict, kind: str, words: str) -> None:
+    assert answer["ok"] is False and answer["kind"] == kind and words in answer["error"], answer
+
+
+def test_each_invite_kind_enrols_only_its_own_way(registrar, store):
+    store.add_invite("aaaaaaaaaaaa", "node2", T0 + 3600, False, kind="node", address="192.0.2.11")
+    store.add_invite("bbbbbbbbbbbb", "hostx", T0 + 3600, False)
+    _refused(_ask(registrar, "enrol", "aaaaaaaaaaaa", "node2"), "invite", "node invite")
+    _refused(_ask(registrar, "enrol-node", "bbbbbbbbbbbb", "hostx"), "invite", "host invite")
+    assert store.invite("aaaaaaaaaaaa").state(T0) == "open"  # a refusal does not use it
+    assert store.invite("bbbbbbbbbbbb").state(T0) == "open"
+
+
+def test_cluster_commands_on_a_plain_hub(bridge_home):
+    plain = HubSettings(hub_id="hub", host_id="hub", listen=[("192.0.2.10", 5671)], active=True)
+    layout.save(plain)
+    with pytest.raises(NotACluster) as refused:
+        cluster.create_node_invite("node2", "192.0.2.11", 3600)
+    assert refused.value.exit_code == ExitCode.NOT_A_CLUSTER and "--cluster" in refused.value.hint
+    with pytest.raises(NotACluster):
+        cluster.check_cluster_start(plain, True)
+    with pytest.raises(NotACluster):
+        cluster.list_nodes()
+    with pytest.raises(NotACluster):
+        cluster.remove_node("node2")
+    cluster.check_cluster_start(plain, False)  # a plain start stays as it was
