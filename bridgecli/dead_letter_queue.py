@@ -33,7 +33,7 @@ def _row(method: Any, props: Any, body: bytes) -> dict[str, Any]:
     }
 
 
-def _operator_uris(config: Config) -> list[str] | None:
+def operator_uris(config: Config) -> list[str] | None:
     """The embedded node's admin when commands use that node: an impersonator, so that a
     retry can restore each dead letter's original ``user_id``. None: the configured broker."""
     if config.values.get("broker.uri"):
@@ -71,7 +71,7 @@ def original_user(props: Any, trusted: frozenset[str] = frozenset()) -> str | No
 def _connect(config: Config):
     from bridgecli.amqp.connection import connect
 
-    connection = connect(config, name="bridge-dlq", heartbeat=0, uris=_operator_uris(config))
+    connection = connect(config, name="bridge-dlq", heartbeat=0, uris=operator_uris(config))
     channel = topology.ensure_shared(
         connection.channel, config.values["messaging.inbox_queue_type"], joined=bool(config.values.get("hub.id"))
     )

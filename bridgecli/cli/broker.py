@@ -140,3 +140,46 @@ def logs(lines: int, as_json: bool) -> None:
         return
     for line in text:
         output.line(line)
+
+
+@broker.command("migrate-queues")
+@click.option(
+    "--to",
+    "queue_type",
+    type=click.Choice(["quorum", "classic"]),
+    default="quorum",
+    show_default=True,
+    help="The queue type to move to.",
+)
+@click.option("--dry-run", is_flag=True, help="Only list what would move; change nothing.")
+@output.json_option
+@click.pass_obj
+def migrate_queues(app, queue_type: str, dry_run: bool, as_json: bool) -> None:
+    """Rebuild bridge.dlq, control.<host> and the inboxes in another queue type, keeping every message.
+
+    RabbitMQ cannot change a queue's type in place: each queue's messages move to a temporary
+    <name>.migrating, the queue is declared again with the new type and they move back, in
+    order, with every property (a foreign user_id needs an impersonator, as the embedded
+    broker's admin is). Stop the gateways first: a queue with consumers is refused (exit 13).
+    A run that died midway is finished by the next. Afterwards set
+    messaging.inbox_queue_type to the new type.
+    """
+    from bridgecli import queue_migration
+
+    rows = queue_migration.run(app.config, queue_type, dry_run=dry_run)
+    if as_json:
+        output.data({"dry_run": dry_run, "to": queue_type, "queues": rows})
+    else:
+        for row in rows:
+            found = row["from"] or "leftover"
+            count = row["messages"] if dry_run else row["moved"]
+            verb = "would move" if dry_run else "moved"
+            output.line(f"{row['queue']} {found} -> {row['to']}: {verb} {count} messages")
+    if not rows:
+        output.note(f"bridge: every bridge queue already is {queue_type}")
+    configured = app.config.values.get("messaging.inbox_queue_type")
+    if configured != queue_type and not dry_run:
+        output.note(
+            f"bridge: now set the queue type the gateway declares: "
+            f"`bridge config set messaging.inbox_queue_type {queue_type}` (it is {configured})"
+        )

@@ -1,4 +1,5 @@
-"""A small client for the RabbitMQ management HTTP API (users, permissions, connections).
+"""A small client for the RabbitMQ management HTTP API (users, permissions, connections,
+queues).
 
 Standard library only (``urllib``): the hub talks to its own node over loopback, so an HTTP
 client dependency would buy nothing. Every failure becomes :class:`BrokerUnavailable`
@@ -125,6 +126,18 @@ class RabbitAdmin:
             # a connection that just closed can still be listed, and its DELETE answers 500
             if exc.status != 500 or self._request("GET", f"/api/connections/{_q(name)}", ok_404=True) is not _MISSING:
                 raise
+
+    # --- queues --------------------------------------------------------------------------
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue of our vhost as the API reports it (``name``, ``type``, ``arguments`` …)."""
+        found = self._request("GET", f"/api/queues/{_q(self.vhost)}?columns=name,type,durable,exclusive,auto_delete")
+        return list(found or [])
+
+    def queue_bindings(self, name: str) -> list[dict[str, Any]]:
+        """The bindings of queue ``name`` (``source``, ``routing_key``, ``arguments``), the
+        default exchange's implicit one included; [] for an unknown queue."""
+        found = self._request("GET", f"/api/queues/{_q(self.vhost)}/{_q(name)}/bindings", ok_404=True)
+        return [] if found is _MISSING or not found else list(found)
 
     # --- node ----------------------------------------------------------------------------
     def overview(self) -> dict[str, Any]:
