@@ -289,6 +289,7 @@ def _conflict_hint(obj: Exchange | Queue) -> str:
             "management UI) and start again"
         )
     return (
-        "delete the old object (e.g. `rabbitmqctl delete_queue NAME`) or change the "
+        "rebuild it in the new type, keeping its messages, with `bridge broker migrate-queues` (gateways "
+        "stopped), delete the old object (e.g. `rabbitmqctl delete_queue NAME`) or change the "
         "setting back (messaging.inbox_queue_type)"
     )

@@ -4,16 +4,24 @@ On a cluster, ``bridge.dlq`` and ``control.<host>`` are quorum queues (a classic
 on one node, and while that node is down every gateway's declare fails with 404 "home node
 is down"). RabbitMQ cannot change a queue's type in place: a gateway that finds the old
 classic queue stops with a clear conflict (exit 13) naming the queue and the fix, and
-starts once the queue has been deleted — it then declares the quorum one. This is the
-migration docs/deploy.md describes (a RabbitMQ cluster), run step by step on a private node.
+starts once the queue has been deleted — it then declares the quorum one. ``bridge broker
+migrate-queues`` rebuilds them with every message
+(docs/deploy.md#5-when-one-broker-node-is-not-enough-a-rabbitmq-cluster); deleting them by
+hand is the fallback that loses what they hold. Both run here on a private node.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
+import pika
+
+from bridgecli.amqp import topology
+from bridgecli.envelope import Envelope
 from bridgecli.errors import ExitCode
 from tests.support.env import BRIDGE_BIN
 from tests.support.hosts import Host, close_checked
@@ -57,3 +65,50 @@ def test_classic_dlq_and_control_queue_must_be_deleted_when_switching_to_quorum(
         close_checked([quorum])
     types = _queue_types(broker)
     assert types["bridge.dlq"] == "quorum" and types[f"control.{name}"] == "quorum", types
+
+
+def _publish_while_stopped(uri: str, gid: str, count: int) -> list[str]:
+    """``count`` messages to ``gid``'s inbox, published as another host would; their ids."""
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    channel = connection.channel()
+    channel.confirm_delivery()
+    ids = []
+    for i in range(count):
+        envelope = Envelope(kind="SEND", sender=str(uuid.uuid4()), recipient=gid, content=f"message {i}")
+        props = pika.BasicProperties(**envelope.amqp_properties())
+        channel.basic_publish(topology.MSG, gid, envelope.to_bytes(), props, mandatory=True)
+        ids.append(envelope.msg_id)
+    connection.close()
+    return ids
+
+
+def test_migrate_queues_moves_a_stopped_gateways_messages_to_quorum(rabbitmq_node_factory, tmp_path: Path):
+    broker = rabbitmq_node_factory()
+    name = f"mig{uuid.uuid4().hex[:6]}"
+    host = Host(name, tmp_path / "host", broker.uri)
+    gid = host.register("keeper")
+    try:
+        host.start_gateway()  # the old installation: every queue classic
+        refused = host.bridge("broker", "migrate-queues")
+        assert refused.returncode == ExitCode.CONFLICT, (refused.stdout, refused.stderr)
+        assert f"control.{name}" in refused.stderr and "bridge gateway stop" in refused.stderr, refused.stderr
+        host.stop_gateway()
+        ids = _publish_while_stopped(broker.uri, gid, 30)
+        assert _queue_types(broker)[topology.inbox_name(gid)] == "classic"
+
+        done = host.bridge("broker", "migrate-queues", "--json", check=True)
+        rows = {row["queue"]: row for row in json.loads(done.stdout)["queues"]}
+        assert rows[topology.inbox_name(gid)]["moved"] == 30, rows
+        assert {"bridge.dlq", f"control.{name}"} <= set(rows), rows
+        types = _queue_types(broker)
+        assert types["bridge.dlq"] == types[f"control.{name}"] == types[topology.inbox_name(gid)] == "quorum"
+
+        host.bridge("config", "set", "messaging.inbox_queue_type", "quorum", check=True)
+        host.start_gateway()
+        got: list[dict] = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(ids) and time.monotonic() < deadline:
+            got += host.bridge_json("poll", "--as", gid, "--wait", "2s", "--limit", "1000")["messages"]
+        assert [m["msgId"] for m in got] == ids  # each exactly once, in order
+    finally:
+        close_checked([host])
