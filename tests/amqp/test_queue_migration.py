@@ -1,19 +1,30 @@
 """``bridgecli.queue_migration`` on a real broker: classic queues become quorum ones (and
-back) with every message, in order, with its properties, while others keep publishing."""
+back) with every message, in order, with its properties, while others keep publishing. On an
+embedded node with management every host's queues move; a message another broker user
+published stops a user that may not impersonate, losing nothing."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import threading
 import uuid
+from dataclasses import asdict
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pika
+import pika.exceptions
 import pytest
 
 from bridgecli.amqp import topology
 from bridgecli.errors import Conflict, ExitCode
+from bridgecli.hub.rabbitadmin import RabbitAdmin
+from bridgecli.nodeprocess import stop_epmd_if_idle
 from bridgecli.queue_migration import Migrator, temp_name
+from bridgecli.rabbitnode import LocalNode
+from tests.support.hosts import Host
 
 
 @pytest.fixture
@@ -237,3 +248,128 @@ def test_cli_dry_run_changes_nothing_then_the_run_moves_and_a_consumer_is_refuse
     assert [b for b, _ in _drain(conn, names[2])] == [b"one", b"two"]
     again = host.bridge("broker", "migrate-queues", "--json", check=True)
     assert json.loads(again.stdout)["queues"] == []
+
+
+def _count(connection, name: str) -> int | None:
+    """Ready messages of queue ``name``; None when it does not exist."""
+    channel = connection.channel()
+    try:
+        return channel.queue_declare(name, passive=True).method.message_count
+    except pika.exceptions.ChannelClosedByBroker:
+        return None
+    finally:
+        if channel.is_open:
+            channel.close()
+
+
+def test_a_foreign_user_id_needs_an_impersonator_and_a_rerun_as_one_finishes(conn, rabbitmq, vhost_uri, host_factory):
+    """RabbitMQ refuses a ``user_id`` other than the publisher's unless it is an impersonator:
+    a plain user stops at such a message with exit 12 (what moved stays in ``N.migrating``,
+    the rest in ``N``); an impersonator's rerun resumes and keeps the order."""
+    parts = urlsplit(vhost_uri)
+    vhost, suffix = parts.path.lstrip("/"), uuid.uuid4().hex[:8]
+    plain, imp = f"plain{suffix}", f"imp{suffix}"
+    for user in (plain, imp):
+        rabbitmq.ctl("add_user", user, "pw")
+        rabbitmq.ctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+    rabbitmq.ctl("set_user_tags", imp, "impersonator")  # plain has no tag at all
+    try:
+        uri = {u: f"amqp://{u}:pw@{parts.hostname}:{parts.port}/{vhost}" for u in (plain, imp)}
+        host = host_factory("imp", broker_uri=uri[plain])
+        gid = host.register("keeper")
+        names = _classic(conn, gid, host.env["BRIDGE_HOST_ID"])
+        inbox = names[2]
+        _publish(conn, topology.MSG, gid, [b"m1"])
+        _publish(conn, topology.MSG, gid, [b"m2"], user_id="guest")  # conn logs in as guest
+        _publish(conn, topology.MSG, gid, [b"m3"])
+
+        refused = host.bridge("broker", "migrate-queues")
+        assert refused.returncode == ExitCode.PERMISSION, refused.stderr
+        assert refused.stderr.count("\n") == 1, refused.stderr  # one line, no traceback
+        assert f"a message in {inbox} was published by broker user 'guest'" in refused.stderr
+        assert "nothing was lost" in refused.stderr and "impersonator" in refused.stderr
+        assert (_count(conn, inbox), _count(conn, temp_name(inbox))) == (2, 1)  # m2, m3 | m1
+
+        done = host.bridge("broker", "migrate-queues", "--json", env={"BRIDGE_BROKER_URI": uri[imp]}, check=True)
+        rows = {r["queue"]: r for r in json.loads(done.stdout)["queues"]}
+        assert (rows[inbox]["from"], rows[inbox]["messages"], rows[inbox]["moved"]) == ("classic", 3, 3)
+        types = _types(rabbitmq, vhost_uri)
+        assert {n: types[n] for n in names} == dict.fromkeys(names, "quorum")
+        assert not any(n.endswith(".migrating") for n in types), types
+        got = _drain(conn, inbox)
+        assert [(body, props.user_id) for body, props in got] == [(b"m1", None), (b"m2", "guest"), (b"m3", None)]
+    finally:
+        for user in (plain, imp):
+            rabbitmq.ctl("delete_user", user, check=False)
+
+
+def test_the_embedded_node_moves_every_hosts_queues_found_by_the_management_api():
+    """Commands on a machine whose embedded node has management (a hub) list its queues there:
+    another host's inbox, control queue and channel membership move too; exclusive and
+    auto-delete queues are not bridge's durable ones and stay as they are."""
+    root = Path(tempfile.mkdtemp(prefix="bmig", dir="/tmp"))
+    here, far = f"here{uuid.uuid4().hex[:6]}", f"far{uuid.uuid4().hex[:6]}"
+    host = Host(here, root, "")
+    host.env.pop("BRIDGE_BROKER_URI")  # commands use the embedded node
+    node = LocalNode(host.home.data_dir / "broker", management=True, host_user=here)
+    try:
+        node.start()
+        admin = RabbitAdmin(node.management_port, *node.admin_credentials)
+        admin.wait_ready(60)
+        (host.home.data_dir / "broker" / "state.json").write_text(json.dumps(asdict(node.info())))
+        conn = pika.BlockingConnection(pika.URLParameters(node.admin_uri))  # an impersonator
+        topology.declare(conn.channel(), *topology.SHARED_EXCHANGES)
+        mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+        names = [*_classic(conn, mine, here), f"control.{far}", topology.inbox_name(theirs)]
+        topology.declare(conn.channel(), topology.control_queue(far), topology.inbox_queue(theirs))
+        member = topology.channel_binding("ops")
+        conn.channel().queue_bind(topology.inbox_name(theirs), member.exchange, routing_key=member.routing_key)
+        _publish(conn, topology.MSG, mine, [b"a1", b"a2"], user_id=here)
+        _publish(conn, topology.MSG, theirs, [b"b1", b"b2", b"b3"], user_id=far)
+        _publish(conn, topology.CONTROL, far, [b"ctl"])
+        _publish(conn, topology.DLX, "", [b"dead"])
+        # not durable bridge queues: a roster queue, and a held exclusive and an auto-delete
+        # queue named like bridge's (the inventory must not even look into them)
+        holder = pika.BlockingConnection(pika.URLParameters(node.admin_uri))
+        held = f"agent.{uuid.uuid4()}.inbox"
+        topology.declare(
+            holder.channel(),
+            topology.roster_queue(far),
+            topology.Queue(held, exclusive=True),
+            topology.Queue(f"control.gone{here}", auto_delete=True),
+        )
+
+        done = host.bridge("broker", "migrate-queues", "--json", check=True)
+        rows = {r["queue"]: (r["from"], r["moved"]) for r in json.loads(done.stdout)["queues"]}
+        assert rows == {
+            names[0]: ("classic", 1),
+            names[1]: ("classic", 0),
+            names[2]: ("classic", 2),
+            names[3]: ("classic", 1),
+            names[4]: ("classic", 3),
+        }
+        queues = {q["name"]: q for q in admin.queues()}
+        assert {n: queues[n]["type"] for n in names} == dict.fromkeys(names, "quorum")
+        assert not any(n.endswith(".migrating") for n in queues), queues
+        for name in (f"roster.{far}", held, f"control.gone{here}"):
+            assert queues[name]["type"] == "classic", queues[name]
+        bound = {(b["source"], b["routing_key"]) for b in admin.queue_bindings(names[4]) if b["source"]}
+        assert bound == {(topology.MSG, theirs), (member.exchange, member.routing_key)}
+
+        _publish(conn, topology.MSG, member.routing_key, [b"to ops"])
+        got = _drain(conn, names[4])
+        assert [(body, props.user_id) for body, props in got] == [
+            (b"b1", far),
+            (b"b2", far),
+            (b"b3", far),
+            (b"to ops", None),
+        ]
+        assert [(body, props.user_id) for body, props in _drain(conn, names[2])] == [(b"a1", here), (b"a2", here)]
+        assert [body for body, _ in _drain(conn, names[3])] == [b"ctl"]
+        assert [body for body, _ in _drain(conn, names[0])] == [b"dead"]
+        holder.close()
+        conn.close()
+    finally:
+        node.stop()
+        stop_epmd_if_idle()
+        shutil.rmtree(root, ignore_errors=True)
