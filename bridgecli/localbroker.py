@@ -171,6 +171,20 @@ def start(timeout: float = 90.0, host: str | None = None, **options: Any) -> Sta
         )
 
 
+def start_node(node: LocalNode, timeout: float = 90.0) -> StartResult:
+    """Start ``node`` (a joined cluster node, built from its saved settings) as this
+    machine's embedded node unless one already runs, and record it; under the same lock
+    as :func:`start`, so that two concurrent starts start one node."""
+    with _locked():
+        changes = _tighten_data_dir()
+        current = read_state()
+        if current is not None:
+            return StartResult(current, already_running=True, seconds=0.0, changes=changes)
+        began = time.monotonic()
+        node.start(timeout)
+        return StartResult(record(node), already_running=False, seconds=time.monotonic() - began, changes=changes)
+
+
 def record(node: LocalNode) -> NodeInfo:
     """Record the running ``node`` as this machine's embedded node (``state.json`` and its
     ports, 0600): every command that looks for the embedded node then finds it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -165,6 +166,25 @@ class ClusterNode(LocalNode):
         finally:
             self.ctl("start_app", timeout=timeout)
         return time.monotonic() - began
+
+    def grow_quorum_queues(self, target: int = 3, timeout: float = 300.0) -> tuple[int, int]:
+        """Add this node as a member of every quorum queue that has fewer than ``target``
+        members and none here; returns (added, tried). Queues declared while the cluster
+        was smaller otherwise keep their members where they were and die with them."""
+        code = (
+            f"N = '{self.nodename}', "
+            "Ms = fun(Q) -> maps:get(nodes, amqqueue:get_type_state(Q)) end, "
+            "Rs = [rabbit_quorum_queue:add_member(V, Name, N, 30000) "
+            "|| Q <- rabbit_amqqueue:list(), amqqueue:get_type(Q) =:= rabbit_quorum_queue, "
+            f"length(Ms(Q)) < {target}, not lists:member(N, Ms(Q)), "
+            "{resource, V, queue, Name} <- [amqqueue:get_name(Q)]], "
+            "{length([ok || ok <- Rs]), length(Rs)}."
+        )
+        out = self.ctl("eval", code, timeout=timeout).stdout.strip()
+        found = re.fullmatch(r"\{(\d+),(\d+)\}", out)
+        if found is None:
+            raise BridgeError(f"unexpected answer growing quorum queues on {self.nodename}: {out}", None)
+        return int(found[1]), int(found[2])
 
     def forget(self, nodename: str) -> None:
         """``rabbitmqctl forget_cluster_node`` (the forgotten node must be stopped)."""

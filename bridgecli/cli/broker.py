@@ -34,18 +34,23 @@ def start(app, timeout: float, as_json: bool) -> None:
     """Start the node and wait until it accepts connections; prints its URI.
 
     On a machine that is a hub (`bridge hub start` ran and `bridge hub stop` did not), the
-    node comes back as the hub, with its TLS listener and registrar.
+    node comes back as the hub, with its TLS listener and registrar. On a cluster node's
+    machine (`bridge join --node` ran) it comes back as that node and rejoins the cluster.
     """
     from bridgecli import localbroker
     from bridgecli.errors import ConfigError
-    from bridgecli.hub import layout
+    from bridgecli.hub import layout, node_join
 
     if layout.is_active_hub():
         from bridgecli.hub import lifecycle
 
         lifecycle.start(app.config, [], [], timeout)
         output.note("bridge: this machine is a hub: started it with its TLS listener and registrar")
-    result = localbroker.start(timeout, host=app.config.host_id)
+    result = None if layout.is_active_hub() else node_join.start_saved(timeout)
+    if result is not None:
+        output.note("bridge: this machine is a cluster node: started it with its saved cluster settings")
+    else:
+        result = localbroker.start(timeout, host=app.config.host_id)
     info = result.info
     if as_json:
         output.data(

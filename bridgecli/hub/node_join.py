@@ -3,8 +3,9 @@
 Reaches the hub exactly as a host's join does (the invite's CA pinned, the one-time secret
 traded on that TLS connection), receives the cluster's cookie and this node's certificates,
 writes them privately under the state directory, starts a :class:`ClusterNode` with the
-hub's AMQPS listener settings and joins the hub's node. Hosts that join the hub afterwards
-learn this node's address and fail over to it.
+hub's AMQPS listener settings, joins the hub's node and grows the quorum queues onto it.
+Hosts that join the hub afterwards learn this node's address and fail over to it.
+``bridge broker start`` on such a machine starts the same node again (:func:`start_saved`).
 """
 
 from __future__ import annotations
@@ -57,16 +58,7 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
     _write_files(answer)
     record = cluster.read_node_record()
     assert record is not None
-    directory = cluster.node_dir()
-    listen = [(record["address"], record["amqps_port"])]
-    node = ClusterNode(
-        localbroker.broker_dir(),
-        cluster.node_dist(record),
-        cookie=str(answer["cookie"]),
-        extra_conf=lifecycle.tls_listener_conf(
-            listen, directory / "ca.pem", directory / "amqps.pem", directory / "amqps.key"
-        ),
-    )
+    node = saved_node(record)
     node.start(timeout)
     localbroker.record(node)
     peer = str(record["nodes"][0]["nodename"])
@@ -75,6 +67,8 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
     except ClusterPeerUnreachable:
         localbroker.stop()
         raise
+    grown = time.monotonic()
+    added, tried = node.grow_quorum_queues()
     return {
         "hub": record["hub"],
         "name": record["name"],
@@ -82,5 +76,32 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
         "address": f"{record['address']}:{record['amqps_port']}",
         "joined": peer,
         "join_seconds": round(joined_in, 2),
+        "queues_grown": added,
+        "queues_not_grown": tried - added,
+        "grow_seconds": round(time.monotonic() - grown, 2),
         "seconds": round(time.monotonic() - began, 2),
     }
+
+
+def saved_node(record: dict[str, Any]) -> ClusterNode:
+    """This machine's cluster node as ``join --node`` recorded it: its name, TLS
+    distribution and the hub's AMQPS listener, so that every start brings back the same node."""
+    directory = cluster.node_dir()
+    listen = [(record["address"], int(record["amqps_port"]))]
+    return ClusterNode(
+        localbroker.broker_dir(),
+        cluster.node_dist(record),
+        cookie=(directory / "cookie").read_text().strip(),
+        extra_conf=lifecycle.tls_listener_conf(
+            listen, directory / "ca.pem", directory / "amqps.pem", directory / "amqps.key"
+        ),
+    )
+
+
+def start_saved(timeout: float = 90.0) -> localbroker.StartResult | None:
+    """Start this node machine's cluster node with its saved settings (it rejoins its
+    cluster by itself: its database names the other members); None on any other machine."""
+    record = cluster.read_node_record()
+    if record is None:
+        return None
+    return localbroker.start_node(saved_node(record), timeout)
