@@ -60,10 +60,13 @@ def register(
 def reclaim(grants: Any, entities: list[Entity]) -> None:
     """Re-own every entity's gid at the hub before its inbox is declared (idempotent; covers
     entities registered while the hub was away). A refusal is logged, not fatal: the
-    inboxes the broker already grants keep working."""
+    inboxes the broker already grants keep working. Also learns, in the background, the
+    cluster nodes added since this host joined (:mod:`bridgecli.gateway.broker_nodes`)."""
     from bridgecli.errors import BridgeError
+    from bridgecli.gateway import broker_nodes
     from bridgecli.gateway import log as glog
 
+    broker_nodes.learn_in_background(grants)
     if grants is None or not entities:
         return
     try:

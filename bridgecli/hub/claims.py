@@ -121,6 +121,13 @@ class GrantClaimer:
         if legacy and self._active():
             self._call({"op": "release", "gids": legacy})
 
+    def nodes(self) -> list[Any] | None:
+        """Every cluster node's AMQPS address as the hub knows it now (``host:port``
+        strings, unchecked), or None when the hub answers none (not a cluster, an older
+        hub); raises when it cannot be asked."""
+        brokers = self._call({"op": "nodes"}).get("brokers")
+        return brokers if isinstance(brokers, list) else None
+
     def close(self) -> None:
         with self._lock:
             self._drop()

@@ -154,7 +154,7 @@ class Registrar:
                 return self.enrol(request, user_id)
             if op == "enrol-node":
                 return self.enrol_node(request, user_id)
-            if op in ("claim", "release"):
+            if op in ("claim", "release", "nodes"):
                 host = self._host_of(user_id)
                 if host is None:
                     return _refusal(
@@ -162,6 +162,8 @@ class Registrar:
                         f"broker user {user_id!r} is not a joined host",
                         "join this host with `bridge join INVITE`",
                     )
+                if op == "nodes":  # a joined host learns nodes added after it joined
+                    return {"ok": True, **(node_enrol.host_extra(self.store) if self.cluster else {})}
                 if op == "claim":
                     return self.claim(host, user_id, request.get("entities"))
                 return self.release(host, user_id, request.get("gids"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 #: the ``kind`` label of a request: its op when it is one of these, else ``unknown``
-REQUEST_KINDS = ("enrol", "enrol-node", "claim", "release")
+REQUEST_KINDS = ("enrol", "enrol-node", "claim", "release", "nodes")
 
 
 class RegistrarEvents:

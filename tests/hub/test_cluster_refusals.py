@@ -1,5 +1,6 @@
-"""A cluster hub's refusals that need no cluster: the wrong invite kind at the registrar,
-and cluster commands on a hub made without --cluster (exit code NOT_A_CLUSTER)."""
+"""A cluster hub's answers and refusals that need no cluster: the wrong invite kind at the
+registrar, the ``nodes`` request, and cluster commands on a hub made without --cluster
+(exit code NOT_A_CLUSTER)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,16 @@ def test_each_invite_kind_enrols_only_its_own_way(registrar, store):
     _refused(_ask(registrar, "enrol-node", "bbbbbbbbbbbb", "hostx"), "invite", "host invite")
     assert store.invite("aaaaaaaaaaaa").state(T0) == "open"  # a refusal does not use it
     assert store.invite("bbbbbbbbbbbb").state(T0) == "open"
+
+
+def test_joined_hosts_ask_for_every_nodes_address(registrar, store, admin):
+    store.add_node("hub", "192.0.2.10:5671", "bridge@192.0.2.10")
+    store.add_node("node2", "192.0.2.11:5671", "bridge@192.0.2.11")
+    answer = registrar.handle({"op": "nodes"}, registrar.local_user)
+    assert answer == {"ok": True, "cluster": True, "brokers": ["192.0.2.10:5671", "192.0.2.11:5671"]}
+    _refused(registrar.handle({"op": "nodes"}, "stranger"), "denied", "not a joined host")
+    plain = Registrar(store, admin, "hub-test", "hubhost", clock=lambda: T0)
+    assert plain.handle({"op": "nodes"}, plain.local_user) == {"ok": True}
 
 
 def test_cluster_commands_on_a_plain_hub(bridge_home):

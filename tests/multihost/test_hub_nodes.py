@@ -2,7 +2,8 @@
 
 ``hub`` runs ``bridge hub start --cluster``; hostA and hostC become its other nodes with
 ``bridge hub invite --node`` and ``bridge join --node``; hostB joins afterwards as a host and
-gets every node's address, and so does hostD. Then the node hostB's gateway is connected to
+gets every node's address; hostD, joined before the nodes, learns them when its gateway
+connects. Then the node hostB's gateway is connected to
 is killed with SIGKILL, hostB's sends are confirmed again through the survivors, and the node
 comes back with a plain ``bridge broker start``. Then the hub machine's node and registrar
 are killed: hostB and hostD keep messaging each other through hostA's and hostC's nodes,
@@ -38,7 +39,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 NODES = ("hostA", "hostC")  # the machines that become cluster nodes
 HOST = "hostB"  # the machine that joins as a host after the nodes
-OTHER = "hostD"  # a second host, joined with hostB
+OTHER = "hostD"  # a second host, joined before the nodes: it learns them
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +141,9 @@ def _exchange(lab: NetnsLab, a: tuple[str, str], b: tuple[str, str], text: str) 
 
 def test_hub_grows_to_three_nodes_and_a_host_fails_over(lab: NetnsLab):
     hub_main = register(lab, "hub", "hn-main", role="main")  # its inbox lives on the hub's node
+    lab.bridge(OTHER, "join", lab.bridge("hub", "hub", "invite", "hostd").stdout.strip())
+    learnt_from = broker_uri(lab, OTHER)
+    assert [re.sub(r".*@", "", u) for u in learnt_from.split(",")] == [f"{lab.addr('broker')}:5671/"]
     lines = {}
     for name in NODES:
         lines[name] = lab.bridge(
@@ -213,8 +217,12 @@ def test_hub_grows_to_three_nodes_and_a_host_fails_over(lab: NetnsLab):
     )
     print(f"hostA's node restarted by `bridge broker start` in {started['seconds']}s")
 
-    # a second host, on hostC's node first; hostB's gateway goes back to the hub's node first
-    lab.bridge(OTHER, "join", lab.bridge("hub", "hub", "invite", "hostd").stdout.strip())
+    # the host joined before the nodes learns them at its gateway's connect, with its own login
+    lab.start_gateway(OTHER)
+    want = [learnt_from] + [learnt_from.replace(f"@{lab.addr('broker')}:", f"@{lab.addr(n)}:") for n in NODES]
+    wait_for(lambda: broker_uri(lab, OTHER).split(",") == want, 15, 0.2, what="hostD learning the nodes")
+    lab.stop_gateway(OTHER)
+    # then on hostC's node first; hostB's gateway goes back to the hub's node first
     _first(lab, OTHER, ("hostC", "hostA", "broker"))
     lab.start_gateway(OTHER)
     assert _on(lab, "hostC", OTHER)
