@@ -26,6 +26,10 @@ from bridgecli.rabbitnode import LocalNode
 CLUSTER_DIST_PORT = 25672
 #: The name part of every cluster node: the AMQP readiness check matches ``bridge@``
 NODE_NAME = "bridge"
+#: seconds a distribution connection may take to set up (Erlang's default is 7)
+SETUP_SECONDS = 30
+#: pings of a peer before a join gives up on it
+PING_ATTEMPTS = 3
 
 
 def node_name(address: str) -> str:
@@ -74,7 +78,9 @@ class DistTls:
         args = (
             f"-proto_dist inet_tls -ssl_dist_optfile {optfile} "
             f"-start_epmd false -erl_epmd_port {self.port} "
-            f"-kernel inet_dist_use_interface {{{a},{b},{c},{d}}}"
+            f"-kernel inet_dist_use_interface {{{a},{b},{c},{d}}} "
+            # a TLS handshake between two busy machines can take longer than the default 7 s
+            f"-kernel net_setuptime {SETUP_SECONDS}"
         )
         return args if listen else f"{args} -dist_listen false"
 
@@ -153,7 +159,11 @@ class ClusterNode(LocalNode):
         ``join_cluster``, ``start_app``); returns the seconds it took. Raises
         ClusterPeerUnreachable (node left running alone) when the peer does not answer."""
         began = time.monotonic()
-        answer = self.ctl("eval", f"net_adm:ping('{peer}').", check=False, timeout=timeout).stdout.strip()
+        for attempt in range(PING_ATTEMPTS):  # a busy peer may miss one
+            answer = self.ctl("eval", f"net_adm:ping('{peer}').", check=False, timeout=timeout).stdout.strip()
+            if answer == "pong":
+                break
+            time.sleep(attempt + 1)
         if answer != "pong":
             raise ClusterPeerUnreachable(
                 f"cannot join the cluster of {peer}: it does not answer over TLS distribution on port {self.dist.port}",
