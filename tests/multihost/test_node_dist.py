@@ -112,7 +112,9 @@ def _erl_ping(lab: NetnsLab, host: str, home: Path, target: str, *dist_args: str
         text=True,
         timeout=60,
     )
-    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else result.stderr[-300:]
+    # the TLS layer may print a NOTICE REPORT (e.g. about verify_none) around the answer
+    answers = [line.strip() for line in result.stdout.splitlines() if line.strip() in ("pong", "pang")]
+    return answers[-1] if len(answers) == 1 else result.stdout[-300:] + result.stderr[-300:]
 
 
 def _reaches(lab: NetnsLab, host: str, addr: str, port: int) -> bool:
