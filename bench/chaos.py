@@ -2,9 +2,10 @@
 sends, U1 round trips, `poll --wait` readers) and a fault every few seconds, then heal, drain
 and classify every send with :mod:`chaos_checker`. Prints its schedule number first;
 ``--schedule N`` replays the same faults. Root, minutes: not in run_all.py. Method and
-figures: docs/reliability.md ("Chaos soak").
+figures: docs/reliability.md ("Chaos soak"). ``--cluster``: the hub is a three-node cluster
+(the hub machine and two node machines), with node kills and node partitions among the faults.
 
-    sudo .venv/bin/python bench/chaos.py [--seconds 120] [--schedule N] [--hosts 4]
+    sudo .venv/bin/python bench/chaos.py [--seconds 120] [--schedule N] [--hosts 4] [--cluster]
 """
 
 from __future__ import annotations
@@ -42,49 +43,81 @@ FAULTS = {
     "registrar kill -9 + restart": 1,
     "broker kill -9 + restart": 1,
 }
+#: the faults added by ``--cluster``, on a node machine that is not the hub (one at a time)
+CLUSTER_FAULTS = {
+    "node kill -9 + restart": 2,
+    "node partition + heal": 2,
+}
+#: the node machines of ``--cluster`` and their last address octet
+NODE_MACHINES = {"node1": 31, "node2": 32}
 
 
 def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-def new_lab(root: Path, hosts: int) -> Any:
-    """The namespace lab for a hub and ``hosts`` hosts (not set up yet)."""
+def new_lab(root: Path, hosts: int, nodes: tuple[str, ...] = ()) -> Any:
+    """The namespace lab for a hub, ``hosts`` hosts and the node machines ``nodes`` (not set
+    up yet)."""
     from tests.support import netns
 
     names = tuple(f"host{chr(ord('A') + i)}" for i in range(hosts))
     for i, name in enumerate(names):
         netns.HOST_OCTETS.setdefault(name, 11 + i)
-    return netns.NetnsLab(root, hosts=names, start_broker=False, prefix=f"bc{os.getpid()}")
+    for node in nodes:
+        netns.HOST_OCTETS.setdefault(node, NODE_MACHINES[node])
+    return netns.NetnsLab(root, hosts=(*names, *nodes), start_broker=False, prefix=f"bc{os.getpid()}")
 
 
-def build_lab(lab: Any) -> None:
-    """The hub and the lab's hosts joined, with their gateways (hub_lab.build, N joiners)."""
+def build_lab(lab: Any, nodes: tuple[str, ...] = ()) -> None:
+    """The hub and the lab's hosts joined, with their gateways (hub_lab.build, N joiners).
+    With ``nodes``: the hub starts with ``--cluster``, the node machines join it as nodes
+    (tests/multihost/test_hub_nodes.py), then the hosts join, each with the nodes in its
+    broker.uri in another order (rotated by one per host), so that they spread over nodes."""
     from tests.multihost import hub_lab
 
-    names = lab.hosts
     lab.setup()
-    for name in names:
+    for name in lab.hosts:
         for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
             lab.host(name).env.pop(key, None)
     hub_lab.hub_home(lab)
-    lab.bridge("hub", "broker", "start", timeout=180)
-    lab.start_gateway("hub")
-    mark = len(lab.gateway_text("hub"))
-    lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, timeout=180)
-    lab.wait_log("hub", "connected to broker", timeout=60, after=mark)
-    for name in names:
+    if nodes:
+        lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, "--cluster", timeout=180)
+        lab.start_gateway("hub")
+        for node in nodes:
+            line = lab.bridge("hub", "hub", "invite", "--node", node, "--address", lab.addr(node)).stdout.strip()
+            joined = lab.bridge_json(node, "join", "--node", line, timeout=240)
+            log(f"{node} joined the cluster in {joined['seconds']}s ({joined['queues_grown']} quorum queues grown)")
+    else:
+        lab.bridge("hub", "broker", "start", timeout=180)
+        lab.start_gateway("hub")
+        mark = len(lab.gateway_text("hub"))
+        lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, timeout=180)
+        lab.wait_log("hub", "connected to broker", timeout=60, after=mark)
+    for i, name in enumerate(n for n in lab.hosts if n not in nodes):
         hub_lab.join(lab, name)
+        if nodes:
+            config = lab.host(name).home.config_file
+            uris = hub_lab.broker_uri(lab, name).split(",")
+            turn = i % len(uris)
+            config.write_text(config.read_text().replace(",".join(uris), ",".join(uris[turn:] + uris[:turn])))
+            log(f"{name}: broker.uri starts with {uris[turn].rsplit('@', 1)[-1]}")
         lab.start_gateway(name)
 
 
 class Soak:
     """The traffic threads, the fault loop and their records."""
 
-    def __init__(self, lab: Any, names: tuple[str, ...], schedule: int, u1: bool = True) -> None:
+    def __init__(
+        self, lab: Any, names: tuple[str, ...], schedule: int, u1: bool = True, nodes: tuple[str, ...] = ()
+    ) -> None:
         from tests.multihost.helpers import register, wait_announced
 
         self.lab, self.names, self.schedule = lab, names, schedule
+        #: the node machines of a cluster hub (none: a one-node hub)
+        self.nodes = nodes
+        #: True once `rabbitmq-queues check_if_node_is_quorum_critical` hung: running nodes suffice
+        self.quorum_check_hangs = False
         self.rng = random.Random(schedule)
         self.inbox: dict[str, str] = {}
         self.main: dict[str, str] = {}
@@ -111,7 +144,7 @@ class Soak:
         self.poll_kills: list[str] = []
         #: ids a poll client printed before it was killed (the gateway holds them again)
         self.killed_reads: set[str] = set()
-        self.kinds = list(FAULTS)
+        self.kinds = list(FAULTS) + (list(CLUSTER_FAULTS) if nodes else [])
         self.fault_log: list[str] = []
         self.notes: list[str] = []
         self.sending = threading.Event()
@@ -304,9 +337,118 @@ class Soak:
         if result.returncode != 0:
             self.notes.append(f"hub start after a fault: exit {result.returncode}: {result.stderr.strip()[-200:]}")
 
+    # --- the cluster ----------------------------------------------------------------------
+    def node_ctl(self, machine: str, tool: str, *args: str, timeout: float = 40.0) -> tuple[int, str]:
+        """``tool -n NODE ARGS`` for ``machine``'s own node, with that node's CLI environment
+        (its TLS distribution files and cookie: ClusterNode.ctl), inside its namespace; a
+        command that gathers from every node would hang, these ask the one node only.
+        Returns (exit code, output); (-1, "timed out") when it hangs."""
+        script = (
+            "import sys\n"
+            "from bridgecli.hub import cluster\n"
+            f"r = cluster.local_node()[0].ctl(*sys.argv[2:], tool=sys.argv[1], check=False, timeout={timeout - 5})\n"
+            "print(r.stdout.strip() or r.stderr.strip()[-300:])\n"
+            "sys.exit(r.returncode)\n"
+        )
+        host = self.lab.host(machine)
+        try:
+            result = subprocess.run(
+                ["ip", "netns", "exec", host.ns, sys.executable, "-c", script, tool, *args],
+                env={**host.env, "PYTHONPATH": str(ROOT)},
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return -1, "timed out"
+        return result.returncode, (result.stdout.strip() or result.stderr.strip()[-300:])
+
+    def cluster_problem(self) -> str:
+        """Why the cluster is not yet fit for the next node fault ("" when it is): a node not
+        running, a partition still seen, or a node whose loss would cost a quorum queue its
+        majority."""
+        for machine in ("hub", *self.nodes):  # any running member can list the nodes
+            result = self.lab.bridge(machine, "hub", "nodes", "--json", check=False, timeout=60)
+            if result.returncode == 0:
+                break
+        else:
+            return "no machine answers `bridge hub nodes`"
+        down = [n["name"] for n in json.loads(result.stdout)["nodes"] if not n["running"]]
+        if down:
+            return f"not running: {', '.join(down)}"
+        for machine in ("hub", *self.nodes):
+            code, out = self.node_ctl(machine, "rabbitmqctl", "eval", "rabbit_node_monitor:partitions().")
+            if code == 0 and out != "[]":
+                return f"{machine} sees a partition: {out[:120]}"
+        if self.quorum_check_hangs:
+            return ""
+        for machine in ("hub", *self.nodes):
+            code, out = self.node_ctl(machine, "rabbitmq-queues", "check_if_node_is_quorum_critical")
+            if code == -1:
+                self.quorum_check_hangs = True
+                self.notes.append(f"check_if_node_is_quorum_critical hung on {machine}: nodes running + 5 s instead")
+                time.sleep(5.0)
+                return ""
+            if code != 0:
+                return f"{machine} is quorum critical: {out[-160:]}"
+        return ""
+
+    def wait_cluster(self, timeout: float = 240.0) -> str:
+        """Wait until :meth:`cluster_problem` is empty; returns how long that took, or why not."""
+        t0 = time.monotonic()
+        problem = "?"
+        while time.monotonic() - t0 < timeout:
+            problem = self.cluster_problem()
+            if not problem:
+                return f"healthy after {time.monotonic() - t0:.1f}s"
+            time.sleep(1.0)
+        self.notes.append(f"cluster not healthy after {timeout:g}s: {problem}")
+        return f"NOT healthy after {timeout:g}s: {problem}"
+
+    def node_pid(self, machine: str) -> int | None:
+        try:
+            state = json.loads((self.lab.host(machine).home.data_dir / "broker" / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return int(state["pid"]) if state.get("pid") else None
+
+    def node_start(self, machine: str) -> str:
+        """`bridge broker start` on a node machine (its saved cluster settings)."""
+        t0 = time.monotonic()
+        result = self.lab.bridge(machine, "broker", "start", check=False, timeout=180)
+        if result.returncode != 0:
+            self.notes.append(f"broker start on {machine}: exit {result.returncode}: {result.stderr.strip()[-200:]}")
+        return f"started in {time.monotonic() - t0:.1f}s"
+
     def inject(self, kind: str) -> str:
         rng, lab = self.rng, self.lab
         name = rng.choice(self.names)
+        if self.nodes and kind in ("node kill -9 + restart", "node partition + heal", "broker kill -9 + restart"):
+            problem = self.cluster_problem()  # never two nodes down at once
+            if problem:
+                waited = self.wait_cluster()
+                if waited.startswith("NOT"):
+                    return f"skipped: {waited}"
+        if kind == "node kill -9 + restart":
+            machine = rng.choice(self.nodes)
+            down = rng.uniform(2.0, 6.0)
+            pid = self.node_pid(machine)
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(down)
+            started = self.node_start(machine)
+            return f"{machine} pid {pid}, down {down:.1f}s, {started}, {self.wait_cluster()}"
+        if kind == "node partition + heal":
+            machine = rng.choice(self.nodes)
+            cut = rng.uniform(3.0, 10.0)
+            lab.partition(machine)
+            time.sleep(cut)
+            lab.heal(machine)
+            return f"{machine}, cut {cut:.1f}s, {self.wait_cluster()}"
         if kind == "gateway kill -9 + restart":
             down = rng.uniform(0.5, 4.0)
             lab.stop_gateway(name, signal.SIGKILL)
@@ -352,11 +494,12 @@ class Soak:
             time.sleep(rng.uniform(0.5, 3.0))
             t0 = time.monotonic()
             self.hub_start()
-            return f"pid {pid}, node back in {time.monotonic() - t0:.1f}s"
+            back = f"pid {pid}, node back in {time.monotonic() - t0:.1f}s"
+            return f"{back}, {self.wait_cluster()}" if self.nodes else back
         raise ValueError(kind)
 
     def heal_all(self) -> None:
-        for name in self.names:
+        for name in (*self.names, *self.nodes):
             self.lab.heal(name)
             pid = self.gateway_pid(name)
             if pid is not None:
@@ -367,8 +510,14 @@ class Soak:
         status = self.hub_status()
         if not (status.get("registrar") or {}).get("alive") or not status.get("running"):
             self.hub_start()
+        for machine in self.nodes:
+            pid = self.node_pid(machine)
+            if not pid or not os.path.exists(f"/proc/{pid}"):
+                self.node_start(machine)
         for name in (*self.names, "hub"):
             self.ensure_gateway(name)
+        if self.nodes:
+            self.wait_cluster()
 
     # --- the run ----------------------------------------------------------------------
     def run(self, seconds: float, drain: float) -> None:
@@ -382,7 +531,7 @@ class Soak:
         for thread in threads + pollers:
             thread.start()
         kinds = self.kinds
-        weights = [FAULTS[kind] for kind in kinds]
+        weights = [{**FAULTS, **CLUSTER_FAULTS}[kind] for kind in kinds]
         start = time.monotonic()
         time.sleep(self.rng.uniform(2.0, 5.0))
         while time.monotonic() - start < seconds:
@@ -424,7 +573,8 @@ def report(soak: Soak, schedule: int, seconds: float, elapsed: float) -> bool:
     verdict = check(soak.sends, soak.deliveries)
     totals = verdict.totals()
     print()
-    print(f"schedule {schedule}, {seconds:g} s of faults, {len(soak.names)} hosts + hub, {elapsed:.0f} s in all")
+    hub = f"a {1 + len(soak.nodes)}-node cluster hub" if soak.nodes else "hub"
+    print(f"schedule {schedule}, {seconds:g} s of faults, {len(soak.names)} hosts + {hub}, {elapsed:.0f} s in all")
     print()
     print("| sends | " + " | ".join(CLASSES) + " | unexpected | unknown but delivered |")
     print("| --- " * (len(CLASSES) + 3) + "|")
@@ -436,7 +586,7 @@ def report(soak: Soak, schedule: int, seconds: float, elapsed: float) -> bool:
     print()
     print("| fault | injected |")
     print("| --- | --- |")
-    for kind in FAULTS:
+    for kind in [*FAULTS, *(CLUSTER_FAULTS if soak.nodes else ())]:
         print(f"| {kind} | {soak.faults.get(kind, 0)} |")
     print()
     roles = {**{g: "one-way" for g in soak.main.values()}, **{g: "ask" for g in soak.asker.values()}}
@@ -482,6 +632,9 @@ def cli() -> int:
     parser.add_argument("--no-u1", action="store_true", help="one-way sends only, no ask/answer round trips")
     parser.add_argument("--only", default="", help="only the fault kinds whose name contains this text")
     parser.add_argument("--keep", action="store_true", help="keep the lab's directory (logs) afterwards")
+    parser.add_argument(
+        "--cluster", action="store_true", help="a 3-node cluster hub (two node machines), node faults added"
+    )
     args = parser.parse_args()
     schedule = args.schedule if args.schedule is not None else random.SystemRandom().randrange(1, 1_000_000)
     print(f"schedule {schedule}", flush=True)
@@ -492,14 +645,15 @@ def cli() -> int:
         print(f"skipped: {reason}")
         return 2
     root = Path(tempfile.mkdtemp(prefix="bchaos", dir="/tmp"))
-    lab = new_lab(root, args.hosts)
+    nodes = tuple(NODE_MACHINES) if args.cluster else ()
+    lab = new_lab(root, args.hosts, nodes)
     started = time.monotonic()
     try:
         log("building the lab")
-        build_lab(lab)
-        names = tuple(n for n in lab.members if n != "hub")
-        soak = Soak(lab, names, schedule, u1=not args.no_u1)
-        soak.kinds = [kind for kind in FAULTS if args.only in kind]
+        build_lab(lab, nodes)
+        names = tuple(n for n in lab.members if n != "hub" and n not in nodes)
+        soak = Soak(lab, names, schedule, u1=not args.no_u1, nodes=nodes)
+        soak.kinds = [kind for kind in soak.kinds if args.only in kind]
         log(f"lab up in {time.monotonic() - started:.0f}s; soaking for {args.seconds:g}s")
         soak.run(args.seconds, args.drain)
         return 0 if report(soak, schedule, args.seconds, time.monotonic() - started) else 1
