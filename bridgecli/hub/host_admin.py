@@ -56,12 +56,10 @@ def create_invite(host: str, expires_in: float = DEFAULT_EXPIRY, replace: bool =
                 f"host {host!r} has already joined this hub",
                 f"re-issue with `bridge hub invite {host} --replace` (its old credential stops working)",
             )
-        # on a cluster hub every node can answer the join (each runs a registrar)
-        nodes = [n.address for n in store.nodes()] if settings.cluster else []
         line = invite_mod.Invite(
             hub=settings.hub_id,
             host=host,
-            addresses=tuple(dict.fromkeys([*settings.addresses, *nodes])),
+            addresses=tuple(settings.addresses),
             invite_id=invite_mod.new_id(),
             secret=invite_mod.new_secret(),
             expires=time.time() + expires_in,
