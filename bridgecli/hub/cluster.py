@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import string
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from bridgecli import localbroker, paths
 from bridgecli.config import HOST_ID_RE
 from bridgecli.errors import CannotWrite, ConfigError, Conflict, NotACluster, NotFound
 from bridgecli.hub import invite as invite_mod
-from bridgecli.hub import layout, permissions
+from bridgecli.hub import layout
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import HubSettings
 from bridgecli.hub.pki import HubPki
@@ -158,20 +157,8 @@ def create_node_invite(name: str, address: str, expires_in: float) -> dict[str, 
                     f"node {node.name} ({node.nodename}) is already in this cluster",
                     f"remove it first: `bridge hub remove-node {node.name}`",
                 )
-        line = invite_mod.Invite(
-            hub=settings.hub_id,
-            host=name,
-            addresses=tuple(settings.addresses),
-            invite_id=invite_mod.new_id(),
-            secret=invite_mod.new_secret(),
-            expires=time.time() + expires_in,
-            ca_der=HubPki(layout.pki_dir()).ca_der(),
-            kind="node",
-        )
         admin = RabbitAdmin(settings.management_port)
-        admin.put_user(line.enrol_user, line.secret)
-        admin.set_permissions(line.enrol_user, *permissions.ENROL_PERMISSIONS)
-        store.add_invite(line.invite_id, name, line.expires, False, kind="node", address=address)
+        line = invite_mod.issue(settings, store, admin, name, expires_in, kind="node", address=address)
     finally:
         store.close()
     return {"invite": line.encode(), "id": line.invite_id, "node": name, "address": address, "expires": line.expires}

@@ -14,10 +14,9 @@ from typing import Any
 from bridgecli.config import HOST_ID_RE
 from bridgecli.errors import ConfigError, Conflict, NotFound
 from bridgecli.hub import invite as invite_mod
-from bridgecli.hub import layout, permissions
+from bridgecli.hub import layout
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import LOCAL_USER, HubSettings
-from bridgecli.hub.pki import HubPki
 from bridgecli.hub.rabbitadmin import RabbitAdmin
 from bridgecli.hub.registrar import check_host_tag
 
@@ -56,18 +55,7 @@ def create_invite(host: str, expires_in: float = DEFAULT_EXPIRY, replace: bool =
                 f"host {host!r} has already joined this hub",
                 f"re-issue with `bridge hub invite {host} --replace` (its old credential stops working)",
             )
-        line = invite_mod.Invite(
-            hub=settings.hub_id,
-            host=host,
-            addresses=tuple(settings.addresses),
-            invite_id=invite_mod.new_id(),
-            secret=invite_mod.new_secret(),
-            expires=time.time() + expires_in,
-            ca_der=HubPki(layout.pki_dir()).ca_der(),
-        )
-        admin.put_user(line.enrol_user, line.secret)
-        admin.set_permissions(line.enrol_user, *permissions.ENROL_PERMISSIONS)
-        store.add_invite(line.invite_id, host, line.expires, replace)
+        line = invite_mod.issue(settings, store, admin, host, expires_in, replace=replace)
         return {
             "invite": line.encode(),
             "id": line.invite_id,

@@ -14,7 +14,9 @@ import hashlib
 import json
 import re
 import secrets
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from bridgecli.errors import InviteError
 
@@ -132,3 +134,36 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not host:
         raise InviteError(f"malformed invite (bad address {address!r})", ASK_AGAIN)
     return host.strip("[]"), int(port)
+
+
+def issue(
+    settings: Any,
+    store: Any,
+    admin: Any,
+    host: str,
+    expires_in: float,
+    *,
+    replace: bool = False,
+    kind: str = "host",
+    address: str | None = None,
+) -> Invite:
+    """On the hub: make, grant and record one invite of ``kind`` for ``host``: its enrolment
+    user (the secret as password, through ``admin``) and its row in ``store``. One path for
+    host and node invites."""
+    from bridgecli.hub import layout, permissions
+    from bridgecli.hub.pki import HubPki
+
+    line = Invite(
+        hub=settings.hub_id,
+        host=host,
+        addresses=tuple(settings.addresses),
+        invite_id=new_id(),
+        secret=new_secret(),
+        expires=time.time() + expires_in,
+        ca_der=HubPki(layout.pki_dir()).ca_der(),
+        kind=kind,
+    )
+    admin.put_user(line.enrol_user, line.secret)
+    admin.set_permissions(line.enrol_user, *permissions.ENROL_PERMISSIONS)
+    store.add_invite(line.invite_id, host, line.expires, replace, kind=kind, address=address)
+    return line
