@@ -152,6 +152,8 @@ class ClusterNode(LocalNode):
             _write_private(self.home / ".erlang.cookie", self.cookie)
         if self.amqp_port is None:
             self.amqp_port = free_port({self.dist.port})
+        if self.management and self.management_port is None:
+            self.management_port = free_port({self.dist.port, self.amqp_port})
         super().start(timeout, keep_ports=True)
 
     def join_cluster(self, peer: str, timeout: float = 120.0) -> float:

@@ -88,8 +88,10 @@ def start(app, timeout: float, as_json: bool) -> None:
 def stop(as_json: bool) -> None:
     """Stop the node cleanly (no process is left behind)."""
     from bridgecli import localbroker
+    from bridgecli.hub import node_registrar
 
     began = time.monotonic()
+    node_registrar.stop()  # a cluster node machine's registrar (none elsewhere)
     info = localbroker.stop()
     if as_json:
         output.data(

@@ -153,10 +153,12 @@ def issue(
     from bridgecli.hub import layout, permissions
     from bridgecli.hub.pki import HubPki
 
+    # on a cluster hub every node can answer the join (each runs a registrar)
+    nodes = [n.address for n in store.nodes()] if settings.cluster else []
     line = Invite(
         hub=settings.hub_id,
         host=host,
-        addresses=tuple(settings.addresses),
+        addresses=tuple(dict.fromkeys([*settings.addresses, *nodes])),
         invite_id=new_id(),
         secret=new_secret(),
         expires=time.time() + expires_in,

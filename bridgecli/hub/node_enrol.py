@@ -1,10 +1,10 @@
 """The registrar's side of ``bridge join --node``: a node invite traded for cluster secrets.
 
 The answer carries the Erlang cookie, the hub CA, a distribution certificate and an AMQPS
-server certificate (each with a new key) for the invite's address, the existing nodes and
-the AMQPS port. It travels only on the enrolment connection, inside the TLS the joining
-machine verified against the invite's CA: nothing of it is stored on the hub but the node's
-record. Also the cluster part of a host's enrolment answer.
+server certificate (each with a new key) for the invite's address, the existing nodes, the
+AMQPS port and the admin credential of the node's own registrar. It travels only on the
+enrolment connection, inside the TLS the joining machine verified against the invite's CA:
+nothing of it is stored on the hub but the node's record. Also the cluster part of a host's enrolment answer.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bridgecli.hub import cluster, layout
+from bridgecli.errors import BrokerUnavailable
+from bridgecli.hub import cluster, layout, node_registrar
 from bridgecli.hub.hub_store import HubStore, InviteRecord
 from bridgecli.hub.pki import HubPki
 from bridgecli.node_dist import node_name
@@ -30,6 +31,11 @@ def node_answer(store: HubStore, record: InviteRecord, now: float) -> dict[str, 
     """Issue the node's certificates, record the node, and return the answer (secrets
     included) for the used node invite ``record``."""
     settings = layout.load()
+    if settings is None and cluster.read_node_record() is not None:  # a node machine's registrar
+        raise BrokerUnavailable(
+            "only the hub machine's registrar can issue node certificates, and another one is active",
+            "retry when the hub machine's registrar is active (restart the other nodes' brokers)",
+        )
     if settings is None or not settings.cluster or not record.address:
         return {"ok": False, "kind": "invite", "error": "this hub is not a cluster", "hint": cluster.FRESH_HINT}
     pki = HubPki(layout.pki_dir())
@@ -54,4 +60,5 @@ def node_answer(store: HubStore, record: InviteRecord, now: float) -> dict[str, 
         "nodes": nodes,
         "amqpsPort": port,
         "hubTime": now,
+        "registrar": node_registrar.answer_part(settings.host_id),
     }

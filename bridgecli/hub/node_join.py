@@ -1,10 +1,11 @@
 """``bridge join --node INVITE``: make this machine another RabbitMQ node of a cluster hub.
 
-Reaches the hub exactly as a host's join does (the invite's CA pinned, the one-time secret
-traded on that TLS connection), receives the cluster's cookie and this node's certificates,
-writes them privately under the state directory, starts a :class:`ClusterNode` with the
-hub's AMQPS listener settings, joins the hub's node and grows the quorum queues onto it.
-Hosts that join the hub afterwards learn this node's address and fail over to it.
+Reaches the hub as a host's join does (the invite's CA pinned, the secret traded on that
+TLS connection), writes the cluster's cookie and this node's certificates privately, starts
+a :class:`ClusterNode` with the hub's AMQPS listener settings, joins the hub's node and
+grows the quorum queues onto it. Later hosts learn this node's address and fail over to
+it; the node's own registrar (:mod:`bridgecli.hub.node_registrar`) answers when the hub's
+cannot.
 ``bridge broker start`` on such a machine starts the same node again (:func:`start_saved`).
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from bridgecli import localbroker, paths
 from bridgecli.errors import ClusterPeerUnreachable, Conflict, InviteError
-from bridgecli.hub import cluster, lifecycle
+from bridgecli.hub import cluster, lifecycle, node_registrar
 from bridgecli.hub import invite as invite_mod
 from bridgecli.hub.join import enrol, reach
 from bridgecli.node_dist import ClusterNode
@@ -38,6 +39,8 @@ def _write_files(answer: dict[str, Any]) -> None:
     record = {k: answer[k] for k in ("hub", "name", "address", "nodename", "nodes")}
     record["amqps_port"] = int(answer["amqpsPort"])
     cluster.write_private(directory / "node.json", json.dumps(record, indent=2).encode())
+    if "registrar" in answer:  # a hub of an earlier version sends no registrar part
+        node_registrar.save(answer)
 
 
 def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
@@ -69,6 +72,7 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
         raise
     grown = time.monotonic()
     added, tried = node.grow_quorum_queues()
+    node_registrar.start(timeout)
     return {
         "hub": record["hub"],
         "name": record["name"],
@@ -92,6 +96,7 @@ def saved_node(record: dict[str, Any]) -> ClusterNode:
         localbroker.broker_dir(),
         cluster.node_dist(record),
         cookie=(directory / "cookie").read_text().strip(),
+        management=True,  # for this machine's registrar, on loopback
         extra_conf=lifecycle.tls_listener_conf(
             listen, directory / "ca.pem", directory / "amqps.pem", directory / "amqps.key"
         ),
@@ -100,8 +105,11 @@ def saved_node(record: dict[str, Any]) -> ClusterNode:
 
 def start_saved(timeout: float = 90.0) -> localbroker.StartResult | None:
     """Start this node machine's cluster node with its saved settings (it rejoins its
-    cluster by itself: its database names the other members); None on any other machine."""
+    cluster by itself: its database names the other members) and its registrar; None on
+    any other machine."""
     record = cluster.read_node_record()
     if record is None:
         return None
-    return localbroker.start_node(saved_node(record), timeout)
+    result = localbroker.start_node(saved_node(record), timeout)
+    node_registrar.start(timeout)
+    return result

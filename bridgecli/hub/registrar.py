@@ -434,28 +434,27 @@ def main() -> None:
     import signal
     import threading
 
-    from bridgecli import config, localbroker
-    from bridgecli.hub import hub_relay
+    from bridgecli import config
+    from bridgecli.hub import hub_relay, node_registrar
     from bridgecli.hub.rabbitadmin import RabbitAdmin
+    from bridgecli.hub.state_replica import StateReplica
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s registrar %(levelname)s %(message)s")
     logging.getLogger("pika").setLevel(logging.WARNING)
-    settings = layout.load()
-    info = localbroker.read_state()
-    if settings is None or info is None:
+    role = node_registrar.role()
+    if role is None:
         raise SystemExit("registrar: no hub settings or broker state; start it with `bridge hub start`")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     # the node's admin, on loopback, for the management API and the queue alike: the one
     # user that may change users and permissions
-    user, password = localbroker.admin_credentials()
-    admin = RabbitAdmin(settings.management_port, user, password)
+    admin = RabbitAdmin(role.management_port, role.admin_user, role.admin_password)
+    cfg = None
     try:
-        cfg = config.load(allow_unknown=True)
+        cfg = config.load(allow_unknown=True) if role.on_hub else None
     except BridgeError as exc:  # a broken bridge.toml: the registrar still serves
         logger.warning("roster relay and metrics not started: %s", exc)
-        cfg = None
     server = None
     events: RegistrarEvents | None = None
     if cfg is not None and cfg.values["hub.metrics"]:
@@ -466,17 +465,19 @@ def main() -> None:
         except MetricsAddressError as exc:  # `bridge hub start` reads the exit code
             logger.error("%s", exc.message)
             raise SystemExit(ExitCode.METRICS_ADDRESS) from None
+    store = HubStore(role.db_path)
     registrar = Registrar(
-        HubStore(layout.db_path()), admin, settings.hub_id, settings.host_id, events=events, cluster=settings.cluster
+        store, admin, role.hub_id, role.hub_host, local_user=role.hub_host, events=events, cluster=role.cluster
     )
     # the hub's roster relay, named after the hub, as its own broker user (hub_relay)
     if cfg is not None:
         try:
-            hub_relay.start(admin, settings.hub_id, info.amqp_port, cfg, stop)
+            hub_relay.start(admin, role.hub_id, role.amqp_port, cfg, stop)
         except BridgeError as exc:
             logger.warning("roster relay not started: %s", exc)
+    replica = StateReplica(store.db, origin=role.on_hub) if role.cluster else None
     try:
-        serve(registrar, localbroker.admin_uri(info), stop)
+        serve(registrar, role.amqp_uri, stop, replica=replica, name=role.connection_name)
     finally:
         if server is not None:
             server.stop()

@@ -9,6 +9,7 @@ full rights, so a ``reply_to`` naming any other queue is ignored (and logged).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 from bridgecli.amqp import topology
 from bridgecli.errors import BridgeError
 from bridgecli.hub import limits, permissions
+from bridgecli.hub.state_replica import REGISTRAR_ARGUMENTS, StateReplica
 
 logger = logging.getLogger("bridgecli.hub.registrar")
 QUEUE = permissions.REGISTRAR_EXCHANGE
@@ -34,9 +36,13 @@ class Registrar(Protocol):
     def reconcile(self) -> None: ...
 
 
-def answer_delivery(registrar: Registrar, channel: Any, method: Any, props: Any, body: bytes) -> None:
+def answer_delivery(
+    registrar: Registrar, channel: Any, method: Any, props: Any, body: bytes, replica: Any = None
+) -> None:
     """Handle one delivery: ack it, dead-letter it if handling raised, answer it on direct
-    reply-to. Only a broken connection escapes (the delivery then comes again)."""
+    reply-to. Only a broken connection escapes (the delivery then comes again). With a
+    ``replica`` (a cluster hub: a (StateReplica, confirm channel) pair) the newest records
+    are loaded first and a change is published, confirmed, before the answer."""
     import pika
     import pika.exceptions
 
@@ -52,6 +58,8 @@ def answer_delivery(registrar: Registrar, channel: Any, method: Any, props: Any,
             )
             channel.basic_ack(method.delivery_tag)
             return
+        if replica is not None:
+            replica[0].pull(replica[1])
         try:
             answer = registrar.handle_body(body, user_id)
         except Exception as exc:  # a bug or a broken disk: dead-letter it, answer, keep serving
@@ -63,6 +71,8 @@ def answer_delivery(registrar: Registrar, channel: Any, method: Any, props: Any,
                 "error": f"the registrar failed: {type(exc).__name__}",
                 "hint": "retry; if it persists, see the hub's registrar.log",
             }
+        if replica is not None and replica[0].changed():
+            replica[0].push(replica[1])
         channel.basic_ack(method.delivery_tag)
         acked = True
         channel.basic_publish(
@@ -77,6 +87,10 @@ def answer_delivery(registrar: Registrar, channel: Any, method: Any, props: Any,
         logger.exception("answering a request failed")
         if not acked:
             channel.basic_ack(method.delivery_tag)
+
+
+def _answer(registrar: Registrar, replica: Any, channel: Any, method: Any, props: Any, body: bytes) -> None:
+    answer_delivery(registrar, channel, method, props, body, replica=replica)
 
 
 def dead_letter(channel: Any, props: Any, body: bytes, detail: str) -> None:
@@ -102,13 +116,13 @@ def dead_letter(channel: Any, props: Any, body: bytes, detail: str) -> None:
     )
 
 
-def _declare(connection: Any, channel: Any) -> None:
-    """The registrar's queue, and ``bridge.dlx`` with ``bridge.dlq`` where it is missing
-    (an existing one, whatever its arguments, is kept)."""
+def _declare(connection: Any, channel: Any, cluster: bool = False) -> None:
+    """The registrar's queue (on a ``cluster`` hub replicated, one consumer active), and
+    ``bridge.dlx`` with ``bridge.dlq`` where it is missing (an existing one is kept)."""
     import pika.exceptions
 
     channel.exchange_declare(QUEUE, "direct", durable=True)
-    channel.queue_declare(QUEUE, durable=True)
+    channel.queue_declare(QUEUE, durable=True, arguments=REGISTRAR_ARGUMENTS if cluster else None)
     channel.queue_bind(QUEUE, QUEUE, routing_key=ROUTING_KEY)
     channel.exchange_declare(topology.DLX, "fanout", durable=True)
     probe = connection.channel()
@@ -122,9 +136,18 @@ def _declare(connection: Any, channel: Any) -> None:
         channel.queue_bind(topology.DLQ, topology.DLX)
 
 
-def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float = 60.0) -> None:
+def serve(
+    registrar: Registrar,
+    uri: str,
+    should_stop: Any,
+    sweep_every: float = 60.0,
+    replica: StateReplica | None = None,
+    name: str = "bridge-hub-registrar",
+) -> None:
     """Consume the registrar queue as its only consumer and answer each request, until
-    ``should_stop`` (an Event) is set; reconnects with capped, jittered backoff."""
+    ``should_stop`` (an Event) is set; reconnects with capped, jittered backoff. With a
+    ``replica`` (a cluster hub) every node's registrar consumes, one active at a time, and
+    the records go through ``bridge.hub.state`` (:mod:`bridgecli.hub.state_replica`)."""
     import pika
     import pika.exceptions
     import tenacity
@@ -134,7 +157,7 @@ def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float =
     def connect() -> Any:
         params = pika.URLParameters(uri)
         params.heartbeat = 30
-        params.client_properties = {"connection_name": "bridge-hub-registrar", "product": "bridgecli"}
+        params.client_properties = {"connection_name": name, "product": "bridgecli"}
         return open_blocking(params)
 
     retrying = tenacity.Retrying(
@@ -150,16 +173,32 @@ def serve(registrar: Registrar, uri: str, should_stop: Any, sweep_every: float =
             return
         try:
             channel = connection.channel()
-            _declare(connection, channel)
+            _declare(connection, channel, cluster=replica is not None)
+            linked = None
+            if replica is not None:  # records first: the reconcile below grants from them
+                state = connection.channel()
+                state.confirm_delivery()
+                replica.declare(state)
+                replica.start(state)
+                linked = (replica, state)
             channel.basic_qos(prefetch_count=16)
-            channel.basic_consume(QUEUE, lambda *a: answer_delivery(registrar, *a), exclusive=True)
+            channel.basic_consume(
+                QUEUE,
+                functools.partial(_answer, registrar, linked),
+                exclusive=replica is None,  # quorum queues refuse it: one consumer is active
+            )
             registrar.reconcile()
             logger.info("registrar serving")
-            last_sweep = time.monotonic()
+            last_sweep = last_sync = time.monotonic()
             while not should_stop.is_set():
                 connection.process_data_events(time_limit=0.5)
                 registrar.drop_due()
+                if linked is not None and time.monotonic() - last_sync >= 1.0:
+                    linked[0].sync(linked[1])
+                    last_sync = time.monotonic()
                 if time.monotonic() - last_sweep > sweep_every:
+                    if linked is not None:  # grants from the newest records only
+                        linked[0].sync(linked[1])
                     registrar.reconcile()
                     last_sweep = time.monotonic()
         except (pika.exceptions.AMQPError, OSError, BridgeError) as exc:

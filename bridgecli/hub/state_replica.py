@@ -1,0 +1,144 @@
+"""A cluster hub's records replicated through the broker, so that any node's registrar can serve.
+
+Every node machine runs a registrar; ``bridge.registrar`` is then a quorum queue with one
+active consumer, so the broker switches registrars when the active one's connection dies.
+The records are small: after each change the registrar publishes the database
+(:meth:`StateReplica.push`, confirmed) to ``bridge.hub.state``, a quorum queue keeping the
+newest copy, numbered in ``x-hub-version``; before each request it loads a newer copy
+(:meth:`StateReplica.pull`). An answer is sent only after its copy is confirmed,
+so an answered grant survives the loss of the machine that gave it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any
+
+from bridgecli.errors import BrokerUnavailable
+
+logger = logging.getLogger("bridgecli.hub.registrar")
+STATE_QUEUE = "bridge.hub.state"
+VERSION_HEADER = "x-hub-version"
+#: ``bridge.hub.state``: replicated, and only the newest copy is kept
+STATE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "drop-head"}
+#: messages a peek reads at most (the queue keeps one, rarely two for a moment)
+PEEK_MAX = 4
+#: peeks at a registrar's start before it takes the queue for empty: another registrar's
+#: peek holds the copy for a few milliseconds
+EMPTY_PEEKS = 3
+#: ``bridge.registrar`` on a cluster hub: replicated, one registrar served at a time
+REGISTRAR_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-single-active-consumer": True}
+
+
+def snapshot(db: sqlite3.Connection) -> bytes:
+    """The database behind ``db`` as bytes that load anywhere: its WAL flag cleared, since
+    an in-memory copy cannot be in WAL mode."""
+    data = bytearray(db.serialize())
+    data[18:20] = b"\x01\x01"  # file format versions: legacy (rollback journal)
+    return bytes(data)
+
+
+def load(db: sqlite3.Connection, data: bytes) -> None:
+    """Replace the contents of ``db`` (and its file) with the :func:`snapshot` ``data``."""
+    copy = sqlite3.connect(":memory:")
+    try:
+        copy.deserialize(data)
+        copy.backup(db)
+    finally:
+        copy.close()
+
+
+class StateReplica:
+    """The link between one registrar's database ``db`` and ``bridge.hub.state``. It knows
+    the version it holds and whether the file changed since (its own writes or another
+    process's, such as the hub machine's ``bridge hub`` commands). Only the hub machine's
+    (``origin``) publishes records it never loaded: a node's empty copy never replaces them."""
+
+    def __init__(self, db: sqlite3.Connection, origin: bool = True) -> None:
+        self.db = db
+        self.origin = origin
+        self.version = 0  # 0: nothing loaded nor published yet
+        self._mark = self._now()
+
+    def _now(self) -> tuple[int, int]:
+        return self.db.total_changes, int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def changed(self) -> bool:
+        """True when the database was written since it was last loaded or published."""
+        return self._now() != self._mark
+
+    @staticmethod
+    def declare(channel: Any) -> None:
+        """Declare ``bridge.hub.state`` (as the node's admin: no host may touch it)."""
+        channel.queue_declare(STATE_QUEUE, durable=True, arguments=STATE_ARGUMENTS)
+
+    @staticmethod
+    def peek(channel: Any) -> tuple[int, bytes] | None:
+        """(version, snapshot) of the newest copy, left in the queue; None when there is none.
+        Reads up to :data:`PEEK_MAX` messages: a copy returned by another registrar's peek
+        can sit beside a newer one for a moment."""
+        best: tuple[int, bytes] | None = None
+        last = None
+        for _ in range(PEEK_MAX):
+            method, props, body = channel.basic_get(STATE_QUEUE, auto_ack=False)
+            if method is None:
+                break
+            last = method.delivery_tag
+            raw = (getattr(props, "headers", None) or {}).get(VERSION_HEADER, 0)
+            version = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+            if best is None or version > best[0]:
+                best = (version, body)
+        if last is not None:
+            channel.basic_nack(last, multiple=True, requeue=True)
+        return best
+
+    def pull(self, channel: Any) -> bool:
+        """Load the newest copy when it is newer than ours; True when it was loaded. A local
+        change not yet published is overwritten by it (logged): the copy holds grants."""
+        head = self.peek(channel)
+        if head is None or head[0] <= self.version:
+            return False
+        if self.changed():
+            logger.warning("a local change to the hub records was overwritten by version %d", head[0])
+        load(self.db, head[1])
+        self.version, self._mark = head[0], self._now()
+        logger.info("loaded the hub records, version %d", self.version)
+        return True
+
+    def push(self, channel: Any) -> None:
+        """Publish our database as the next version; ``channel`` is in confirm mode, so this
+        returns once the cluster has it (raises when the broker refuses it)."""
+        import pika
+
+        version = self.version + 1
+        mark = self._now()
+        channel.basic_publish(
+            "",
+            STATE_QUEUE,
+            snapshot(self.db),
+            pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version}),
+            mandatory=True,
+        )
+        self.version, self._mark = version, mark
+
+    def start(self, channel: Any, pause: float = 0.2) -> None:
+        """At a registrar's (re)connect: load the newest copy; with none, the hub machine's
+        publishes its own, and a node's raises BrokerUnavailable (it must not serve yet)."""
+        import time
+
+        for attempt in range(EMPTY_PEEKS):
+            if self.pull(channel) or self.peek(channel) is not None:
+                return
+            if attempt < EMPTY_PEEKS - 1:
+                time.sleep(pause)
+        if not self.origin and self.version == 0:
+            raise BrokerUnavailable(
+                "no copy of the hub's records in bridge.hub.state yet", "start the hub machine: `bridge hub start`"
+            )
+        self.push(channel)
+
+    def sync(self, channel: Any) -> None:
+        """Once a second: load a newer copy, else publish a change written by another process."""
+        if not self.pull(channel) and self.changed() and (self.origin or self.version > 0):
+            self.push(channel)

@@ -1,0 +1,227 @@
+"""A cluster hub keeps answering registrar requests when the hub machine dies.
+
+``hub`` runs ``bridge hub start --cluster``; hostA and hostC join as nodes (each then runs a
+registrar of its own) and hostB as a host. With an invite for hostD made first, the hub
+machine's RabbitMQ and registrar are killed with SIGKILL: a node's registrar answers hostB,
+hostD joins with that invite (its broker user and grants made by a node's registrar, from
+the replicated records) and hostB's message reaches hostD's new entity. ``bridge hub start``
+then brings the hub back with the records written meanwhile and one registrar still active.
+No joined host can read, publish to, purge or delete the replicated records.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import ssl
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pika
+import pika.exceptions
+import pytest
+
+from tests.multihost.helpers import poll, register, wait_for
+from tests.multihost.hub_lab import broker_uri, ca_file, hub_home
+from tests.support.netns import NetnsLab, netns_supported
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
+
+NODES = ("hostA", "hostC")
+HOST = "hostB"
+NEW = "hostD"  # joins while the hub machine is down
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[NetnsLab]:
+    """A cluster hub on three machines and hostB joined with its gateway on hostA's node."""
+    reason = netns_supported()
+    if reason:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="brf", dir="/tmp"))
+    lab = NetnsLab(root, hosts=(*NODES, HOST, NEW), start_broker=False, prefix=f"brf{os.getpid()}")
+    try:
+        lab.setup()
+        for name in (*NODES, HOST, NEW):
+            for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
+                lab.host(name).env.pop(key, None)
+        hub_home(lab)
+        lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, "--cluster", timeout=180)
+        for name in NODES:
+            line = lab.bridge("hub", "hub", "invite", "--node", name.lower(), "--address", lab.addr(name))
+            lab.bridge(name, "join", "--node", line.stdout.strip(), timeout=240)
+        lab.bridge(HOST, "join", lab.bridge("hub", "hub", "invite", HOST.lower()).stdout.strip())
+        _first(lab, HOST, "hostA")
+        lab.start_gateway(HOST)
+        yield lab
+    finally:
+        for name in (HOST, NEW, "hub", *NODES):
+            try:
+                lab.stop_gateway(name)
+                lab.bridge(name, "hub" if name == "hub" else "broker", "stop", check=False, timeout=60)
+            except Exception as exc:  # the teardown below kills what is left
+                print(f"stopping {name}: {exc}")
+        lab.teardown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _first(lab: NetnsLab, host: str, machine: str) -> None:
+    """Put ``machine``'s node first in ``host``'s broker.uri."""
+    config = lab.host(host).home.config_file
+    uris = broker_uri(lab, host).split(",")
+    ordered = sorted(uris, key=lambda u: f"@{lab.addr(machine)}:" not in u)
+    config.write_text(config.read_text().replace(",".join(uris), ",".join(ordered)))
+
+
+def _on_node(lab: NetnsLab, host: str, machine: str, fn):
+    """``fn(connection, user)`` as ``host``'s broker user on ``machine``'s node only."""
+    uri = next(u for u in broker_uri(lab, host).split(",") if f"@{lab.addr(machine)}:" in u)
+    context = ssl.create_default_context(cafile=ca_file(lab, host))
+
+    def work():
+        params = pika.URLParameters(uri)
+        params.ssl_options = pika.SSLOptions(context, params.host)
+        connection = pika.BlockingConnection(params)
+        try:
+            return fn(connection, urllib.parse.unquote(urllib.parse.urlsplit(uri).username or ""))
+        finally:
+            if connection.is_open:
+                connection.close()
+
+    return lab.in_ns(host, work)
+
+
+def _ask_registrar(connection, user: str, timeout: float) -> dict | None:
+    """One ``nodes`` request as this connection's user; its answer, or None in ``timeout``."""
+    channel = connection.channel()
+    answers: list[dict] = []
+    channel.basic_consume("amq.rabbitmq.reply-to", lambda ch, m, p, b: answers.append(json.loads(b)), auto_ack=True)
+    channel.basic_publish(
+        "bridge.registrar",
+        "claim",
+        json.dumps({"op": "nodes"}).encode(),
+        pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id=str(uuid.uuid4()), user_id=user),
+    )
+    deadline = time.monotonic() + timeout
+    while not answers and time.monotonic() < deadline:
+        connection.process_data_events(time_limit=0.1)
+    return answers[0] if answers else None
+
+
+def _refused(connection, user: str, action) -> int:
+    channel = connection.channel()
+    channel.confirm_delivery()
+    try:
+        action(channel)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        return exc.reply_code
+    return 0
+
+
+def _registrar_queue(lab: NetnsLab) -> dict:
+    """``bridge.registrar`` as the hub's management API reports it."""
+    port = lab.bridge_json("hub", "hub", "status")["broker"]["management_port"]
+    creds = json.loads((lab.host("hub").home.data_dir / "broker" / "credentials.json").read_text())
+    auth = base64.b64encode(f"{creds['admin_user']}:{creds['admin_password']}".encode()).decode()
+
+    def work() -> dict:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/queues/%2F/bridge.registrar", headers={"Authorization": f"Basic {auth}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read())
+
+    return lab.in_ns("broker", work)
+
+
+def test_a_node_registrar_answers_while_the_hub_machine_is_down(lab: NetnsLab):
+    for name in NODES:  # each node machine runs a registrar of its own
+        log = lab.host(name).home.root.rglob("node/registrar.log")
+        assert any("registrar serving" in p.read_text() for p in log), name
+    worker = register(lab, HOST, "rf-worker")
+    line = lab.bridge("hub", "hub", "invite", NEW.lower()).stdout.strip()  # made before the kill
+
+    # no joined host may touch the replicated records, on any node
+    for action in (
+        lambda ch: ch.basic_get("bridge.hub.state"),
+        lambda ch: ch.queue_purge("bridge.hub.state"),
+        lambda ch: ch.queue_delete("bridge.hub.state"),
+        lambda ch: ch.basic_publish(
+            "", "bridge.hub.state", b"forged", pika.BasicProperties(headers={"x-hub-version": 99})
+        ),
+        lambda ch: ch.queue_declare("bridge.hub.state", durable=True, arguments={"x-queue-type": "quorum"}),
+        lambda ch: ch.basic_get("bridge.registrar"),
+        lambda ch: ch.queue_purge("bridge.registrar"),
+        lambda ch: ch.queue_delete("bridge.registrar"),
+    ):
+        assert _on_node(lab, HOST, "hostA", lambda c, u, a=action: _refused(c, u, a)) == 403
+
+    # kill -9 the hub machine's node and registrar
+    registrar = lab.bridge_json("hub", "hub", "status")["registrar"]["pid"]
+    hub_state = json.loads((lab.host("hub").home.data_dir / "broker" / "state.json").read_text())
+    os.kill(hub_state["pid"], signal.SIGKILL)
+    os.kill(registrar, signal.SIGKILL)
+    killed = time.monotonic()
+
+    answered: list[dict] = []
+
+    def ask() -> bool:
+        answer = _on_node(lab, HOST, "hostA", lambda c, u: _ask_registrar(c, u, 1.0))
+        if answer is not None:
+            answered.append(answer)
+        return bool(answered)
+
+    wait_for(ask, 60, 0.1, what="a registrar answer after the hub machine died")
+    print(f"a node's registrar answered {time.monotonic() - killed:.1f}s after the kill")
+    assert answered[0]["ok"] and len(answered[0]["brokers"]) == 3
+
+    began = time.monotonic()
+    lab.bridge(NEW, "join", line, timeout=120)  # the invite is in the replicated records
+    print(f"hostD joined with a pre-kill invite in {time.monotonic() - began:.1f}s, hub machine down")
+    lab.start_gateway(NEW)
+    fresh = register(lab, NEW, "rf-fresh")
+    # --force: the roster relay runs on the hub machine only (its presence is not tested here)
+    lab.bridge(HOST, "send", fresh, "granted without the hub", "--from", "rf-worker", "--force")
+    assert [m["content"] for m in poll(lab, NEW, fresh)] == ["granted without the hub"]
+    lab.bridge(NEW, "send", worker, "and back", "--from", "rf-fresh", "--force")
+    assert [m["content"] for m in poll(lab, HOST, worker)] == ["and back"]
+
+    # the hub machine comes back: it loads the newer records; one registrar stays active
+    lab.bridge("hub", "hub", "start", timeout=240)
+    wait_for(
+        lambda: all(n["running"] for n in lab.bridge_json("hub", "hub", "nodes")["nodes"]), 60, 1.0, what="hub back"
+    )
+    hosts = {h["host"] for h in lab.bridge_json("hub", "hub", "hosts")["hosts"]}
+    assert {HOST.lower(), NEW.lower()} <= hosts, hosts
+    # the hub's registrar consumes again once it has connected and loaded the newer records
+    queue = wait_for(
+        lambda: (lambda q: q if q["consumers"] == 3 else None)(_registrar_queue(lab)), 60, 1.0, what="3 registrars"
+    )
+    details = [(c["channel_details"]["connection_name"], c.get("activity_status")) for c in queue["consumer_details"]]
+    print(f"bridge.registrar consumers after the hub's return: {details}")
+    assert queue["consumers"] == 3 and queue["arguments"]["x-single-active-consumer"] is True
+    statuses = [s for _, s in details if s is not None]
+    assert not statuses or statuses.count("single_active") == 1, details
+
+    # an invite the hub's CLI writes reaches the nodes' copies of the records
+    later = lab.bridge_json("hub", "hub", "invite", "hoste")["id"]
+    copies = [next(lab.host(n).home.root.rglob("node/hub.db")) for n in NODES]
+
+    def copied() -> bool:
+        return all(
+            sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+            .execute("SELECT 1 FROM invites WHERE id=?", (later,))
+            .fetchone()
+            for p in copies
+        )
+
+    wait_for(copied, 15, 0.2, what="the new invite in every node's records")
