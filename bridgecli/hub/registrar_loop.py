@@ -59,7 +59,7 @@ def answer_delivery(
             channel.basic_ack(method.delivery_tag)
             return
         if replica is not None:
-            replica[0].pull(replica[1])
+            replica[0].pull()
         try:
             answer = registrar.handle_body(body, user_id)
         except Exception as exc:  # a bug or a broken disk: dead-letter it, answer, keep serving
@@ -179,7 +179,8 @@ def serve(
                 state = connection.channel()
                 state.confirm_delivery()
                 replica.declare(state)
-                replica.start(state)
+                replica.listen(connection.channel())
+                replica.start(connection, state)
                 linked = (replica, state)
             channel.basic_qos(prefetch_count=16)
             channel.basic_consume(

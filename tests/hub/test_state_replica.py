@@ -1,10 +1,14 @@
-"""The hub records' replica: published as numbered copies, newer copies loaded, local
-changes noticed; against a stand-in for the broker queue that keeps the newest copy."""
+"""The hub records' replica on a real broker's ``bridge.hub.state`` stream: published as
+numbered copies, newer copies heard and loaded by every registrar, older ones ignored, local
+changes noticed, and a node's empty records never published."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import time
+from collections.abc import Iterator
 
+import pika
+import pika.exceptions
 import pytest
 
 from bridgecli.errors import BrokerUnavailable
@@ -12,85 +16,100 @@ from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.state_replica import STATE_QUEUE, VERSION_HEADER, StateReplica
 
 
-class OneCopyQueue:
-    """``bridge.hub.state`` as a channel sees it: x-max-length 1, drop-head."""
+class Registrar:
+    """One registrar's side of the replica: its connection, confirm channel and listener."""
 
-    def __init__(self) -> None:
-        self.head: tuple[dict, bytes] | None = None
-        self.nacked = 0
+    def __init__(self, uri: str, replica: StateReplica) -> None:
+        self.connection = pika.BlockingConnection(pika.URLParameters(uri))
+        self.channel = self.connection.channel()
+        self.channel.confirm_delivery()
+        self.replica = replica
+        replica.declare(self.channel)
+        replica.listen(self.connection.channel())
 
-    def basic_publish(self, exchange, key, body, props, mandatory=False):
-        assert (exchange, key, mandatory) == ("", STATE_QUEUE, True)
-        self.head = (props.headers, body)
-
-    def basic_get(self, queue, auto_ack):
-        assert queue == STATE_QUEUE and not auto_ack
-        if self.head is None or self.taken:
-            return None, None, None
-        self.taken = True
-        return SimpleNamespace(delivery_tag=1), SimpleNamespace(headers=self.head[0]), self.head[1]
-
-    def basic_nack(self, tag, multiple, requeue):
-        assert requeue and multiple
-        self.nacked += 1
-        self.taken = False
-
-    taken = False
+    def hear(self, version: int, within: float = 10.0) -> None:
+        """Run the event loop until a copy numbered ``version`` or later was heard."""
+        deadline = time.monotonic() + within
+        while (self.replica.newest or (0,))[0] < version:
+            assert time.monotonic() < deadline, f"version {version} not heard"
+            self.connection.process_data_events(time_limit=0.05)
 
 
-def test_changes_travel_from_one_registrar_to_another(tmp_path):
-    queue = OneCopyQueue()
+@pytest.fixture
+def registrars(vhost_uri) -> Iterator[list[Registrar]]:
+    made: list[Registrar] = []
+    yield made
+    for one in made:
+        try:
+            one.connection.close()
+        except pika.exceptions.AMQPError:  # a copy still buffered: pika nacks it, a stream refuses
+            pass
+
+
+def test_changes_travel_from_one_registrar_to_another(tmp_path, vhost_uri, registrars):
     first, second = HubStore(tmp_path / "a.db"), HubStore(tmp_path / "b.db")
-    one, two = StateReplica(first.db), StateReplica(second.db)
-    one.start(queue)  # nothing there yet: publishes its records as version 1
-    assert queue.head is not None and queue.head[0] == {VERSION_HEADER: 1}
+    one = Registrar(vhost_uri, StateReplica(first.db))
+    registrars.append(one)
+    one.replica.start(one.connection, one.channel, wait=0.5)  # nothing there yet: version 1
+    assert one.replica.version == 1
     first.add_host("hostb", "hostb")
-    assert one.changed()
-    one.push(queue)
-    assert not one.changed() and queue.head[0] == {VERSION_HEADER: 2}
-    two.start(queue)  # a newer copy than it holds: loaded, and the peek left it queued
-    assert two.version == 2 and [h.host for h in second.hosts()] == ["hostb"]
-    assert not two.changed() and queue.nacked >= 1
+    assert one.replica.changed()
+    one.replica.push(one.channel)
+    assert not one.replica.changed() and one.replica.version == 2
+    two = Registrar(vhost_uri, StateReplica(second.db, origin=False))
+    registrars.append(two)
+    two.replica.start(two.connection, two.channel)  # hears the last copy, loads it
+    assert two.replica.version == 2 and [h.host for h in second.hosts()] == ["hostb"]
+    assert not two.replica.changed()
     assert [h.host for h in HubStore(tmp_path / "b.db").hosts()] == ["hostb"]  # on disk too
     second.add_invite("inv1", "hostc", 2e9, False)
-    two.sync(queue)  # its own change: published on top
-    one.sync(queue)
-    assert one.version == 3 and first.invite("inv1") is not None
+    two.replica.sync(two.channel)  # its own change: published on top
+    one.hear(3)
+    one.replica.sync(one.channel)
+    assert one.replica.version == 3 and first.invite("inv1") is not None
 
 
-def test_another_process_writing_the_file_is_published(tmp_path):
-    queue = OneCopyQueue()
+def test_another_process_writing_the_file_is_published(tmp_path, vhost_uri, registrars):
     store = HubStore(tmp_path / "hub.db")
-    replica = StateReplica(store.db)
-    replica.start(queue)
+    hub = Registrar(vhost_uri, StateReplica(store.db))
+    registrars.append(hub)
+    hub.replica.start(hub.connection, hub.channel, wait=0.5)
     HubStore(tmp_path / "hub.db").add_invite("inv2", "hostd", 2e9, False)  # e.g. `bridge hub invite`
-    assert replica.changed()
-    replica.sync(queue)
-    assert queue.head is not None and queue.head[0] == {VERSION_HEADER: 2}
+    assert hub.replica.changed()
+    hub.replica.sync(hub.channel)
+    assert hub.replica.version == 2
     other = HubStore(tmp_path / "copy.db")
-    StateReplica(other.db).pull(queue)
-    assert other.invite("inv2") is not None
+    node = Registrar(vhost_uri, StateReplica(other.db, origin=False))
+    registrars.append(node)
+    node.hear(2)
+    assert node.replica.pull() and other.invite("inv2") is not None
 
 
-def test_an_older_copy_is_not_loaded(tmp_path):
-    queue = OneCopyQueue()
+def test_an_older_copy_is_not_loaded(tmp_path, vhost_uri, registrars):
     store = HubStore(tmp_path / "hub.db")
-    replica = StateReplica(store.db)
-    replica.start(queue)
+    hub = Registrar(vhost_uri, StateReplica(store.db))
+    registrars.append(hub)
+    hub.replica.start(hub.connection, hub.channel, wait=0.5)
     store.add_host("hoste", "hoste")
-    replica.push(queue)
-    queue.head = ({VERSION_HEADER: 1}, queue.head[1])
-    assert not replica.pull(queue) and store.host("hoste") is not None
+    hub.replica.push(hub.channel)
+    stale = HubStore(tmp_path / "stale.db")  # a copy without hoste, numbered 1
+    hub.channel.basic_publish(
+        "", STATE_QUEUE, stale.db.serialize(), pika.BasicProperties(headers={VERSION_HEADER: 1}), mandatory=True
+    )
+    hub.connection.process_data_events(time_limit=0.5)
+    assert not hub.replica.pull() and store.host("hoste") is not None and hub.replica.version == 2
 
 
-def test_a_node_never_publishes_records_it_did_not_load(tmp_path):
-    queue = OneCopyQueue()
-    node = StateReplica(HubStore(tmp_path / "node.db").db, origin=False)
+def test_a_node_never_publishes_records_it_did_not_load(tmp_path, vhost_uri, registrars):
+    node = Registrar(vhost_uri, StateReplica(HubStore(tmp_path / "node.db").db, origin=False))
+    registrars.append(node)
     with pytest.raises(BrokerUnavailable):
-        node.start(queue, pause=0)
-    assert queue.head is None
-    hub = HubStore(tmp_path / "hub.db")
-    hub.add_host("hostf", "hostf")
-    StateReplica(hub.db).start(queue, pause=0)
-    node.start(queue, pause=0)
-    assert node.version == 1
+        node.replica.start(node.connection, node.channel, wait=0.5)
+    assert node.replica.newest is None  # nothing was published
+    hub_store = HubStore(tmp_path / "hub.db")
+    hub_store.add_host("hostf", "hostf")
+    hub = Registrar(vhost_uri, StateReplica(hub_store.db))
+    registrars.append(hub)
+    hub.replica.start(hub.connection, hub.channel, wait=0.5)
+    node.replica.start(node.connection, node.channel)
+    assert node.replica.version == 1
