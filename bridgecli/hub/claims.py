@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 EXCHANGE = "bridge.registrar"
 ROUTING_KEY = "claim"
+#: node enrolments, which only the hub machine's registrar serves (it alone signs node certificates)
+NODE_ROUTING_KEY = "node"
 REPLY_TO = "amq.rabbitmq.reply-to"
 #: a registrar answers in milliseconds; this only bounds a hub that is down
 DEFAULT_TIMEOUT = 10.0

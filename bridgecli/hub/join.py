@@ -34,7 +34,7 @@ from bridgecli.errors import (
     TlsError,
 )
 from bridgecli.hub import invite as invite_mod
-from bridgecli.hub.claims import EXCHANGE, REPLY_TO, ROUTING_KEY
+from bridgecli.hub.claims import EXCHANGE, NODE_ROUTING_KEY, REPLY_TO, ROUTING_KEY
 from bridgecli.hub.layout import MAX_CLOCK_SKEW
 from bridgecli.hub.pki import load_ca_pem_from_der
 
@@ -175,7 +175,7 @@ def enrol(
         try:
             channel.basic_publish(
                 EXCHANGE,
-                ROUTING_KEY,
+                NODE_ROUTING_KEY if op == "enrol-node" else ROUTING_KEY,
                 json.dumps(request).encode(),
                 pika.BasicProperties(
                     reply_to=REPLY_TO,

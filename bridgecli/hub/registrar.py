@@ -477,7 +477,14 @@ def main() -> None:
             logger.warning("roster relay not started: %s", exc)
     replica = StateReplica(store.db, origin=role.on_hub) if role.cluster else None
     try:
-        serve(registrar, role.amqp_uri, stop, replica=replica, name=role.connection_name)
+        serve(
+            registrar,
+            role.amqp_uri,
+            stop,
+            replica=replica,
+            name=role.connection_name,
+            node_requests=role.cluster and role.on_hub,
+        )
     finally:
         if server is not None:
             server.stop()

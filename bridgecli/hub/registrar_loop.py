@@ -18,11 +18,14 @@ from typing import Any, Protocol
 from bridgecli.amqp import topology
 from bridgecli.errors import BridgeError
 from bridgecli.hub import limits, permissions
+from bridgecli.hub.claims import NODE_ROUTING_KEY, ROUTING_KEY
 from bridgecli.hub.state_replica import REGISTRAR_ARGUMENTS, StateReplica
 
 logger = logging.getLogger("bridgecli.hub.registrar")
 QUEUE = permissions.REGISTRAR_EXCHANGE
-ROUTING_KEY = "claim"
+#: a cluster hub's node enrolments (routed by NODE_ROUTING_KEY): only the hub machine's
+#: registrar consumes them, whichever registrar is active
+NODE_QUEUE = f"{QUEUE}.nodes"
 #: the ``x-bridge-reason`` of a request whose handling raised
 POISON_REASON = "registrar_refused"
 
@@ -117,13 +120,17 @@ def dead_letter(channel: Any, props: Any, body: bytes, detail: str) -> None:
 
 
 def _declare(connection: Any, channel: Any, cluster: bool = False) -> None:
-    """The registrar's queue (on a ``cluster`` hub replicated, one consumer active), and
-    ``bridge.dlx`` with ``bridge.dlq`` where it is missing (an existing one is kept)."""
+    """The registrar's queue (on a ``cluster`` hub replicated, one consumer active, and
+    the hub machine's queue of node enrolments), and ``bridge.dlx`` with ``bridge.dlq``
+    where it is missing (an existing one is kept)."""
     import pika.exceptions
 
     channel.exchange_declare(QUEUE, "direct", durable=True)
     channel.queue_declare(QUEUE, durable=True, arguments=REGISTRAR_ARGUMENTS if cluster else None)
     channel.queue_bind(QUEUE, QUEUE, routing_key=ROUTING_KEY)
+    if cluster:
+        channel.queue_declare(NODE_QUEUE, durable=True)
+        channel.queue_bind(NODE_QUEUE, QUEUE, routing_key=NODE_ROUTING_KEY)
     channel.exchange_declare(topology.DLX, "fanout", durable=True)
     probe = connection.channel()
     try:
@@ -143,11 +150,13 @@ def serve(
     sweep_every: float = 60.0,
     replica: StateReplica | None = None,
     name: str = "bridge-hub-registrar",
+    node_requests: bool = False,
 ) -> None:
     """Consume the registrar queue as its only consumer and answer each request, until
     ``should_stop`` (an Event) is set; reconnects with capped, jittered backoff. With a
     ``replica`` (a cluster hub) every node's registrar consumes, one active at a time, and
-    the records go through ``bridge.hub.state`` (:mod:`bridgecli.hub.state_replica`)."""
+    the records go through ``bridge.hub.state`` (:mod:`bridgecli.hub.state_replica`);
+    ``node_requests``: also node enrolments (the hub machine's registrar)."""
     import pika
     import pika.exceptions
     import tenacity
@@ -188,6 +197,8 @@ def serve(
                 functools.partial(_answer, registrar, linked),
                 exclusive=replica is None,  # quorum queues refuse it: one consumer is active
             )
+            if node_requests:
+                channel.basic_consume(NODE_QUEUE, functools.partial(_answer, registrar, linked), exclusive=True)
             registrar.reconcile()
             logger.info("registrar serving")
             last_sweep = last_sync = time.monotonic()

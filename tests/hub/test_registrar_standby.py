@@ -14,7 +14,9 @@ import pytest
 
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.rabbitadmin import RabbitAdmin
+from bridgecli.hub.claims import NODE_ROUTING_KEY, ROUTING_KEY
 from bridgecli.hub.registrar import Registrar, serve
+from bridgecli.hub.registrar_loop import NODE_QUEUE
 from bridgecli.hub.state_replica import STATE_QUEUE, StateReplica
 from bridgecli.rabbitnode import LocalNode
 
@@ -24,6 +26,7 @@ class Running:
     stay in their thread); ``replica`` once it is made."""
 
     def __init__(self, node: LocalNode, admin: RabbitAdmin, path, origin: bool) -> None:
+        """``origin``: the hub machine's registrar (it alone also serves node enrolments)."""
         self.path = path
         self.replica: StateReplica | None = None
         self.stop = threading.Event()
@@ -33,7 +36,7 @@ class Running:
             store = HubStore(path)
             self.replica = StateReplica(store.db, origin=origin)
             registrar = Registrar(store, admin, "hub", "hub", local_user=user, cluster=True)
-            serve(registrar, node.admin_uri, self.stop, replica=self.replica)
+            serve(registrar, node.admin_uri, self.stop, replica=self.replica, node_requests=origin)
 
         self.thread = threading.Thread(target=run)
         self.thread.start()
@@ -56,8 +59,8 @@ def _wait(predicate, what: str, timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
-def _claim(node: LocalNode, gid: str) -> dict:
-    """A claim of ``gid`` as the hub machine's user (recorded, no grant); its answer."""
+def _ask(node: LocalNode, request: dict, key: str = ROUTING_KEY, timeout: float = 15.0) -> dict | None:
+    """``request`` as the hub machine's user under routing ``key``; its answer, or None."""
     connection = pika.BlockingConnection(pika.URLParameters(node.admin_uri))
     try:
         channel = connection.channel()
@@ -65,17 +68,25 @@ def _claim(node: LocalNode, gid: str) -> dict:
         channel.basic_consume("amq.rabbitmq.reply-to", lambda c, m, p, b: answers.append(json.loads(b)), auto_ack=True)
         channel.basic_publish(
             "bridge.registrar",
-            "claim",
-            json.dumps({"op": "claim", "entities": [{"gid": gid, "label": "x"}]}).encode(),
-            pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", user_id=node.admin_credentials[0]),
+            key,
+            json.dumps(request).encode(),
+            pika.BasicProperties(
+                reply_to="amq.rabbitmq.reply-to", user_id=node.admin_credentials[0], expiration="5000"
+            ),
         )
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + timeout
         while not answers and time.monotonic() < deadline:
             connection.process_data_events(time_limit=0.1)
-        assert answers, "no registrar answered"
-        return answers[0]
+        return answers[0] if answers else None
     finally:
         connection.close()
+
+
+def _claim(node: LocalNode, gid: str) -> dict:
+    """A claim of ``gid`` as the hub machine's user (recorded, no grant); its answer."""
+    answer = _ask(node, {"op": "claim", "entities": [{"gid": gid, "label": "x"}]})
+    assert answer is not None, "no registrar answered"
+    return answer
 
 
 @pytest.fixture
@@ -86,7 +97,7 @@ def fresh_queues(node) -> Iterator[None]:
         connection = pika.BlockingConnection(pika.URLParameters(node.admin_uri))
         try:
             channel = connection.channel()
-            for queue in ("bridge.registrar", STATE_QUEUE):
+            for queue in ("bridge.registrar", NODE_QUEUE, STATE_QUEUE):
                 channel.queue_delete(queue)
         finally:
             connection.close()
@@ -111,9 +122,13 @@ def test_the_standby_registrar_takes_over_with_the_records(node, admin, tmp_path
         assert _claim(node, after)["ok"]
         print(f"the standby answered {time.monotonic() - began:.2f}s after the first stopped")
         assert standby.owner(before) == "hub" and standby.owner(after) == "hub"
+        # node enrolments go to the hub machine's registrar alone: none while it is away
+        assert _ask(node, {"op": "nodes"}, NODE_ROUTING_KEY, timeout=2.0) is None
         back = Running(node, admin, tmp_path / "hub.db", origin=True)  # the hub machine returns
         try:
             _wait(lambda: back.owner(after) == "hub", "the returning registrar loaded the newer records")
+            # the standby stays the active one for claims; the hub's answers node requests
+            assert (_ask(node, {"op": "nodes"}, NODE_ROUTING_KEY) or {}).get("ok") is True
         finally:
             back.halt()
     finally:
