@@ -47,7 +47,7 @@ from tests.support.gateway_check import GatewayWatch
 T = TypeVar("T")
 CLONE_NEWNET = 0x40000000
 SUBNET_BASE = "10.213"
-HOST_OCTETS = {"broker": 1, "hostA": 11, "hostB": 12, "hostC": 13, "hostD": 14}
+HOST_OCTETS = {"broker": 1, "hostA": 11, "hostB": 12, "hostC": 13, "hostD": 14, "hostE": 15}
 RECORD_DIR = Path(tempfile.gettempdir())
 AMQP_PORT = 5672
 _libc = ctypes.CDLL(None, use_errno=True)
