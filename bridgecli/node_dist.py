@@ -30,6 +30,8 @@ NODE_NAME = "bridge"
 SETUP_SECONDS = 30
 #: pings of a peer before a join gives up on it
 PING_ATTEMPTS = 3
+#: members from which a partitioned cluster pauses its minority side (fewer: RabbitMQ's ignore)
+PAUSE_MINORITY_FROM = 3
 
 
 def node_name(address: str) -> str:
@@ -202,6 +204,26 @@ class ClusterNode(LocalNode):
         if found is None:
             raise BridgeError(f"unexpected answer growing replicas on {self.nodename}: {out}", None)
         return int(found[1]), int(found[2])
+
+    def apply_partition_handling(self, timeout: float = 60.0) -> tuple[str, int, int]:
+        """Set ``cluster_partition_handling`` on every running member to what the cluster's
+        size calls for: ``pause_minority`` from :data:`PAUSE_MINORITY_FROM` members, else
+        ``ignore`` (a two-node cluster's survivor would pause whenever its peer stops, as
+        while a hub grows). Returns (mode, members, members set). RabbitMQ reads it at
+        each node-down, so it applies at once; a stopped member gets it at its next start.
+        See docs/decisions/cluster-partitions.md."""
+        code = (
+            "Ns = rabbit_nodes:all(), "
+            f"M = case length(Ns) >= {PAUSE_MINORITY_FROM} of true -> pause_minority; false -> ignore end, "
+            "{Rs, _} = rpc:multicall(rabbit_nodes:all_running(), application, set_env, "
+            "[rabbit, cluster_partition_handling, M], 15000), "
+            "{M, length(Ns), length([ok || ok <- Rs])}."
+        )
+        out = self.ctl("eval", code, timeout=timeout).stdout.strip()
+        found = re.fullmatch(r"\{(pause_minority|ignore),(\d+),(\d+)\}", out)
+        if found is None:
+            raise BridgeError(f"unexpected answer setting partition handling on {self.nodename}: {out}", None)
+        return found[1], int(found[2]), int(found[3])
 
     def forget(self, nodename: str) -> None:
         """``rabbitmqctl forget_cluster_node`` (the forgotten node must be stopped)."""

@@ -125,6 +125,14 @@ def local_node() -> tuple[ClusterNode, HubSettings | None, dict[str, Any] | None
     )
 
 
+def settle_partitions() -> str:
+    """Have this machine's node set the partition handling of every running member for the
+    cluster's current size (:meth:`ClusterNode.apply_partition_handling`); returns the mode.
+    Run after every start, join and removal, so that no operator step is needed."""
+    node, _, _ = local_node()
+    return node.apply_partition_handling()[0]
+
+
 # --- the operator's commands ------------------------------------------------------------
 def _cluster_hub() -> HubSettings:
     settings = layout.load()
@@ -221,6 +229,7 @@ def remove_node(name: str) -> dict[str, Any]:
         forgotten = record.nodename in status.members
         if forgotten:
             node.forget(record.nodename)
+            node.apply_partition_handling()  # two members left: pausing would stop the survivor
         store.drop_node(name)
     finally:
         store.close()

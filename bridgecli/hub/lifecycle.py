@@ -171,6 +171,7 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
     layout.save(settings)
     if settings.cluster:
         changes += _quorum_inboxes(config.values["messaging.inbox_queue_type"])
+        hub_cluster.settle_partitions()  # a restarted node has RabbitMQ's default again
     _declare_shared(running, "quorum" if settings.cluster else config.values["messaging.inbox_queue_type"])
     _own_local_entities(settings)
     if not same and pid_alive(settings.registrar_pid):

@@ -72,6 +72,7 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
         raise
     grown = time.monotonic()
     added, tried = node.grow_replicas()
+    mode = node.apply_partition_handling()[0]
     node_registrar.start(timeout)
     return {
         "hub": record["hub"],
@@ -83,6 +84,7 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
         "queues_grown": added,
         "queues_not_grown": tried - added,
         "grow_seconds": round(time.monotonic() - grown, 2),
+        "partition_handling": mode,
         "seconds": round(time.monotonic() - began, 2),
     }
 
@@ -105,11 +107,13 @@ def saved_node(record: dict[str, Any]) -> ClusterNode:
 
 def start_saved(timeout: float = 90.0) -> localbroker.StartResult | None:
     """Start this node machine's cluster node with its saved settings (it rejoins its
-    cluster by itself: its database names the other members) and its registrar; None on
-    any other machine."""
+    cluster by itself: its database names the other members), set the cluster's partition
+    handling again (a restart forgets it) and start its registrar; None on any other machine."""
     record = cluster.read_node_record()
     if record is None:
         return None
-    result = localbroker.start_node(saved_node(record), timeout)
+    node = saved_node(record)
+    result = localbroker.start_node(node, timeout)
+    node.apply_partition_handling()
     node_registrar.start(timeout)
     return result
