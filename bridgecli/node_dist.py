@@ -181,28 +181,23 @@ class ClusterNode(LocalNode):
             self.ctl("start_app", timeout=timeout)
         return time.monotonic() - began
 
-    def grow_replicas(self, target: int = 3, timeout: float = 300.0) -> tuple[int, int]:
+    def grow_quorum_queues(self, target: int = 3, timeout: float = 300.0) -> tuple[int, int]:
         """Add this node as a member of every quorum queue that has fewer than ``target``
-        members and none here, and as a replica of every stream; returns (added, tried).
-        Queues declared while the cluster was smaller otherwise keep their members where
-        they were and die with them, and a stream is read only where it has a replica."""
+        members and none here; returns (added, tried). Queues declared while the cluster
+        was smaller otherwise keep their members where they were and die with them."""
         code = (
             f"N = '{self.nodename}', "
-            "Ms = fun(Q) -> maps:get(nodes, amqqueue:get_type_state(Q), []) end, "
-            "Qs = rabbit_amqqueue:list(), "
+            "Ms = fun(Q) -> maps:get(nodes, amqqueue:get_type_state(Q)) end, "
             "Rs = [rabbit_quorum_queue:add_member(V, Name, N, 30000) "
-            "|| Q <- Qs, amqqueue:get_type(Q) =:= rabbit_quorum_queue, "
+            "|| Q <- rabbit_amqqueue:list(), amqqueue:get_type(Q) =:= rabbit_quorum_queue, "
             f"length(Ms(Q)) < {target}, not lists:member(N, Ms(Q)), "
             "{resource, V, queue, Name} <- [amqqueue:get_name(Q)]], "
-            "Ss = [rabbit_stream_queue:add_replica(V, Name, N) "
-            "|| Q <- Qs, amqqueue:get_type(Q) =:= rabbit_stream_queue, not lists:member(N, Ms(Q)), "
-            "{resource, V, queue, Name} <- [amqqueue:get_name(Q)]], "
-            "{length([ok || ok <- Rs ++ Ss]), length(Rs ++ Ss)}."
+            "{length([ok || ok <- Rs]), length(Rs)}."
         )
         out = self.ctl("eval", code, timeout=timeout).stdout.strip()
         found = re.fullmatch(r"\{(\d+),(\d+)\}", out)
         if found is None:
-            raise BridgeError(f"unexpected answer growing replicas on {self.nodename}: {out}", None)
+            raise BridgeError(f"unexpected answer growing quorum queues on {self.nodename}: {out}", None)
         return int(found[1]), int(found[2])
 
     def apply_partition_handling(self, timeout: float = 60.0) -> tuple[str, int, int]:

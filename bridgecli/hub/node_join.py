@@ -71,7 +71,7 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
         localbroker.stop()
         raise
     grown = time.monotonic()
-    added, tried = node.grow_replicas()
+    added, tried = node.grow_quorum_queues()
     mode = node.apply_partition_handling()[0]
     node_registrar.start(timeout)
     return {

@@ -189,7 +189,7 @@ def serve(
                 state.confirm_delivery()
                 replica.declare(state)
                 replica.listen(connection.channel())
-                replica.start(connection, state)
+                replica.start(state)
                 linked = (replica, state)
             channel.basic_qos(prefetch_count=16)
             channel.basic_consume(

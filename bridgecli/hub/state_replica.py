@@ -1,12 +1,11 @@
 """A cluster hub's records replicated through the broker, so that any node's registrar can serve.
 
-Every node machine runs a registrar; ``bridge.registrar`` is a quorum queue with one active
-consumer, so the broker switches registrars when the active one's connection dies. After
-each change the registrar publishes the whole (small) database, confirmed, to
-``bridge.hub.state``, a stream numbered in ``x-hub-version``; every registrar hears the
-stream and loads a newer copy before each request. An answer is sent only after its copy
-is confirmed, so an answered grant survives the loss of the machine that gave it. Why a
-stream: docs/decisions/hub-records-in-a-stream.md."""
+Every node machine runs a registrar, one active at a time. After each change the active one
+publishes the whole (small) database, numbered in ``x-hub-version`` and confirmed, to the
+``bridge.hub.state`` fanout: its quorum queue keeps the newest copy for later starts, and
+each running registrar hears it in a queue of its own. An answer is sent only after its copy
+is confirmed, so an answered grant survives the loss of the machine that gave it. Why:
+docs/decisions/hub-records-replica.md."""
 
 from __future__ import annotations
 
@@ -18,19 +17,16 @@ from typing import Any
 from bridgecli.errors import BrokerUnavailable
 
 logger = logging.getLogger("bridgecli.hub.registrar")
-STATE_QUEUE = "bridge.hub.state"
+#: the fanout exchange every copy is published to, and the quorum queue keeping the newest
+STATE_QUEUE = STATE_EXCHANGE = "bridge.hub.state"
 VERSION_HEADER = "x-hub-version"
-#: ``bridge.hub.state``: a replicated stream; old copies go with whole segments past 64 MiB
-STATE_ARGUMENTS: dict[str, Any] = {
-    "x-queue-type": "stream",
-    "x-max-length-bytes": 64 << 20,
-    "x-stream-max-segment-size-bytes": 8 << 20,
-}
-#: copies in flight to one listener (a stream consumer needs a prefetch)
-PREFETCH = 8
-#: seconds a registrar at start waits to hear the stream's last copy before taking the
-#: stream for empty (a stream reports no length over AMQP 0-9-1)
-FIRST_COPY_WAIT = 2.0
+#: ``bridge.hub.state`` (the queue): replicated, and only the newest copy is kept
+STATE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "drop-head"}
+#: messages a peek reads at most (the queue keeps one, rarely two for a moment)
+PEEK_MAX = 4
+#: peeks at a registrar's start before it takes the queue for empty: another registrar's
+#: start-time peek holds the copy for a few milliseconds
+EMPTY_PEEKS = 3
 #: ``bridge.registrar`` on a cluster hub: replicated, one registrar served at a time
 REGISTRAR_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-single-active-consumer": True}
 
@@ -81,21 +77,44 @@ class StateReplica:
 
     @staticmethod
     def declare(channel: Any) -> None:
-        """Declare ``bridge.hub.state`` (as the node's admin: no host may touch it)."""
+        """Declare the exchange and the queue keeping the newest copy (as the node's admin:
+        no host may touch them)."""
+        channel.exchange_declare(STATE_EXCHANGE, "fanout", durable=True)
         channel.queue_declare(STATE_QUEUE, durable=True, arguments=STATE_ARGUMENTS)
+        channel.queue_bind(STATE_QUEUE, STATE_EXCHANGE)
 
     def listen(self, channel: Any) -> None:
-        """Hear every copy from the stream's last one on, through ``channel`` (its own):
-        the connection's event loop delivers them to :meth:`heard`."""
-        channel.basic_qos(prefetch_count=PREFETCH)
-        channel.basic_consume(STATE_QUEUE, self.heard, arguments={"x-stream-offset": "last"})
+        """Hear every copy published from now on, in a queue of this connection's own: the
+        connection's event loop hands them to :meth:`heard`."""
+        queue = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
+        channel.queue_bind(queue, STATE_EXCHANGE)
+        channel.basic_consume(queue, self.heard, auto_ack=True)
 
     def heard(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
-        """One copy from the stream: kept when it is the newest heard."""
-        version = _version(props)
+        """One copy: kept when it is the newest heard."""
+        self._keep(_version(props), body)
+
+    def _keep(self, version: int, body: bytes) -> None:
         if self.newest is None or version > self.newest[0]:
             self.newest = (version, body)
-        channel.basic_ack(method.delivery_tag)  # a stream takes no automatic acks
+
+    @staticmethod
+    def peek(channel: Any) -> tuple[int, bytes] | None:
+        """(version, snapshot) of the newest copy in the queue, left there; None when there is
+        none. Reads up to :data:`PEEK_MAX` messages: a copy returned by another registrar's
+        peek can sit beside a newer one for a moment."""
+        best: tuple[int, bytes] | None = None
+        last = None
+        for _ in range(PEEK_MAX):
+            method, props, body = channel.basic_get(STATE_QUEUE, auto_ack=False)
+            if method is None:
+                break
+            last = method.delivery_tag
+            if best is None or _version(props) > best[0]:
+                best = (_version(props), body)
+        if last is not None:
+            channel.basic_nack(last, multiple=True, requeue=True)
+        return best
 
     def pull(self) -> bool:
         """Load the newest copy heard when it is newer than ours; True when it was loaded. A
@@ -117,21 +136,25 @@ class StateReplica:
         version = max(self.version, self.newest[0] if self.newest else 0) + 1
         mark = self._now()
         channel.basic_publish(
+            STATE_EXCHANGE,
             "",
-            STATE_QUEUE,
             snapshot(self.db),
             pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version}),
             mandatory=True,
         )
         self.version, self._mark = version, mark
 
-    def start(self, connection: Any, channel: Any, wait: float = FIRST_COPY_WAIT) -> None:
-        """At a registrar's (re)connect, after :meth:`listen`: load the newest copy; with none
-        heard in ``wait`` seconds the hub machine's publishes its own, and a node's raises
+    def start(self, channel: Any, pause: float = 0.2) -> None:
+        """At a registrar's (re)connect, after :meth:`listen`: load the newest copy kept in
+        the queue; with none, the hub machine's publishes its own, and a node's raises
         BrokerUnavailable (it must not serve yet)."""
-        deadline = time.monotonic() + wait
-        while self.newest is None and time.monotonic() < deadline:
-            connection.process_data_events(time_limit=0.05)
+        for attempt in range(EMPTY_PEEKS):
+            head = self.peek(channel)
+            if head is not None:
+                self._keep(*head)
+                break
+            if attempt < EMPTY_PEEKS - 1:
+                time.sleep(pause)
         if self.pull() or (self.newest is not None and self.newest[0] == self.version):
             return
         if not self.origin and self.version == 0:
