@@ -119,16 +119,17 @@ def dead_letter(channel: Any, props: Any, body: bytes, detail: str) -> None:
     )
 
 
-def _declare(connection: Any, channel: Any, cluster: bool = False) -> None:
-    """The registrar's queue (on a ``cluster`` hub replicated, one consumer active, and
-    the hub machine's queue of node enrolments), and ``bridge.dlx`` with ``bridge.dlq``
-    where it is missing (an existing one is kept)."""
+def _declare(connection: Any, channel: Any, cluster: bool = False, node_requests: bool = False) -> None:
+    """The registrar's queue (on a ``cluster`` hub replicated, one consumer active), with
+    ``node_requests`` the hub machine's queue of node enrolments (declared by the hub
+    machine alone: it lives on the hub's node, which other nodes must not need), and
+    ``bridge.dlx`` with ``bridge.dlq`` where it is missing (an existing one is kept)."""
     import pika.exceptions
 
     channel.exchange_declare(QUEUE, "direct", durable=True)
     channel.queue_declare(QUEUE, durable=True, arguments=REGISTRAR_ARGUMENTS if cluster else None)
     channel.queue_bind(QUEUE, QUEUE, routing_key=ROUTING_KEY)
-    if cluster:
+    if node_requests:
         channel.queue_declare(NODE_QUEUE, durable=True)
         channel.queue_bind(NODE_QUEUE, QUEUE, routing_key=NODE_ROUTING_KEY)
     channel.exchange_declare(topology.DLX, "fanout", durable=True)
@@ -182,7 +183,7 @@ def serve(
             return
         try:
             channel = connection.channel()
-            _declare(connection, channel, cluster=replica is not None)
+            _declare(connection, channel, cluster=replica is not None, node_requests=node_requests)
             linked = None
             if replica is not None:  # records first: the reconcile below grants from them
                 state = connection.channel()

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import pika
+import pika.exceptions
 import pytest
 
 from bridgecli.hub.hub_store import HubStore
@@ -133,4 +134,28 @@ def test_the_standby_registrar_takes_over_with_the_records(node, admin, tmp_path
             back.halt()
     finally:
         first.halt()
+        standby.halt()
+
+
+def _exists(node: LocalNode, queue: str) -> bool:
+    connection = pika.BlockingConnection(pika.URLParameters(node.admin_uri))
+    try:
+        connection.channel().queue_declare(queue, passive=True)
+        return True
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        assert exc.reply_code == 404
+        return False
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def test_a_node_registrar_never_declares_the_node_enrolment_queue(node, admin, tmp_path, fresh_queues):
+    """The node enrolment queue lives on the hub machine's node: a node's registrar that
+    declared it could not reconnect while that node is down."""
+    standby = Running(node, admin, tmp_path / "node.db", origin=False)
+    try:
+        _wait(lambda: _exists(node, STATE_QUEUE), "the node's registrar declared the records' queue")
+        assert not _exists(node, NODE_QUEUE)
+    finally:
         standby.halt()
