@@ -27,6 +27,9 @@ PEEK_MAX = 4
 #: peeks at a registrar's start before it takes the queue for empty: another registrar's
 #: start-time peek holds the copy for a few milliseconds
 EMPTY_PEEKS = 3
+#: how long a refused (nacked) copy is published again, and the pause between tries
+NACK_RETRY_SECONDS = 10.0
+NACK_PAUSE = 0.2
 #: ``bridge.registrar`` on a cluster hub: replicated, one registrar served at a time
 REGISTRAR_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-single-active-consumer": True}
 
@@ -128,20 +131,32 @@ class StateReplica:
         logger.info("loaded the hub records, version %d", self.version)
         return True
 
-    def push(self, channel: Any) -> None:
+    def push(self, channel: Any, retry_for: float = NACK_RETRY_SECONDS) -> None:
         """Publish our database as the next version; ``channel`` is in confirm mode, so this
-        returns once the cluster has it (raises when the broker refuses it)."""
+        returns once the cluster has it. A nack is retried for ``retry_for`` seconds (a queue
+        of a node that just died is still routed to for a moment), then raised."""
         import pika
+        import pika.exceptions
 
         version = max(self.version, self.newest[0] if self.newest else 0) + 1
         mark = self._now()
-        channel.basic_publish(
-            STATE_EXCHANGE,
-            "",
-            snapshot(self.db),
-            pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version}),
-            mandatory=True,
-        )
+        body = snapshot(self.db)
+        deadline = time.monotonic() + retry_for
+        while True:
+            try:
+                channel.basic_publish(
+                    STATE_EXCHANGE,
+                    "",
+                    body,
+                    pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version}),
+                    mandatory=True,
+                )
+                break
+            except pika.exceptions.NackError:
+                if time.monotonic() >= deadline:
+                    raise
+                logger.warning("the broker refused copy %d of the hub records; publishing it again", version)
+                time.sleep(NACK_PAUSE)
         self.version, self._mark = version, mark
 
     def start(self, channel: Any, pause: float = 0.2) -> None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pika
+import pika.exceptions
 import pytest
 
 from bridgecli.errors import BrokerUnavailable
@@ -110,3 +111,27 @@ def test_a_node_never_publishes_records_it_did_not_load(tmp_path, vhost_uri, reg
     hub.replica.start(hub.channel, pause=0)
     node.replica.start(node.channel)
     assert node.replica.version == 1
+
+
+def test_a_refused_copy_is_published_again_until_confirmed(tmp_path, vhost_uri, registrars):
+    """A queue that refuses copies (as one of a node that just died does, for a moment) is
+    routed to: the push publishes again until the broker confirms, then numbers it."""
+    store = HubStore(tmp_path / "hub.db")
+    hub = Registrar(vhost_uri, StateReplica(store.db))
+    registrars.append(hub)
+    hub.replica.start(hub.channel, pause=0)
+    # refuses every copy, and goes by itself 3 s after it was declared
+    refusing = {"x-max-length": 0, "x-overflow": "reject-publish", "x-expires": 3000}
+    hub.channel.queue_declare("refuses", arguments=refusing)
+    hub.channel.queue_bind("refuses", STATE_EXCHANGE)
+    with pytest.raises(pika.exceptions.NackError):
+        hub.replica.push(hub.channel, retry_for=0.2)
+    assert hub.replica.version == 1  # not counted as published
+    store.add_host("hostg", "hostg")
+    hub.replica.push(hub.channel)  # refused until the queue is gone
+    assert hub.replica.version == 2
+    other = HubStore(tmp_path / "copy.db")
+    node = Registrar(vhost_uri, StateReplica(other.db, origin=False))
+    registrars.append(node)
+    node.replica.start(node.channel)
+    assert other.host("hostg") is not None
