@@ -2,8 +2,8 @@
 
 Every node machine runs a registrar, one active at a time. After each change the active one
 publishes the whole (small) database, numbered in ``x-hub-version`` and confirmed, to the
-``bridge.hub.state`` fanout: its quorum queue keeps the newest copy for later starts, and
-each running registrar hears it in a queue of its own. An answer is sent only after its copy
+quorum queue ``bridge.hub.state``, which keeps the newest copy for later starts, then to the
+``bridge.hub.copies`` fanout, from which each running registrar hears it in a queue of its own. An answer is sent only after its copy
 is confirmed, so an answered grant survives the loss of the machine that gave it. Why:
 docs/decisions/hub-records-replica.md."""
 
@@ -17,8 +17,11 @@ from typing import Any
 from bridgecli.errors import BrokerUnavailable
 
 logger = logging.getLogger("bridgecli.hub.registrar")
-#: the fanout exchange every copy is published to, and the quorum queue keeping the newest
-STATE_QUEUE = STATE_EXCHANGE = "bridge.hub.state"
+#: the quorum queue keeping the newest copy (published to, confirmed)
+STATE_QUEUE = "bridge.hub.state"
+#: the fanout that tells running registrars of each copy (published to without confirms: a
+#: queue of a registrar whose node just died is still routed to, and would nack it)
+COPIES_EXCHANGE = "bridge.hub.copies"
 VERSION_HEADER = "x-hub-version"
 #: ``bridge.hub.state`` (the queue): replicated, and only the newest copy is kept
 STATE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "drop-head"}
@@ -68,7 +71,8 @@ class StateReplica:
         self.db = db
         self.origin = origin
         self.version = 0  # 0: nothing loaded nor published yet
-        self.newest: tuple[int, bytes] | None = None  # the newest copy heard, loaded or not
+        self.newest: tuple[int, bytes] | None = None
+        self._tell: Any = None  # the channel copies are announced on (see listen)  # the newest copy heard, loaded or not
         self._mark = self._now()
 
     def _now(self) -> tuple[int, int]:
@@ -80,18 +84,19 @@ class StateReplica:
 
     @staticmethod
     def declare(channel: Any) -> None:
-        """Declare the exchange and the queue keeping the newest copy (as the node's admin:
-        no host may touch them)."""
-        channel.exchange_declare(STATE_EXCHANGE, "fanout", durable=True)
+        """Declare the queue keeping the newest copy and the copies' fanout (as the node's
+        admin: no host may touch them)."""
         channel.queue_declare(STATE_QUEUE, durable=True, arguments=STATE_ARGUMENTS)
-        channel.queue_bind(STATE_QUEUE, STATE_EXCHANGE)
+        channel.exchange_declare(COPIES_EXCHANGE, "fanout", durable=True)
 
     def listen(self, channel: Any) -> None:
         """Hear every copy published from now on, in a queue of this connection's own: the
-        connection's event loop hands them to :meth:`heard`."""
+        connection's event loop hands them to :meth:`heard`. ``channel`` (no confirms) also
+        tells the others of this registrar's copies."""
         queue = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
-        channel.queue_bind(queue, STATE_EXCHANGE)
+        channel.queue_bind(queue, COPIES_EXCHANGE)
         channel.basic_consume(queue, self.heard, auto_ack=True)
+        self._tell = channel
 
     def heard(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
         """One copy: kept when it is the newest heard."""
@@ -132,32 +137,29 @@ class StateReplica:
         return True
 
     def push(self, channel: Any, retry_for: float = NACK_RETRY_SECONDS) -> None:
-        """Publish our database as the next version; ``channel`` is in confirm mode, so this
-        returns once the cluster has it. A nack is retried for ``retry_for`` seconds (a queue
-        of a node that just died is still routed to for a moment), then raised."""
+        """Publish our database as the next version to the queue; ``channel`` is in confirm
+        mode, so this returns once the cluster has it (a nack or return is retried for
+        ``retry_for`` seconds, then raised). Then tell the running registrars (see :meth:`listen`)."""
         import pika
         import pika.exceptions
 
         version = max(self.version, self.newest[0] if self.newest else 0) + 1
         mark = self._now()
         body = snapshot(self.db)
+        props = pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version})
         deadline = time.monotonic() + retry_for
         while True:
             try:
-                channel.basic_publish(
-                    STATE_EXCHANGE,
-                    "",
-                    body,
-                    pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version}),
-                    mandatory=True,
-                )
+                channel.basic_publish("", STATE_QUEUE, body, props, mandatory=True)
                 break
-            except pika.exceptions.NackError:
+            except (pika.exceptions.NackError, pika.exceptions.UnroutableError):  # refused or not there yet
                 if time.monotonic() >= deadline:
                     raise
                 logger.warning("the broker refused copy %d of the hub records; publishing it again", version)
                 time.sleep(NACK_PAUSE)
         self.version, self._mark = version, mark
+        if self._tell is not None:
+            self._tell.basic_publish(COPIES_EXCHANGE, "", body, props)
 
     def start(self, channel: Any, pause: float = 0.2) -> None:
         """At a registrar's (re)connect, after :meth:`listen`: load the newest copy kept in

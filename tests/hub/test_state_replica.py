@@ -4,6 +4,7 @@ registrar, older ones ignored, local changes noticed, a node's empty records nev
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -13,18 +14,19 @@ import pytest
 
 from bridgecli.errors import BrokerUnavailable
 from bridgecli.hub.hub_store import HubStore
-from bridgecli.hub.state_replica import STATE_EXCHANGE, STATE_QUEUE, VERSION_HEADER, StateReplica
+from bridgecli.hub.state_replica import COPIES_EXCHANGE, STATE_ARGUMENTS, STATE_QUEUE, VERSION_HEADER, StateReplica
 
 
 class Registrar:
     """One registrar's side of the replica: its connection, confirm channel and listener."""
 
-    def __init__(self, uri: str, replica: StateReplica) -> None:
+    def __init__(self, uri: str, replica: StateReplica, declare: bool = True) -> None:
         self.connection = pika.BlockingConnection(pika.URLParameters(uri))
         self.channel = self.connection.channel()
         self.channel.confirm_delivery()
         self.replica = replica
-        replica.declare(self.channel)
+        if declare:
+            replica.declare(self.channel)
         replica.listen(self.connection.channel())
 
     def hear(self, version: int, within: float = 10.0) -> None:
@@ -91,7 +93,7 @@ def test_an_older_copy_is_not_loaded(tmp_path, vhost_uri, registrars):
     hub.replica.push(hub.channel)
     stale = HubStore(tmp_path / "stale.db")  # a copy without hoste, numbered 1
     hub.channel.basic_publish(
-        STATE_EXCHANGE, "", stale.db.serialize(), pika.BasicProperties(headers={VERSION_HEADER: 1}), mandatory=True
+        COPIES_EXCHANGE, "", stale.db.serialize(), pika.BasicProperties(headers={VERSION_HEADER: 1}), mandatory=True
     )
     hub.connection.process_data_events(time_limit=0.5)
     assert not hub.replica.pull() and store.host("hoste") is not None and hub.replica.version == 2
@@ -113,23 +115,40 @@ def test_a_node_never_publishes_records_it_did_not_load(tmp_path, vhost_uri, reg
     assert node.replica.version == 1
 
 
+def _fix_state_queue(uri: str) -> None:
+    """Replace a refusing ``bridge.hub.state`` with the real one (own connection: threads)."""
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    try:
+        channel = connection.channel()
+        channel.queue_delete(STATE_QUEUE)
+        channel.queue_declare(STATE_QUEUE, durable=True, arguments=STATE_ARGUMENTS)
+    finally:
+        connection.close()
+
+
 def test_a_refused_copy_is_published_again_until_confirmed(tmp_path, vhost_uri, registrars):
-    """A queue that refuses copies (as one of a node that just died does, for a moment) is
-    routed to: the push publishes again until the broker confirms, then numbers it."""
+    """The queue keeping the copy refuses it for a while: a push refused for too long
+    raises; one whose queue takes it within the retry time publishes again until the broker
+    confirms, and only then numbers it."""
+    setup = pika.BlockingConnection(pika.URLParameters(vhost_uri))
+    try:
+        channel = setup.channel()
+        channel.exchange_declare(COPIES_EXCHANGE, "fanout", durable=True)
+        channel.queue_declare(STATE_QUEUE, arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+    finally:
+        setup.close()
     store = HubStore(tmp_path / "hub.db")
-    hub = Registrar(vhost_uri, StateReplica(store.db))
+    hub = Registrar(vhost_uri, StateReplica(store.db), declare=False)
     registrars.append(hub)
-    hub.replica.start(hub.channel, pause=0)
-    # refuses every copy, and goes by itself 3 s after it was declared
-    refusing = {"x-max-length": 0, "x-overflow": "reject-publish", "x-expires": 3000}
-    hub.channel.queue_declare("refuses", arguments=refusing)
-    hub.channel.queue_bind("refuses", STATE_EXCHANGE)
     with pytest.raises(pika.exceptions.NackError):
         hub.replica.push(hub.channel, retry_for=0.2)
-    assert hub.replica.version == 1  # not counted as published
+    assert hub.replica.version == 0  # not counted as published
     store.add_host("hostg", "hostg")
-    hub.replica.push(hub.channel)  # refused until the queue is gone
-    assert hub.replica.version == 2
+    fixer = threading.Timer(1.0, _fix_state_queue, args=(vhost_uri,))
+    fixer.start()
+    hub.replica.push(hub.channel, retry_for=30.0)  # refused until the queue is replaced
+    fixer.join()
+    assert hub.replica.version == 1
     other = HubStore(tmp_path / "copy.db")
     node = Registrar(vhost_uri, StateReplica(other.db, origin=False))
     registrars.append(node)

@@ -173,7 +173,7 @@ def test_a_node_registrar_answers_while_the_hub_machine_is_down(lab: NetnsLab):
         lambda ch: ch.basic_get("bridge.hub.state"),
         lambda ch: ch.basic_consume("bridge.hub.state", lambda *a: None),
         lambda ch: ch.basic_publish(
-            "bridge.hub.state", "", b"forged", pika.BasicProperties(headers={"x-hub-version": 99})
+            "bridge.hub.copies", "", b"forged", pika.BasicProperties(headers={"x-hub-version": 99})
         ),
         lambda ch: ch.queue_purge("bridge.hub.state"),
         lambda ch: ch.queue_delete("bridge.hub.state"),
