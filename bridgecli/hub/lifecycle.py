@@ -12,8 +12,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 from bridgecli import localbroker, paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, ConfigError, ExitCode, MetricsAddressError, Timeout
 from bridgecli.hub import cluster as hub_cluster
-from bridgecli.hub import layout
+from bridgecli.hub import layout, node_registrar
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import DEFAULT_AMQPS_PORT, HubSettings
 from bridgecli.hub.pki import HubPki
@@ -276,20 +274,10 @@ def _own_local_entities(settings: HubSettings) -> None:
 def _start_registrar(timeout: float) -> int:
     """Launch the registrar process and wait until it consumes its queue."""
     log = layout.registrar_log()
-    offset = log.stat().st_size if log.exists() else 0
-    with paths.open_private_append(log) as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bridgecli.hub.registrar"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=dict(os.environ),
-            umask=0o077,
-        )
+    process, offset = node_registrar.launch(log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = _read_from(log, offset)
+        text = node_registrar.read_from(log, offset)
         if "registrar serving" in text:
             return process.pid
         if process.poll() is not None:
@@ -300,15 +288,6 @@ def _start_registrar(timeout: float) -> int:
             raise BrokerUnavailable(f"the hub's registrar exited at start: {text.strip()[-300:]}", f"see {log}")
         time.sleep(0.1)
     raise Timeout(f"the hub's registrar did not start within {timeout:g}s", f"see {log}")
-
-
-def _read_from(path: Path, offset: int) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            return handle.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def stop(timeout: float = 30.0) -> bool:

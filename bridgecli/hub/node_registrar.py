@@ -124,13 +124,9 @@ def _pid() -> int:
         return 0
 
 
-def start(timeout: float = 60.0) -> int | None:
-    """Start this node machine's registrar unless it runs; its pid (None: no node here)."""
-    if not _config_file().exists():
-        return None
-    if pid_alive(_pid()):
-        return _pid()
-    log = log_file()
+def launch(log: Path) -> tuple[subprocess.Popen, int]:
+    """Start a registrar process (of the hub machine or a node's) appending to ``log``:
+    (the process, the log's size before it), for :func:`read_from`."""
     offset = log.stat().st_size if log.exists() else 0
     with paths.open_private_append(log) as out:
         process = subprocess.Popen(
@@ -142,12 +138,31 @@ def start(timeout: float = 60.0) -> int | None:
             env=dict(os.environ),
             umask=0o077,
         )
+    return process, offset
+
+
+def read_from(path: Path, offset: int) -> str:
+    """What ``path`` holds past ``offset`` ("" when it cannot be read)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def start(timeout: float = 60.0) -> int | None:
+    """Start this node machine's registrar unless it runs; its pid (None: no node here)."""
+    if not _config_file().exists():
+        return None
+    if pid_alive(_pid()):
+        return _pid()
+    log = log_file()
+    process, offset = launch(log)
     cluster.write_private(_pid_file(), str(process.pid).encode())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with log.open("rb") as handle:
-            handle.seek(offset)
-            text = handle.read().decode(errors="replace")
+        text = read_from(log, offset)
         if "registrar serving" in text:
             return process.pid
         if process.poll() is not None:

@@ -2,10 +2,10 @@
 
 Every node machine runs a registrar, one active at a time. After each change the active one
 publishes the whole (small) database, numbered in ``x-hub-version`` and confirmed, to the
-quorum queue ``bridge.hub.state``, which keeps the newest copy for later starts, then to the
-``bridge.hub.copies`` fanout, from which each running registrar hears it in a queue of its own. An answer is sent only after its copy
-is confirmed, so an answered grant survives the loss of the machine that gave it. Why:
-docs/decisions/hub-records-replica.md."""
+quorum queue ``bridge.hub.state`` (the newest copy, read at starts), then announces it on
+the ``bridge.hub.copies`` fanout, heard by each running registrar in a queue of its own. An
+answer is sent only after its copy is confirmed, so an answered grant survives the loss of
+the machine that gave it. Why: docs/decisions/hub-records-replica.md."""
 
 from __future__ import annotations
 
@@ -72,7 +72,9 @@ class StateReplica:
         self.origin = origin
         self.version = 0  # 0: nothing loaded nor published yet
         self.newest: tuple[int, bytes] | None = None
-        self._tell: Any = None  # the channel copies are announced on (see listen)  # the newest copy heard, loaded or not
+        self._tell: Any = (
+            None  # the channel copies are announced on (see listen)  # the newest copy heard, loaded or not
+        )
         self._mark = self._now()
 
     def _now(self) -> tuple[int, int]:
