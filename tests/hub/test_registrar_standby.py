@@ -13,9 +13,9 @@ import pika
 import pika.exceptions
 import pytest
 
+from bridgecli.hub.claims import NODE_ROUTING_KEY, ROUTING_KEY
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.rabbitadmin import RabbitAdmin
-from bridgecli.hub.claims import NODE_ROUTING_KEY, ROUTING_KEY
 from bridgecli.hub.registrar import Registrar, serve
 from bridgecli.hub.registrar_loop import NODE_QUEUE
 from bridgecli.hub.state_replica import STATE_QUEUE, StateReplica

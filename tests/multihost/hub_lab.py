@@ -7,6 +7,7 @@ hostB and hostC have no broker settings at all until ``bridge join`` writes them
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -138,3 +139,34 @@ def running_lab(prefix: str) -> Iterator[NetnsLab]:
 def hub_lab() -> Iterator[NetnsLab]:
     """See :func:`running_lab`."""
     yield from running_lab("bhub")
+
+
+@contextlib.contextmanager
+def cluster_hub(prefix: str, machines: tuple[str, ...], hub_gateway: bool = True) -> Iterator[NetnsLab]:
+    """Namespaces for the hub and ``machines`` (no broker settings of their own), the hub
+    started with ``--cluster`` (and its gateway); stops every gateway and node at the end.
+    The body of the cluster tests' module fixtures, which then join nodes and hosts."""
+    reason = netns_supported()
+    if reason:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    lab = NetnsLab(root, hosts=machines, start_broker=False, prefix=f"{prefix}{os.getpid()}")
+    try:
+        lab.setup()
+        for name in machines:
+            for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
+                lab.host(name).env.pop(key, None)
+        hub_home(lab)
+        lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, "--cluster", timeout=180)
+        if hub_gateway:
+            lab.start_gateway("hub")
+        yield lab
+    finally:
+        for name in ("hub", *machines):
+            try:
+                lab.stop_gateway(name)
+                lab.bridge(name, "hub" if name == "hub" else "broker", "stop", check=False, timeout=60)
+            except Exception as exc:  # the teardown below kills what is left
+                print(f"stopping {name}: {exc}")
+        lab.teardown()
+        shutil.rmtree(root, ignore_errors=True)

@@ -16,24 +16,21 @@ import base64
 import json
 import os
 import re
-import shutil
 import signal
 import ssl
 import subprocess
-import tempfile
 import time
 import tomllib
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pika
 import pytest
 
 from bridgecli.errors import ExitCode
 from tests.multihost.helpers import poll, poll_until, register, wait_announced, wait_for
-from tests.multihost.hub_lab import broker_uri, ca_file, hub_home
-from tests.support.netns import NetnsLab, netns_supported
+from tests.multihost.hub_lab import broker_uri, ca_file, cluster_hub
+from tests.support.netns import NetnsLab
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -46,29 +43,8 @@ OTHER = "hostD"  # a second host, joined before the nodes: it learns them
 def lab() -> Iterator[NetnsLab]:
     """The namespaces, the cluster hub started with its gateway, nobody joined; stops every
     node and gateway at the end."""
-    reason = netns_supported()
-    if reason:
-        pytest.skip(reason)
-    root = Path(tempfile.mkdtemp(prefix="bhn", dir="/tmp"))
-    lab = NetnsLab(root, hosts=(*NODES, HOST, OTHER), start_broker=False, prefix=f"bhn{os.getpid()}")
-    try:
-        lab.setup()
-        for name in (*NODES, HOST, OTHER):
-            for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
-                lab.host(name).env.pop(key, None)
-        hub_home(lab)
-        lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, "--cluster", timeout=180)
-        lab.start_gateway("hub")
+    with cluster_hub("bhn", (*NODES, HOST, OTHER)) as lab:
         yield lab
-    finally:
-        for name in ("hub", *NODES, HOST, OTHER):
-            try:
-                lab.stop_gateway(name)
-                lab.bridge(name, "hub" if name == "hub" else "broker", "stop", check=False, timeout=60)
-            except Exception as exc:  # the teardown below kills what is left
-                print(f"stopping {name}: {exc}")
-        lab.teardown()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _amqps_peers(lab: NetnsLab, machine: str) -> set[str]:

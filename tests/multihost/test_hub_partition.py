@@ -11,9 +11,6 @@ is lowered at runtime for this test only, so that detection takes seconds, not a
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +21,8 @@ import pytest
 from bridgecli.hub.pki import HubPki
 from bridgecli.node_dist import ClusterNode, DistTls
 from tests.multihost.helpers import poll, register, wait_announced, wait_for
-from tests.multihost.hub_lab import broker_uri, hub_home
-from tests.support.netns import NetnsLab, netns_supported
+from tests.multihost.hub_lab import broker_uri, cluster_hub
+from tests.support.netns import NetnsLab
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -41,19 +38,7 @@ TICK = 10
 def cluster() -> Iterator[tuple[NetnsLab, list[dict[str, Any]]]]:
     """The cluster hub with its gateway, both node machines joined (with what each join
     printed), hostB joined with its gateway; stops every node and gateway at the end."""
-    reason = netns_supported()
-    if reason:
-        pytest.skip(reason)
-    root = Path(tempfile.mkdtemp(prefix="bhp", dir="/tmp"))
-    lab = NetnsLab(root, hosts=(*NODES, HOST, NEW), start_broker=False, prefix=f"bhp{os.getpid()}")
-    try:
-        lab.setup()
-        for name in (*NODES, HOST, NEW):
-            for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
-                lab.host(name).env.pop(key, None)
-        hub_home(lab)
-        lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, "--cluster", timeout=180)
-        lab.start_gateway("hub")
+    with cluster_hub("bhp", (*NODES, HOST, NEW)) as lab:
         joins = []
         for name in NODES:
             line = lab.bridge("hub", "hub", "invite", "--node", name.lower(), "--address", lab.addr(name))
@@ -61,15 +46,6 @@ def cluster() -> Iterator[tuple[NetnsLab, list[dict[str, Any]]]]:
         lab.bridge(HOST, "join", lab.bridge("hub", "hub", "invite", HOST.lower()).stdout.strip())
         lab.start_gateway(HOST)
         yield lab, joins
-    finally:
-        for name in ("hub", *NODES, HOST, NEW):
-            try:
-                lab.stop_gateway(name)
-                lab.bridge(name, "hub" if name == "hub" else "broker", "stop", check=False, timeout=60)
-            except Exception as exc:  # the teardown below kills what is left
-                print(f"stopping {name}: {exc}")
-        lab.teardown()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _node(lab: NetnsLab, machine: str) -> ClusterNode:

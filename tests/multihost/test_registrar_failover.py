@@ -16,25 +16,22 @@ import base64
 import contextlib
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import ssl
-import tempfile
 import time
 import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pika
 import pika.exceptions
 import pytest
 
 from tests.multihost.helpers import poll, register, wait_for
-from tests.multihost.hub_lab import broker_uri, ca_file, hub_home
-from tests.support.netns import NetnsLab, netns_supported
+from tests.multihost.hub_lab import broker_uri, ca_file, cluster_hub
+from tests.support.netns import NetnsLab
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -47,18 +44,7 @@ LATE_NODE = "hostE"  # joins as a node after the hub machine's return
 @pytest.fixture(scope="module")
 def lab() -> Iterator[NetnsLab]:
     """A cluster hub on three machines and hostB joined with its gateway on hostA's node."""
-    reason = netns_supported()
-    if reason:
-        pytest.skip(reason)
-    root = Path(tempfile.mkdtemp(prefix="brf", dir="/tmp"))
-    lab = NetnsLab(root, hosts=(*NODES, HOST, NEW, LATE_NODE), start_broker=False, prefix=f"brf{os.getpid()}")
-    try:
-        lab.setup()
-        for name in (*NODES, HOST, NEW, LATE_NODE):
-            for key in ("BRIDGE_BROKER_URI", "BRIDGE_HOST_ID"):
-                lab.host(name).env.pop(key, None)
-        hub_home(lab)
-        lab.bridge("hub", "hub", "start", "--listen", lab.broker_addr, "--cluster", timeout=180)
+    with cluster_hub("brf", (*NODES, HOST, NEW, LATE_NODE), hub_gateway=False) as lab:
         for name in NODES:
             line = lab.bridge("hub", "hub", "invite", "--node", name.lower(), "--address", lab.addr(name))
             lab.bridge(name, "join", "--node", line.stdout.strip(), timeout=240)
@@ -66,15 +52,6 @@ def lab() -> Iterator[NetnsLab]:
         _first(lab, HOST, "hostA")
         lab.start_gateway(HOST)
         yield lab
-    finally:
-        for name in (HOST, NEW, "hub", *NODES, LATE_NODE):
-            try:
-                lab.stop_gateway(name)
-                lab.bridge(name, "hub" if name == "hub" else "broker", "stop", check=False, timeout=60)
-            except Exception as exc:  # the teardown below kills what is left
-                print(f"stopping {name}: {exc}")
-        lab.teardown()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _first(lab: NetnsLab, host: str, machine: str) -> None:
