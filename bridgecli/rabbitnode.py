@@ -424,18 +424,25 @@ class LocalNode:
         """Run ``rabbitmqctl -n NODE ARGS`` (or another CLI ``tool``) with this node's cookie.
 
         Each call costs ~0.5 s (an Elixir escript start). ``check`` raises BridgeError with
-        the tool's stderr on a non-zero exit.
+        the tool's stderr on a non-zero exit; a tool still running after ``timeout`` raises
+        Timeout.
         """
         cmd = [str(rabbitmq_bin_dir() / tool), "-n", self.nodename, *args]
-        result = subprocess.run(
-            cmd,
-            env=self.env(),
-            cwd=self.base,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        try:
+            result = subprocess.run(
+                cmd,
+                env=self.env(),
+                cwd=self.base,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise Timeout(
+                f"{tool} {args[0] if args else ''} on {self.nodename} did not finish within {timeout:g}s",
+                f"is the machine overloaded? see {self.log_file}",
+            ) from None
         if check and result.returncode != 0:
             detail = (result.stderr or result.stdout).strip().splitlines()
             raise BridgeError(f"{tool} {' '.join(args)} failed: {' '.join(detail[-3:])}", f"see {self.log_file}")

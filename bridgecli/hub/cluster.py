@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import os
 import secrets
 import string
@@ -19,7 +20,7 @@ from typing import Any
 
 from bridgecli import localbroker, paths
 from bridgecli.config import HOST_ID_RE
-from bridgecli.errors import CannotWrite, ConfigError, Conflict, NotACluster, NotFound
+from bridgecli.errors import BridgeError, CannotWrite, ConfigError, Conflict, NotACluster, NotFound
 from bridgecli.hub import invite as invite_mod
 from bridgecli.hub import layout
 from bridgecli.hub.hub_store import HubStore
@@ -27,6 +28,7 @@ from bridgecli.hub.layout import HubSettings
 from bridgecli.hub.pki import HubPki
 from bridgecli.node_dist import ClusterNode, DistTls, node_name
 
+logger = logging.getLogger("bridgecli.hub")
 FRESH_HINT = (
     "converting an existing hub's node into a cluster node is not supported yet: start a fresh "
     "hub with `bridge hub start --listen ADDR --cluster` (another machine or data directory)"
@@ -125,12 +127,22 @@ def local_node() -> tuple[ClusterNode, HubSettings | None, dict[str, Any] | None
     )
 
 
-def settle_partitions() -> str:
-    """Have this machine's node set the partition handling of every running member for the
-    cluster's current size (:meth:`ClusterNode.apply_partition_handling`); returns the mode.
-    Run after every start, join and removal, so that no operator step is needed."""
-    node, _, _ = local_node()
-    return node.apply_partition_handling()[0]
+def settle_partitions(node: ClusterNode | None = None) -> str | None:
+    """Have ``node`` (this machine's) set the partition handling of every running member for
+    the cluster's current size (:meth:`ClusterNode.apply_partition_handling`); returns the
+    mode. Run after every start, join and removal, so that no operator step is needed. A
+    failure (a busy cluster that does not answer in time) is a warning, not a failed start:
+    None, and the next start, join or removal sets it."""
+    node = node or local_node()[0]
+    try:
+        return node.apply_partition_handling()[0]
+    except BridgeError as exc:
+        logger.warning(
+            "bridge: warning: the node runs, but its cluster's partition handling was not set: %s"
+            " — run `bridge broker start` (a node) or `bridge hub start` (the hub) again",
+            exc.message,
+        )
+        return None
 
 
 # --- the operator's commands ------------------------------------------------------------

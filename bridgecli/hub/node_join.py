@@ -72,7 +72,7 @@ def join_node(text: str, timeout: float = 120.0) -> dict[str, Any]:
         raise
     grown = time.monotonic()
     added, tried = node.grow_quorum_queues()
-    mode = node.apply_partition_handling()[0]
+    mode = cluster.settle_partitions(node)
     node_registrar.start(timeout)
     return {
         "hub": record["hub"],
@@ -114,6 +114,6 @@ def start_saved(timeout: float = 90.0) -> localbroker.StartResult | None:
         return None
     node = saved_node(record)
     result = localbroker.start_node(node, timeout)
-    node.apply_partition_handling()
+    cluster.settle_partitions(node)
     node_registrar.start(timeout)
     return result

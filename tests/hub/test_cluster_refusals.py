@@ -71,3 +71,23 @@ def test_cluster_commands_on_a_plain_hub(bridge_home):
     with pytest.raises(NotACluster):
         cluster.remove_node("node2")
     cluster.check_cluster_start(plain, False)  # a plain start stays as it was
+
+
+def test_a_cluster_tool_that_does_not_finish_is_a_timeout_and_a_start_only_warns(tmp_path, caplog):
+    """A busy cluster's CLI tools can outlast their timeout: that is a Timeout (exit code
+    and fix), never a crash, and settling partition handling after a start only warns."""
+    from bridgecli.errors import Timeout
+    from bridgecli.node_dist import ClusterNode, DistTls
+
+    files = tmp_path / "files"
+    files.mkdir()
+    node = ClusterNode(
+        tmp_path / "broker", DistTls("127.0.0.1", files / "node.pem", files / "node.key", files / "ca.pem")
+    )
+    node.base.mkdir()
+    with pytest.raises(Timeout) as raised:
+        node.ctl("status", timeout=0.01)
+    assert raised.value.exit_code == ExitCode.TIMEOUT and "did not finish" in raised.value.message
+    with caplog.at_level("WARNING", logger="bridgecli.hub"):
+        assert cluster.settle_partitions(node) is None  # its node does not run: no answer
+    assert "partition handling was not set" in caplog.text
