@@ -42,7 +42,7 @@ class ExitCode(enum.IntEnum):
     EMPTY_CHANNEL = 23  #: sending to a channel nobody has joined
     METRICS_ADDRESS = 24  #: a metrics address (gateway's, hub registrar's) is malformed or taken
     NO_SYSTEMD = 25  #: a service unit needs systemd, which is not running here
-    NOT_A_CLUSTER = 26  #: a cluster operation on a hub that was not started with --cluster
+    NOT_A_CLUSTER = 26  #: a cluster operation on a hub that is not a cluster (yet)
     INTERRUPTED = 130  #: stopped by Ctrl-C
 
 
@@ -139,8 +139,8 @@ class NoSystemd(BridgeError):
 
 
 class NotACluster(BridgeError):
-    """A cluster operation (a node invite, ``--cluster`` on a hub made without it) on a hub
-    whose node is not a cluster node."""
+    """A cluster operation (a node invite, the node list) on a hub whose node is not a cluster
+    node, or ``--cluster`` where the broker directory holds a node this machine did not make."""
 
     exit_code = ExitCode.NOT_A_CLUSTER
 

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from bridgecli import paths
-from bridgecli.errors import BridgeError, BrokerUnavailable
+from bridgecli.errors import BridgeError, BrokerUnavailable, Conflict
 from bridgecli.node_dist import ClusterNode, DistTls
 from bridgecli.nodeprocess import (  # noqa: F401  (re-exported for callers and tests)
     amqp_ready,
@@ -55,6 +55,12 @@ def _state_file() -> Path:
 
 def _ports_file() -> Path:
     return broker_dir() / "ports.json"
+
+
+def conversion_file() -> Path:
+    """Present while ``bridge hub start --cluster`` converts this node into a cluster node
+    (:mod:`bridgecli.hub.convert`): the node must not start under its old name meanwhile."""
+    return broker_dir() / "converting.json"
 
 
 def read_state() -> NodeInfo | None:
@@ -150,6 +156,11 @@ def start(timeout: float = 90.0, host: str | None = None, **options: Any) -> Sta
     """
     host = host or host_user()
     with _locked():
+        if options.get("dist") is None and conversion_file().exists():
+            raise Conflict(
+                "this node's conversion into a cluster node is unfinished: it cannot start under its old name",
+                "finish it with `bridge hub start --cluster`",
+            )
         changes = _tighten_data_dir()
         current = read_state()
         if current is not None:

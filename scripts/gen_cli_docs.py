@@ -56,8 +56,9 @@ MEANINGS: dict[str, str] = {
     "consuming anything.",
     "NO_SYSTEMD": "`bridge service` needs a running systemd (containers and CI have none); `--dry-run` "
     "still prints the unit.",
-    "NOT_A_CLUSTER": "A cluster operation (`bridge hub invite --node`, `hub nodes`, `hub remove-node`, "
-    "`hub start --cluster` on a hub made without it) on a hub that is not a cluster.",
+    "NOT_A_CLUSTER": "A cluster operation (`bridge hub invite --node`, `hub nodes`, `hub remove-node`) on a "
+    "hub that is not a cluster (convert it with `bridge hub start --cluster`), or `hub start --cluster` "
+    "where the broker directory holds a node this machine did not make.",
     "INTERRUPTED": "Stopped by Ctrl-C.",
 }
 

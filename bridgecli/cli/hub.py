@@ -54,7 +54,8 @@ def hub() -> None:
     "--cluster",
     is_flag=True,
     help="Run the node as the first of a RabbitMQ cluster that other machines join "
-    "(`bridge hub invite --node`). Only for a new hub; kept for later starts.",
+    "(`bridge hub invite --node`). An existing hub's node is converted, keeping every user, "
+    "queue and message; kept for later starts.",
 )
 @output.json_option
 @click.pass_obj

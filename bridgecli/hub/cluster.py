@@ -1,8 +1,9 @@
 """A cluster hub: its first node's files, node invites, the node list, removing a node.
 
 ``bridge hub start --cluster`` runs the hub's node as a :class:`ClusterNode` named after its
-address; other machines join it with a node invite (:mod:`bridgecli.hub.node_join`), so
-that hosts can fail over to them. The Erlang cookie and the node's certificate live in the
+address (converting the node of a hub made without it: :mod:`bridgecli.hub.convert`); other
+machines join it with a node invite (:mod:`bridgecli.hub.node_join`), so that hosts can fail
+over to them. The Erlang cookie and the node's certificate live in the
 hub's private directory; a joined node keeps its own under its state directory. Exit codes:
 ``NOT_A_CLUSTER`` for a cluster operation elsewhere, ``CONFLICT`` for each refused removal.
 """
@@ -29,10 +30,8 @@ from bridgecli.hub.pki import HubPki
 from bridgecli.node_dist import ClusterNode, DistTls, node_name
 
 logger = logging.getLogger("bridgecli.hub")
-FRESH_HINT = (
-    "converting an existing hub's node into a cluster node is not supported yet: start a fresh "
-    "hub with `bridge hub start --listen ADDR --cluster` (another machine or data directory)"
-)
+#: how to make a hub made without --cluster a cluster hub (its node is converted in place)
+FRESH_HINT = "convert it, keeping every user, queue and message: `bridge hub start --cluster` on the hub machine"
 
 
 def write_private(path: Path, data: bytes) -> None:
@@ -79,18 +78,6 @@ def hub_dist(address: str) -> DistTls:
         write_private(key, key_pem)
         write_private(cert, cert_pem)
     return DistTls(address, cert, key, pki.ca_cert)
-
-
-def check_cluster_start(before: HubSettings | None, cluster: bool) -> None:
-    """Refuse ``--cluster`` on a hub (or embedded broker) whose node was made without it."""
-    if not cluster or (before is not None and before.cluster):
-        return
-    if before is not None:
-        raise NotACluster("this hub's node was made without --cluster", FRESH_HINT)
-    mnesia = localbroker.broker_dir() / "mnesia"
-    others = [p.name for p in mnesia.glob("*@*") if p.is_dir() and not p.name.endswith("-plugins-expand")]
-    if others:
-        raise NotACluster(f"this machine's embedded broker already has a node ({others[0]})", FRESH_HINT)
 
 
 # --- a node machine's own files --------------------------------------------------------

@@ -78,6 +78,7 @@ class HubSettings:
     active: bool = False  # hub start ran and hub stop has not
     cluster: bool = False  # the node is a cluster node (``hub start --cluster``)
     node_address: str = ""  # a cluster hub's node address: its node is ``bridge@node_address``
+    converted_from: str = ""  # the node name this cluster hub's node had before ``--cluster``
 
     @property
     def addresses(self) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 from bridgecli import localbroker, paths
 from bridgecli.errors import BridgeError, BrokerUnavailable, ConfigError, ExitCode, MetricsAddressError, Timeout
 from bridgecli.hub import cluster as hub_cluster
-from bridgecli.hub import layout, node_registrar
+from bridgecli.hub import convert, layout, node_registrar
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.layout import DEFAULT_AMQPS_PORT, HubSettings
 from bridgecli.hub.pki import HubPki
@@ -96,10 +96,13 @@ class HubStart:
 
 def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.0, cluster: bool = False) -> HubStart:
     """Start (or keep) the hub. ``listen``/``names`` replace the saved ones when given;
-    ``cluster`` makes a new hub's node a cluster node (kept for later starts)."""
+    ``cluster`` makes the hub's node a cluster node (kept for later starts): a new one, or
+    the existing node converted in place with every user, queue and message
+    (:mod:`bridgecli.hub.convert`), whose queue type then stays as it was."""
     began = time.monotonic()
     before = layout.load()
-    hub_cluster.check_cluster_start(before, cluster)
+    resumed = convert.pending()  # an interrupted conversion: finish it
+    old = resumed.old if resumed else convert.old_node(before, cluster)
     host_id = config.host_id
     wanted = [parse_listen(x) for x in listen] or [(a, p) for a, p in (before.listen if before else [])]
     if not wanted:
@@ -117,10 +120,16 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         names=names,
         management_port=before.management_port if before else 0,
         registrar_pid=before.registrar_pid if before else 0,
-        cluster=bool(cluster or (before and before.cluster)),
+        cluster=bool(cluster or resumed or (before and before.cluster)),
+        converted_from=(before.converted_from if before else "") or (old or ""),
     )
     if settings.cluster:
-        settings.node_address = (before.node_address if before else "") or hub_cluster.node_address(settings.listen)
+        settings.node_address = (
+            (resumed.address if resumed else "")
+            or (before.node_address if before else "")
+            or hub_cluster.node_address(settings.listen)
+        )
+    conversion = resumed or (convert.begin(old, settings.node_address) if old else None)
     changes = _tighten_files()
     # before the node restarts: the running gateway re-reads the check as it reconnects
     changes += _check_senders()
@@ -140,10 +149,14 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         and (not settings.cluster or running.nodename == node_name(settings.node_address))
     )
     restarted_plain = running is not None and not running.management_port
+    if conversion is not None:  # the plain hub's registrar would declare its own queue again
+        _stop_registrar(settings.registrar_pid, timeout)
     if running is not None and not same:
         localbroker.stop()
         running = None
     if running is None:
+        if conversion is not None:
+            changes += convert.rename(conversion, timeout)
         mgmt = (
             settings.management_port
             if settings.management_port and port_is_free(settings.management_port)
@@ -167,10 +180,16 @@ def start(config: Any, listen: list[str], names: list[str], timeout: float = 90.
         settings.management_port = running.management_port
     settings.active = True
     layout.save(settings)
+    queue_type = config.values["messaging.inbox_queue_type"]
     if settings.cluster:
-        changes += _quorum_inboxes(config.values["messaging.inbox_queue_type"])
         hub_cluster.settle_partitions()  # a restarted node has RabbitMQ's default again
-    _declare_shared(running, "quorum" if settings.cluster else config.values["messaging.inbox_queue_type"])
+        if not settings.converted_from:  # a converted hub's queues stay as they were
+            changes += _quorum_inboxes(queue_type)
+            queue_type = "quorum"
+    _declare_shared(running, queue_type)
+    if conversion is not None:
+        changes += convert.replicate_registrar_queue(running)
+        convert.finish()
     _own_local_entities(settings)
     if not same and pid_alive(settings.registrar_pid):
         _stop_registrar(settings.registrar_pid, timeout)  # it logged in to the node before

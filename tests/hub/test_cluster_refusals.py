@@ -1,6 +1,6 @@
 """A cluster hub's answers and refusals that need no cluster: the wrong invite kind at the
-registrar, the ``nodes`` request, and cluster commands on a hub made without --cluster
-(exit code NOT_A_CLUSTER)."""
+registrar, the ``nodes`` request, cluster commands on a hub made without --cluster (exit
+code NOT_A_CLUSTER), and which node a ``--cluster`` start converts, or refuses to."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from bridgecli.errors import ExitCode, NotACluster
-from bridgecli.hub import cluster, layout
+from bridgecli import localbroker
+from bridgecli.errors import Conflict, ExitCode, NotACluster
+from bridgecli.hub import cluster, convert, layout
 from bridgecli.hub.hub_store import HubStore
 from bridgecli.hub.invite import ENROL_USER_PREFIX
 from bridgecli.hub.layout import HubSettings
 from bridgecli.hub.registrar import Registrar
+from bridgecli.rabbitnode import default_nodename
 
 T0 = 1_800_000_000.0
 
@@ -63,14 +65,48 @@ def test_cluster_commands_on_a_plain_hub(bridge_home):
     layout.save(plain)
     with pytest.raises(NotACluster) as refused:
         cluster.create_node_invite("node2", "192.0.2.11", 3600)
-    assert refused.value.exit_code == ExitCode.NOT_A_CLUSTER and "--cluster" in refused.value.hint
-    with pytest.raises(NotACluster):
-        cluster.check_cluster_start(plain, True)
+    assert refused.value.exit_code == ExitCode.NOT_A_CLUSTER and "hub start --cluster" in refused.value.hint
     with pytest.raises(NotACluster):
         cluster.list_nodes()
     with pytest.raises(NotACluster):
         cluster.remove_node("node2")
-    cluster.check_cluster_start(plain, False)  # a plain start stays as it was
+
+
+def test_which_node_a_cluster_start_converts(bridge_home):
+    plain = HubSettings(hub_id="hub", host_id="hub", listen=[("192.0.2.10", 5671)], active=True)
+    assert convert.old_node(plain, True) is None  # no database yet: a new cluster node
+    own = default_nodename(localbroker.broker_dir())
+    mnesia = localbroker.broker_dir() / "mnesia"
+    for name in (own, f"{own}-plugins-expand", "bridge@192.0.2.10"):
+        (mnesia / name).mkdir(parents=True)
+    assert convert.old_node(plain, True) == own
+    assert convert.old_node(plain, False) is None  # a plain start stays as it was
+    assert convert.old_node(HubSettings(hub_id="hub", host_id="hub", cluster=True), True) is None
+    (mnesia / "rabbit@elsewhere").mkdir()
+    (mnesia / own).rmdir()
+    with pytest.raises(NotACluster) as foreign:
+        convert.old_node(None, True)
+    assert "rabbit@elsewhere" in foreign.value.message
+
+
+def test_a_node_with_quorum_queues_is_not_converted(bridge_home):
+    own = default_nodename(localbroker.broker_dir())
+    (localbroker.broker_dir() / "mnesia" / own / "quorum" / own / "2F_QQ9SZF39R3PCHU").mkdir(parents=True)
+    with pytest.raises(Conflict) as refused:
+        convert.begin(own, "192.0.2.10")
+    assert refused.value.exit_code == ExitCode.CONFLICT and "migrate-queues --to classic" in refused.value.hint
+    assert convert.pending() is None  # refused before anything changed
+
+
+def test_an_unfinished_conversion_keeps_the_old_name_from_starting(bridge_home):
+    own = default_nodename(localbroker.broker_dir())
+    (localbroker.broker_dir() / "mnesia" / own).mkdir(parents=True)
+    begun = convert.begin(own, "192.0.2.10")
+    assert convert.pending() == begun and begun.new == "bridge@192.0.2.10"
+    with pytest.raises(Conflict) as refused:
+        localbroker.start(host="hub")
+    assert "hub start --cluster" in refused.value.hint
+    assert localbroker.read_state() is None
 
 
 def test_a_cluster_tool_that_does_not_finish_is_a_timeout_and_a_start_only_warns(tmp_path, caplog):
