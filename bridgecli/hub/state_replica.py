@@ -98,7 +98,7 @@ class StateReplica:
         queue = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
         channel.queue_bind(queue, COPIES_EXCHANGE)
         channel.basic_consume(queue, self.heard, auto_ack=True)
-        self._tell = channel
+        self._tell, self._confirm = channel, None
 
     def heard(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
         """One copy: kept when it is the newest heard."""
@@ -149,6 +149,8 @@ class StateReplica:
         mark = self._now()
         body = snapshot(self.db)
         props = pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version})
+        if self._confirm is not None and self._confirm.is_open:
+            channel = self._confirm
         deadline = time.monotonic() + retry_for
         while True:
             try:
@@ -159,9 +161,25 @@ class StateReplica:
                     raise
                 logger.warning("the broker refused copy %d of the hub records; publishing it again", version)
                 time.sleep(NACK_PAUSE)
+                channel = self._reopen(channel)
         self.version, self._mark = version, mark
         if self._tell is not None:
             self._tell.basic_publish(COPIES_EXCHANGE, "", body, props)
+
+    def _reopen(self, channel: Any) -> Any:
+        """A new confirm channel in place of ``channel``, kept for later pushes: a quorum
+        queue's client in a channel can keep sending to a leader that died, and nack each
+        copy, while a new channel finds the new leader."""
+        import pika.exceptions
+
+        replacement = channel.connection.channel()
+        replacement.confirm_delivery()
+        try:
+            channel.close()
+        except pika.exceptions.AMQPError:  # already closed: dropped either way
+            pass
+        self._confirm = replacement
+        return replacement
 
     def start(self, channel: Any, pause: float = 0.2) -> None:
         """At a registrar's (re)connect, after :meth:`listen`: load the newest copy kept in
