@@ -73,7 +73,13 @@ def test_codex_prompt_hook_tells_the_sender_its_message_was_read(host_factory, c
 
     msg_id = a.bridge_json("send", worker, "please read me", "--from", "main")["msgId"]
     marker = f"[bridge {msg_id[:8]}]"
-    wait_for(lambda: marker in tmux.capture(pane, 200), timeout=60, what="the frame in the pane")
+    end = f"[end bridge {msg_id[:8]}]"
+
+    def typed() -> bool:  # the whole frame, its Enter included: typing sooner joins its last line
+        text = tmux.capture(pane, 200).rstrip()
+        return end in text and not text.endswith(end)
+
+    wait_for(typed, timeout=60, what="the whole frame in the pane")
 
     prompt = f"{marker} SEND from main · msg {msg_id}\n│ please read me"
     command = f"codex exec --skip-git-repo-check --dangerously-bypass-hook-trust {shlex.quote(prompt)}"
