@@ -127,6 +127,8 @@ def test_a_plain_hub_becomes_a_cluster_hub_keeping_hosts_and_messages(lab: Netns
     lab.start_gateway("hostB")
     assert _contents(poll(lab, "hostB", worker)) == ["held across the conversion"]
     assert broker_uri(lab, "hostB") == saved_uri
+    # a gateway that starts hears the hub's entity from the relay or the hub's next announce
+    wait_announced(lab, "hostB", hub_main)
     lab.bridge("hostB", "send", hub_main, "after the conversion", "--from", worker)
     assert _contents(poll(lab, "hub", hub_main)) == ["after the conversion"]
 
@@ -152,5 +154,6 @@ def test_a_plain_hub_becomes_a_cluster_hub_keeping_hosts_and_messages(lab: Netns
     lab.start_gateway("hostB")
     lab.bridge("hub", "send", worker, "through the new node", "--from", hub_main)
     assert _contents(poll(lab, "hostB", worker)) == ["through the new node"]
+    wait_announced(lab, "hostB", hub_main)
     lab.bridge("hostB", "send", hub_main, "back through it", "--from", worker)
     assert _contents(poll(lab, "hub", hub_main)) == ["back through it"]
