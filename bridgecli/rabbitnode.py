@@ -419,13 +419,18 @@ class LocalNode:
         self.start(timeout, keep_ports=True)
 
     def ctl(
-        self, *args: str, check: bool = True, timeout: float = 60.0, tool: str = "rabbitmqctl"
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float = 60.0,
+        tool: str = "rabbitmqctl",
+        umask: int = -1,
     ) -> subprocess.CompletedProcess:
         """Run ``rabbitmqctl -n NODE ARGS`` (or another CLI ``tool``) with this node's cookie.
 
         Each call costs ~0.5 s (an Elixir escript start). ``check`` raises BridgeError with
         the tool's stderr on a non-zero exit; a tool still running after ``timeout`` raises
-        Timeout.
+        Timeout. ``umask`` (when not -1) is the tool's, for files it writes as the node would.
         """
         cmd = [str(rabbitmq_bin_dir() / tool), "-n", self.nodename, *args]
         try:
@@ -437,6 +442,7 @@ class LocalNode:
                 text=True,
                 timeout=timeout,
                 stdin=subprocess.DEVNULL,
+                umask=umask,
             )
         except subprocess.TimeoutExpired:
             raise Timeout(

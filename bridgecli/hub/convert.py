@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from bridgecli.errors import BrokerUnavailable, CannotWrite, Conflict, NotAClust
 from bridgecli.hub.layout import HubSettings
 from bridgecli.node_dist import node_name
 from bridgecli.nodeusers import write_private_json
-from bridgecli.rabbitnode import LocalNode, default_nodename, rabbitmq_bin_dir
+from bridgecli.rabbitnode import LocalNode, default_nodename
 
 #: free disk space a conversion needs beyond twice the database (the rename copies it)
 MARGIN_BYTES = 64 << 20
@@ -110,17 +109,11 @@ def rename(plan: Conversion, timeout: float = 120.0) -> list[str]:
     began = time.monotonic()
     _roll_back(mnesia, plan)
     node = LocalNode(localbroker.broker_dir(), nodename=plan.old)
-    result = subprocess.run(
-        [str(rabbitmq_bin_dir() / "rabbitmqctl"), "-n", plan.old, "rename_cluster_node", plan.old, plan.new],
-        env=node.env(),
-        cwd=node.base,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        umask=0o077,  # the renamed database: the owner's only, as the node writes it
-    )
-    localbroker.stop_epmd_if_idle()  # the tool started one to impersonate both names
+    try:
+        # umask: the renamed database is the owner's only, as the node writes it
+        result = node.ctl("rename_cluster_node", plan.old, plan.new, check=False, timeout=timeout, umask=0o077)
+    finally:
+        localbroker.stop_epmd_if_idle()  # the tool started one to impersonate both names
     if result.returncode != 0:
         said = " ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
         raise BrokerUnavailable(f"renaming node {plan.old} to {plan.new} failed: {said}", AGAIN)
