@@ -81,8 +81,17 @@ KINDS: dict[str, AgentKind] = {
             prompt_ready_pattern=r"(?m)^\s*▣ ",
         ),
         # Gemini CLI: the input placeholder. It ignores a positional prompt after "--", and
-        # -i/--prompt-interactive=TEXT submits one and stays interactive.
-        AgentKind("gemini", ("gemini",), "Type your message", ("--prompt-interactive=" + PROMPT,)),
+        # -i/--prompt-interactive=TEXT submits one and stays interactive. The placeholder can
+        # show before its config is initialised: a message entered then is queued, and the
+        # queue is dropped when the argv prompt is submitted. With a prompt, ready is that
+        # prompt in the history (" > TEXT") above the empty input line.
+        AgentKind(
+            "gemini",
+            ("gemini",),
+            "Type your message",
+            ("--prompt-interactive=" + PROMPT,),
+            prompt_ready_pattern=r"(?ms)^ > .*^ >   Type your message",
+        ),
     )
 }
 KIND_NAMES: tuple[str, ...] = tuple(sorted(KINDS))

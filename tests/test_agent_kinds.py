@@ -181,6 +181,33 @@ def test_opencode_with_a_prompt_is_ready_only_in_its_session_view() -> None:
     assert not re.search(kind.ready_pattern, OPENCODE_HOME_WITH_PROMPT)
 
 
+#: Gemini CLI 0.61.0 in tmux before and after it submitted a --prompt-interactive prompt
+GEMINI_BEFORE = """Tips for getting started:
+4. Be specific for the best results
+
+────
+ Shift+Tab to accept edits
+
+ >   Type your message or @path/to/file
+
+ workspace (/directory)       sandbox         /model
+"""
+GEMINI_AFTER = GEMINI_BEFORE.replace(
+    "results\n", "results\n\n > first-d88db37f\n\n ⠋ Thinking... (esc to cancel, 0s)\n"
+)
+
+
+def test_gemini_with_a_prompt_is_ready_once_the_prompt_is_in_its_history() -> None:
+    # a message entered while its config initialises is queued, then dropped by the argv prompt
+    kind = KINDS["gemini"]
+    assert kind.prompt_ready_pattern is not None
+    with_prompt = re.compile(kind.prompt_ready_pattern)
+    assert not with_prompt.search(GEMINI_BEFORE) and with_prompt.search(GEMINI_AFTER)
+    assert re.search(kind.ready_pattern, GEMINI_BEFORE)
+    typed = GEMINI_AFTER.replace(" >   Type your message or @path/to/file", " > [bridge 1234abcd] hi")
+    assert not with_prompt.search(typed)
+
+
 def test_the_launcher_gets_the_prompt_pattern_only_with_a_prompt_and_no_own_pattern() -> None:
     kind = KINDS["opencode"]
     profile = resolve("oc", {"agent": "opencode"})
