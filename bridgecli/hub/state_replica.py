@@ -1,11 +1,12 @@
 """A cluster hub's records replicated through the broker, so that any node's registrar can serve.
 
-Every node machine runs a registrar, one active at a time. After each change the active one
-publishes the whole (small) database, numbered in ``x-hub-version`` and confirmed, to the
-quorum queue ``bridge.hub.state`` (the newest copy, read at starts), then announces it on
-the ``bridge.hub.copies`` fanout, heard by each running registrar in a queue of its own. An
-answer is sent only after its copy is confirmed, so an answered grant survives the loss of
-the machine that gave it. Why: docs/decisions/hub-records-replica.md."""
+Every node machine runs a registrar, one active at a time. After each change it publishes
+the whole (small) database, numbered in ``x-hub-version`` and confirmed, to the quorum queue
+``bridge.hub.state`` (the newest copy, read at starts), then announces it on the
+``bridge.hub.copies`` fanout, heard by each running registrar. An answer is sent only after
+its copy is confirmed, so an answered grant survives the machine that gave it. A copy met by
+changes not yet published is merged with them (:mod:`~bridgecli.hub.records_merge`). Why:
+docs/decisions/hub-records-replica.md."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import time
 from typing import Any
 
 from bridgecli.errors import BrokerUnavailable
+from bridgecli.hub.records_merge import holds, merge_into
 
 logger = logging.getLogger("bridgecli.hub.registrar")
 #: the quorum queue keeping the newest copy (published to, confirmed)
@@ -65,16 +67,19 @@ class StateReplica:
     the version it holds, the newest copy heard, and whether the file changed since (its own
     writes or another process's, such as the hub machine's ``bridge hub`` commands). Only
     the hub machine's (``origin``) publishes records it never loaded: a node's empty copy
-    never replaces them."""
+    never replaces them. Two registrars that publish one number each merge the other's
+    copy on top of the one both started from, and publish the result."""
 
     def __init__(self, db: sqlite3.Connection, origin: bool = True) -> None:
         self.db = db
         self.origin = origin
         self.version = 0  # 0: nothing loaded nor published yet
-        self.newest: tuple[int, bytes] | None = None
-        self._tell: Any = (
-            None  # the channel copies are announced on (see listen)  # the newest copy heard, loaded or not
-        )
+        self.newest: tuple[int, bytes] | None = None  # the newest copy heard, loaded or not
+        self.base: bytes | None = None  # the copy numbered ``version``, as loaded or published
+        self.parent: bytes | None = None  # the copy our own ``version`` was published on top of
+        self.rival: bytes | None = None  # another registrar's copy numbered like our own
+        self._tell: Any = None  # the channel copies are announced on (see listen)
+        self._confirm: Any = None  # the confirm channel a refused copy was published again on
         self._mark = self._now()
 
     def _now(self) -> tuple[int, int]:
@@ -105,7 +110,9 @@ class StateReplica:
         self._keep(_version(props), body)
 
     def _keep(self, version: int, body: bytes) -> None:
-        if self.newest is None or version > self.newest[0]:
+        if version == self.version and self.parent is not None and body != self.base:
+            self.rival = body  # published by another registrar at the same moment as ours
+        elif self.newest is None or version > self.newest[0]:
             self.newest = (version, body)
 
     @staticmethod
@@ -127,16 +134,35 @@ class StateReplica:
         return best
 
     def pull(self) -> bool:
-        """Load the newest copy heard when it is newer than ours; True when it was loaded. A
-        local change not yet published is overwritten by it (logged): the copy holds grants."""
+        """Take in the newest copy heard when it is newer than ours (True): loaded, or merged
+        with our changes not yet published, which :meth:`changed` then still reports. A
+        rival copy of our own number is merged on top of the copy both started from."""
+        if self.rival is not None:
+            rival, self.rival = self.rival, None
+            if self.parent is not None and self._merge(self.parent, rival):
+                logger.info("merged another registrar's copy %d of the hub records", self.version)
         if self.newest is None or self.newest[0] <= self.version:
             return False
-        if self.changed():
-            logger.warning("a local change to the hub records was overwritten by version %d", self.newest[0])
-        load(self.db, self.newest[1])
-        self.version, self._mark = self.newest[0], self._now()
-        logger.info("loaded the hub records, version %d", self.version)
+        version, body = self.newest
+        if self.changed() and self.base is not None and self._merge(self.base, body) is not None:
+            logger.info("merged version %d of the hub records with changes made here", version)
+            if holds(self.db, body):  # ours were in it already: nothing left to publish
+                self._mark = self._now()
+        else:
+            load(self.db, body)
+            self._mark = self._now()
+            logger.info("loaded the hub records, version %d", version)
+        self.version, self.base, self.parent = version, body, None
         return True
+
+    def _merge(self, base: bytes, theirs: bytes) -> int | None:
+        """:func:`~bridgecli.hub.records_merge.merge_into` the database; None when the two
+        cannot be merged (rows that break a unique constraint): ``theirs`` is then loaded."""
+        try:
+            return merge_into(self.db, base, theirs)
+        except sqlite3.DatabaseError as exc:
+            logger.warning("could not merge the hub records (%s); the other copy replaces local changes", exc)
+            return None
 
     def push(self, channel: Any, retry_for: float = NACK_RETRY_SECONDS) -> None:
         """Publish our database as the next version to the queue; ``channel`` is in confirm
@@ -145,6 +171,7 @@ class StateReplica:
         import pika
         import pika.exceptions
 
+        self.pull()  # a copy heard since the last pull: ours goes on top of it
         version = max(self.version, self.newest[0] if self.newest else 0) + 1
         mark = self._now()
         body = snapshot(self.db)
@@ -163,6 +190,7 @@ class StateReplica:
                 time.sleep(NACK_PAUSE)
                 channel = self._reopen(channel)
         self.version, self._mark = version, mark
+        self.parent, self.base = self.base, body
         if self._tell is not None:
             self._tell.basic_publish(COPIES_EXCHANGE, "", body, props)
 
@@ -201,6 +229,8 @@ class StateReplica:
         self.push(channel)
 
     def sync(self, channel: Any) -> None:
-        """Once a second: load a newer copy, else publish a change written by another process."""
-        if not self.pull() and self.changed() and (self.origin or self.version > 0):
+        """Once a second: take in a newer copy, then publish what changed here (a request's
+        grant, another process's write, a merge) on top of it."""
+        self.pull()
+        if self.changed() and (self.origin or self.version > 0):
             self.push(channel)

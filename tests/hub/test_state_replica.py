@@ -154,3 +154,63 @@ def test_a_refused_copy_is_published_again_until_confirmed(tmp_path, vhost_uri, 
     registrars.append(node)
     node.replica.start(node.channel)
     assert other.host("hostg") is not None
+
+
+def _records(store: HubStore) -> tuple[list[str], list[tuple[str, str]]]:
+    """What a registrar would answer from: joined hosts, and each invite's state."""
+    return [h.host for h in store.hosts()], [(i.invite_id, i.state(0)) for i in store.invites()]
+
+
+def test_a_change_made_here_is_merged_with_a_newer_copy_not_overwritten(tmp_path, vhost_uri, registrars):
+    """The hub machine's `bridge hub invite` writes the file while a node's active registrar
+    publishes a grant: the hub's registrar keeps both and publishes them."""
+    hub_store = HubStore(tmp_path / "hub.db")
+    hub = Registrar(vhost_uri, StateReplica(hub_store.db))
+    registrars.append(hub)
+    hub.replica.start(hub.channel, pause=0)
+    node_store = HubStore(tmp_path / "node.db")
+    node = Registrar(vhost_uri, StateReplica(node_store.db, origin=False))
+    registrars.append(node)
+    node.replica.start(node.channel)
+    node_store.add_host("hostb", "hostb")  # a grant on the node's registrar: version 2
+    node.replica.push(node.channel)
+    HubStore(tmp_path / "hub.db").add_invite("inv-h", "hostc", 2e9, False)  # `bridge hub invite`
+    hub.hear(2)
+    hub.replica.sync(hub.channel)  # before: the invite was overwritten by version 2
+    assert hub.replica.version == 3 and _records(hub_store) == (["hostb"], [("inv-h", "open")])
+    node.hear(3)
+    node.replica.sync(node.channel)
+    assert node.replica.version == 3 and _records(node_store) == (["hostb"], [("inv-h", "open")])
+    assert not node.replica.changed() and not hub.replica.changed()
+
+
+def test_two_copies_given_one_number_are_merged_alike_on_both_sides(tmp_path, vhost_uri, registrars):
+    """Two registrars publish version 2 before either hears the other. Each merges the other's
+    onto version 1; on one invite both changed (used there, revoked here), the used one wins
+    on both sides; both publish the same records as version 3, and then nothing more."""
+    stores = [HubStore(tmp_path / "hub.db"), HubStore(tmp_path / "node.db")]
+    stores[0].add_invite("inv-1", "hostd", 2e9, False)
+    hub = Registrar(vhost_uri, StateReplica(stores[0].db))
+    registrars.append(hub)
+    hub.replica.start(hub.channel, pause=0)
+    node = Registrar(vhost_uri, StateReplica(stores[1].db, origin=False))
+    registrars.append(node)
+    node.replica.start(node.channel)
+    assert node.replica.version == hub.replica.version == 1
+    stores[0].add_invite("inv-2", "hoste", 2e9, False)
+    stores[0].revoke_invite("inv-1")
+    stores[1].add_host("hostd", "hostd")
+    stores[1].use_invite("inv-1")
+    hub.replica.push(hub.channel)
+    node.replica.push(node.channel)  # neither has processed the other's announcement yet
+    assert hub.replica.version == node.replica.version == 2
+    for side in (hub, node):
+        side.connection.process_data_events(time_limit=0.5)
+        side.replica.sync(side.channel)
+    for side in (hub, node):
+        side.hear(3)
+        side.replica.sync(side.channel)
+    expected = (["hostd"], [("inv-1", "used"), ("inv-2", "open")])
+    assert _records(stores[0]) == _records(stores[1]) == expected
+    assert hub.replica.version == node.replica.version == 3
+    assert not hub.replica.changed() and not node.replica.changed()
