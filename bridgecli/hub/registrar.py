@@ -475,7 +475,11 @@ def main() -> None:
             hub_relay.start(admin, role.hub_id, role.amqp_port, cfg, stop)
         except BridgeError as exc:
             logger.warning("roster relay not started: %s", exc)
-    replica = StateReplica(store.db, origin=role.on_hub) if role.cluster else None
+    replica = (
+        StateReplica(store.db, origin=role.on_hub, base_file=store.path.with_name(store.path.name + ".copy"))
+        if role.cluster
+        else None
+    )
     try:
         serve(
             registrar,

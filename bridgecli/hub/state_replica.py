@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
-from bridgecli.errors import BrokerUnavailable
+from bridgecli.errors import BrokerUnavailable, CannotWrite
 from bridgecli.hub.records_merge import holds, merge_into
 
 logger = logging.getLogger("bridgecli.hub.registrar")
@@ -65,14 +66,16 @@ def _version(props: Any) -> int:
 class StateReplica:
     """The link between one registrar's database ``db`` and ``bridge.hub.state``. It knows
     the version it holds, the newest copy heard, and whether the file changed since (its own
-    writes or another process's, such as the hub machine's ``bridge hub`` commands). Only
-    the hub machine's (``origin``) publishes records it never loaded: a node's empty copy
-    never replaces them. Two registrars that publish one number each merge the other's
-    copy on top of the one both started from, and publish the result."""
+    writes or another process's, such as ``bridge hub`` commands). Only the hub machine's
+    (``origin``) publishes records it never loaded. Two copies given one number are merged
+    on the copy both started from. ``base_file`` keeps the last copy loaded or published,
+    so that changes never published before a restart are merged at the next start, not
+    loaded over."""
 
-    def __init__(self, db: sqlite3.Connection, origin: bool = True) -> None:
+    def __init__(self, db: sqlite3.Connection, origin: bool = True, base_file: Path | None = None) -> None:
         self.db = db
         self.origin = origin
+        self.base_file = base_file
         self.version = 0  # 0: nothing loaded nor published yet
         self.newest: tuple[int, bytes] | None = None  # the newest copy heard, loaded or not
         self.base: bytes | None = None  # the copy numbered ``version``, as loaded or published
@@ -81,6 +84,34 @@ class StateReplica:
         self._tell: Any = None  # the channel copies are announced on (see listen)
         self._confirm: Any = None  # the confirm channel a refused copy was published again on
         self._mark = self._now()
+        self._restore_base()
+
+    def _restore_base(self) -> None:
+        """Take the last copy from ``base_file``; when the database differs from it, this
+        machine holds changes it never published, and :meth:`changed` says so."""
+        if self.base_file is None or not self.base_file.exists():
+            return
+        try:
+            base = self.base_file.read_bytes()
+            unpublished = not holds(self.db, base)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            logger.warning("ignored the last copy of the hub records in %s: %s", self.base_file, exc)
+            return
+        self.base = base
+        if unpublished:
+            self._mark = (-1, -1)
+            logger.info("the hub records hold changes not yet published; they will be merged")
+
+    def _set_base(self, body: bytes) -> None:
+        self.base = body
+        if self.base_file is None:
+            return
+        from bridgecli.config_edit import atomic_write
+
+        try:
+            atomic_write(self.base_file, body, 0o600)
+        except CannotWrite as exc:  # only a later start's merge needs it: serve on
+            logger.warning("could not keep the last copy of the hub records: %s", exc.message)
 
     def _now(self) -> tuple[int, int]:
         return self.db.total_changes, int(self.db.execute("PRAGMA data_version").fetchone()[0])
@@ -152,7 +183,8 @@ class StateReplica:
             load(self.db, body)
             self._mark = self._now()
             logger.info("loaded the hub records, version %d", version)
-        self.version, self.base, self.parent = version, body, None
+        self.version, self.parent = version, None
+        self._set_base(body)
         return True
 
     def _merge(self, base: bytes, theirs: bytes) -> int | None:
@@ -190,7 +222,8 @@ class StateReplica:
                 time.sleep(NACK_PAUSE)
                 channel = self._reopen(channel)
         self.version, self._mark = version, mark
-        self.parent, self.base = self.base, body
+        self.parent = self.base
+        self._set_base(body)
         if self._tell is not None:
             self._tell.basic_publish(COPIES_EXCHANGE, "", body, props)
 

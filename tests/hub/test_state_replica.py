@@ -214,3 +214,35 @@ def test_two_copies_given_one_number_are_merged_alike_on_both_sides(tmp_path, vh
     assert _records(stores[0]) == _records(stores[1]) == expected
     assert hub.replica.version == node.replica.version == 3
     assert not hub.replica.changed() and not node.replica.changed()
+
+
+def test_changes_never_published_before_a_restart_are_merged_at_the_next_start(tmp_path, vhost_uri, registrars):
+    """The hub machine wrote an invite and died before publishing it; a node's registrar
+    granted meanwhile. The hub's next start merges the newer copy with the invite, which it
+    recognises as unpublished from the copy it kept on disk."""
+    kept = tmp_path / "hub.db.copy"
+    hub_store = HubStore(tmp_path / "hub.db")
+    first = Registrar(vhost_uri, StateReplica(hub_store.db, base_file=kept))
+    registrars.append(first)
+    first.replica.start(first.channel, pause=0)
+    assert kept.stat().st_mode & 0o777 == 0o600
+    node_store = HubStore(tmp_path / "node.db")
+    node = Registrar(vhost_uri, StateReplica(node_store.db, origin=False))
+    registrars.append(node)
+    node.replica.start(node.channel)
+    hub_store.add_invite("inv-late", "hostf", 2e9, False)  # written, never published: the machine dies
+    first.connection.close()
+    registrars.remove(first)
+    node_store.add_host("hostb", "hostb")
+    node.replica.push(node.channel)  # version 2, without the invite
+    again = Registrar(vhost_uri, StateReplica(HubStore(tmp_path / "hub.db").db, base_file=kept))
+    registrars.append(again)
+    assert again.replica.changed()  # told apart from the kept copy
+    again.replica.start(again.channel, pause=0)
+    again.replica.sync(again.channel)
+    assert again.replica.version == 3 and _records(hub_store) == (["hostb"], [("inv-late", "open")])
+    node.hear(3)
+    node.replica.sync(node.channel)
+    assert _records(node_store) == (["hostb"], [("inv-late", "open")])
+    restarted = StateReplica(HubStore(tmp_path / "hub.db").db, base_file=kept)
+    assert not restarted.changed()  # everything published: a plain load at the next start
