@@ -10,9 +10,11 @@ docs/decisions/hub-records-replica.md."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,10 @@ STATE_QUEUE = "bridge.hub.state"
 #: queue of a registrar whose node just died is still routed to, and would nack it)
 COPIES_EXCHANGE = "bridge.hub.copies"
 VERSION_HEADER = "x-hub-version"
+#: the copy a copy was built on (its :func:`copy_id`): the base to merge it on
+PARENT_HEADER = "x-hub-parent"
+#: copies a registrar remembers having taken in, to find a parent among them
+KNOWN_COPIES = 16
 #: ``bridge.hub.state`` (the queue): replicated, and only the newest copy is kept
 STATE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "drop-head"}
 #: messages a peek reads at most (the queue keeps one, rarely two for a moment)
@@ -63,6 +69,18 @@ def _version(props: Any) -> int:
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
 
 
+def _parent(props: Any) -> str | None:
+    raw = (getattr(props, "headers", None) or {}).get(PARENT_HEADER)
+    if isinstance(raw, bytes):
+        raw = raw.decode("ascii", "replace")
+    return raw if isinstance(raw, str) else None
+
+
+def copy_id(body: bytes) -> str:
+    """A copy's name: the start of its SHA-256."""
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
 class StateReplica:
     """The link between one registrar's database ``db`` and ``bridge.hub.state``. It knows
     the version it holds, the newest copy heard, and whether the file changed since (its own
@@ -78,9 +96,11 @@ class StateReplica:
         self.base_file = base_file
         self.version = 0  # 0: nothing loaded nor published yet
         self.newest: tuple[int, bytes] | None = None  # the newest copy heard, loaded or not
+        self.newest_parent: str | None = None  # the copy it names as built on
         self.base: bytes | None = None  # the copy numbered ``version``, as loaded or published
         self.parent: bytes | None = None  # the copy our own ``version`` was published on top of
-        self.rival: bytes | None = None  # another registrar's copy numbered like our own
+        self.rival: tuple[bytes, str | None] | None = None  # another's copy numbered like ours, its parent
+        self.known: OrderedDict[str, bytes] = OrderedDict()  # copies taken in, newest last
         self._tell: Any = None  # the channel copies are announced on (see listen)
         self._confirm: Any = None  # the confirm channel a refused copy was published again on
         self._mark = self._now()
@@ -137,14 +157,26 @@ class StateReplica:
         self._tell, self._confirm = channel, None
 
     def heard(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
-        """One copy: kept when it is the newest heard."""
-        self._keep(_version(props), body)
+        """One copy: kept when it is the newest heard, or a rival of our own."""
+        self._keep(_version(props), body, _parent(props))
 
-    def _keep(self, version: int, body: bytes) -> None:
-        if version == self.version and self.parent is not None and body != self.base:
-            self.rival = body  # published by another registrar at the same moment as ours
+    def _keep(self, version: int, body: bytes, parent: str | None = None) -> None:
+        taken = copy_id(body) in self.known  # ours coming back, or one taken in already
+        if not taken and version == self.version and self.parent is not None:
+            self.rival = (body, parent)  # published by another registrar at the same moment as ours
         elif self.newest is None or version > self.newest[0]:
-            self.newest = (version, body)
+            self.newest, self.newest_parent = (version, body), parent
+
+    def _took(self, body: bytes) -> None:
+        """Remember ``body`` as taken in (loaded, merged or published)."""
+        self.known[copy_id(body)] = body
+        self.known.move_to_end(copy_id(body))
+        while len(self.known) > KNOWN_COPIES:
+            self.known.popitem(last=False)
+
+    def _base_of(self, parent: str | None, fallback: bytes) -> bytes:
+        """The copy to merge a copy on: the one it was built on when we took that in."""
+        return self.known.get(parent or "", fallback)
 
     @staticmethod
     def peek(channel: Any) -> tuple[int, bytes] | None:
@@ -169,13 +201,15 @@ class StateReplica:
         with our changes not yet published, which :meth:`changed` then still reports. A
         rival copy of our own number is merged on top of the copy both started from."""
         if self.rival is not None:
-            rival, self.rival = self.rival, None
-            if self.parent is not None and self._merge(self.parent, rival):
+            (rival, built_on), self.rival = self.rival, None
+            if self.parent is not None and self._merge(self._base_of(built_on, self.parent), rival) is not None:
+                self._took(rival)
                 logger.info("merged another registrar's copy %d of the hub records", self.version)
         if self.newest is None or self.newest[0] <= self.version:
             return False
         version, body = self.newest
-        if self.changed() and self.base is not None and self._merge(self.base, body) is not None:
+        base = self._base_of(self.newest_parent, self.base) if self.base is not None else None
+        if self.changed() and base is not None and self._merge(base, body) is not None:
             logger.info("merged version %d of the hub records with changes made here", version)
             if holds(self.db, body):  # ours were in it already: nothing left to publish
                 self._mark = self._now()
@@ -185,6 +219,7 @@ class StateReplica:
             logger.info("loaded the hub records, version %d", version)
         self.version, self.parent = version, None
         self._set_base(body)
+        self._took(body)
         return True
 
     def _merge(self, base: bytes, theirs: bytes) -> int | None:
@@ -207,7 +242,10 @@ class StateReplica:
         version = max(self.version, self.newest[0] if self.newest else 0) + 1
         mark = self._now()
         body = snapshot(self.db)
-        props = pika.BasicProperties(delivery_mode=2, headers={VERSION_HEADER: version})
+        headers: dict[str, Any] = {VERSION_HEADER: version}
+        if self.base is not None:
+            headers[PARENT_HEADER] = copy_id(self.base)
+        props = pika.BasicProperties(delivery_mode=2, headers=headers)
         if self._confirm is not None and self._confirm.is_open:
             channel = self._confirm
         deadline = time.monotonic() + retry_for
@@ -224,6 +262,7 @@ class StateReplica:
         self.version, self._mark = version, mark
         self.parent = self.base
         self._set_base(body)
+        self._took(body)
         if self._tell is not None:
             self._tell.basic_publish(COPIES_EXCHANGE, "", body, props)
 

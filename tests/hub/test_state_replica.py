@@ -246,3 +246,33 @@ def test_changes_never_published_before_a_restart_are_merged_at_the_next_start(t
     assert _records(node_store) == (["hostb"], [("inv-late", "open")])
     restarted = StateReplica(HubStore(tmp_path / "hub.db").db, base_file=kept)
     assert not restarted.changed()  # everything published: a plain load at the next start
+
+
+def test_a_copy_built_on_a_rival_is_merged_on_that_rival(tmp_path, vhost_uri, registrars):
+    """Both publish version 2, then the node publishes version 3 on its own version 2 before
+    hearing the hub's. The hub merges the node's 2 as a rival, then the node's 3 on the node's
+    2 (the copy it names as its parent), not on the hub's own 2, which would undo the hub's
+    change; in the end both hold all three changes."""
+    stores = [HubStore(tmp_path / "hub.db"), HubStore(tmp_path / "node.db")]
+    hub = Registrar(vhost_uri, StateReplica(stores[0].db))
+    registrars.append(hub)
+    hub.replica.start(hub.channel, pause=0)
+    node = Registrar(vhost_uri, StateReplica(stores[1].db, origin=False))
+    registrars.append(node)
+    node.replica.start(node.channel)
+    stores[0].add_invite("inv-h", "hostg", 2e9, False)
+    hub.replica.push(hub.channel)
+    stores[1].add_host("hostb", "hostb")
+    node.replica.push(node.channel)
+    stores[1].add_host("hostc", "hostc")
+    node.replica.push(node.channel)  # version 3, before it processed the hub's version 2
+    hub.hear(3)
+    hub.replica.sync(hub.channel)
+    expected = (["hostb", "hostc"], [("inv-h", "open")])
+    assert _records(stores[0]) == expected
+    for _ in range(3):
+        for side in (node, hub):
+            side.connection.process_data_events(time_limit=0.3)
+            side.replica.sync(side.channel)
+    assert _records(stores[1]) == _records(stores[0]) == expected
+    assert hub.replica.version == node.replica.version
