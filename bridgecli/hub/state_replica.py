@@ -30,8 +30,9 @@ COPIES_EXCHANGE = "bridge.hub.copies"
 VERSION_HEADER = "x-hub-version"
 #: the copy a copy was built on (its :func:`copy_id`): the base to merge it on
 PARENT_HEADER = "x-hub-parent"
-#: copies a registrar remembers having taken in, to find a parent among them
-KNOWN_COPIES = 16
+#: copies a registrar remembers having taken in, to find a parent among them (a copy is
+#: the whole database: a few, not many)
+KNOWN_COPIES = 4
 #: ``bridge.hub.state`` (the queue): replicated, and only the newest copy is kept
 STATE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "drop-head"}
 #: messages a peek reads at most (the queue keeps one, rarely two for a moment)
@@ -118,6 +119,7 @@ class StateReplica:
             logger.warning("ignored the last copy of the hub records in %s: %s", self.base_file, exc)
             return
         self.base = base
+        self._took(base)
         if unpublished:
             self._mark = (-1, -1)
             logger.info("the hub records hold changes not yet published; they will be merged")
