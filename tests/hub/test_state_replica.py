@@ -161,17 +161,24 @@ def _records(store: HubStore) -> tuple[list[str], list[tuple[str, str]]]:
     return [h.host for h in store.hosts()], [(i.invite_id, i.state(0)) for i in store.invites()]
 
 
+def _hub_and_node(tmp_path, uri: str, registrars: list[Registrar]) -> tuple[list[HubStore], Registrar, Registrar]:
+    """The hub machine's registrar and a node's, both started on version 1 of the records
+    (``tmp_path/hub.db`` as it is on entry); returns ([their stores], hub, node)."""
+    stores = [HubStore(tmp_path / "hub.db"), HubStore(tmp_path / "node.db")]
+    hub = Registrar(uri, StateReplica(stores[0].db))
+    registrars.append(hub)
+    hub.replica.start(hub.channel, pause=0)
+    node = Registrar(uri, StateReplica(stores[1].db, origin=False))
+    registrars.append(node)
+    node.replica.start(node.channel)
+    assert node.replica.version == hub.replica.version == 1
+    return stores, hub, node
+
+
 def test_a_change_made_here_is_merged_with_a_newer_copy_not_overwritten(tmp_path, vhost_uri, registrars):
     """The hub machine's `bridge hub invite` writes the file while a node's active registrar
     publishes a grant: the hub's registrar keeps both and publishes them."""
-    hub_store = HubStore(tmp_path / "hub.db")
-    hub = Registrar(vhost_uri, StateReplica(hub_store.db))
-    registrars.append(hub)
-    hub.replica.start(hub.channel, pause=0)
-    node_store = HubStore(tmp_path / "node.db")
-    node = Registrar(vhost_uri, StateReplica(node_store.db, origin=False))
-    registrars.append(node)
-    node.replica.start(node.channel)
+    (hub_store, node_store), hub, node = _hub_and_node(tmp_path, vhost_uri, registrars)
     node_store.add_host("hostb", "hostb")  # a grant on the node's registrar: version 2
     node.replica.push(node.channel)
     HubStore(tmp_path / "hub.db").add_invite("inv-h", "hostc", 2e9, False)  # `bridge hub invite`
@@ -188,15 +195,8 @@ def test_two_copies_given_one_number_are_merged_alike_on_both_sides(tmp_path, vh
     """Two registrars publish version 2 before either hears the other. Each merges the other's
     onto version 1; on one invite both changed (used there, revoked here), the used one wins
     on both sides; both publish the same records as version 3, and then nothing more."""
-    stores = [HubStore(tmp_path / "hub.db"), HubStore(tmp_path / "node.db")]
-    stores[0].add_invite("inv-1", "hostd", 2e9, False)
-    hub = Registrar(vhost_uri, StateReplica(stores[0].db))
-    registrars.append(hub)
-    hub.replica.start(hub.channel, pause=0)
-    node = Registrar(vhost_uri, StateReplica(stores[1].db, origin=False))
-    registrars.append(node)
-    node.replica.start(node.channel)
-    assert node.replica.version == hub.replica.version == 1
+    HubStore(tmp_path / "hub.db").add_invite("inv-1", "hostd", 2e9, False)
+    stores, hub, node = _hub_and_node(tmp_path, vhost_uri, registrars)
     stores[0].add_invite("inv-2", "hoste", 2e9, False)
     stores[0].revoke_invite("inv-1")
     stores[1].add_host("hostd", "hostd")
@@ -253,13 +253,7 @@ def test_a_copy_built_on_a_rival_is_merged_on_that_rival(tmp_path, vhost_uri, re
     hearing the hub's. The hub merges the node's 2 as a rival, then the node's 3 on the node's
     2 (the copy it names as its parent), not on the hub's own 2, which would undo the hub's
     change; in the end both hold all three changes."""
-    stores = [HubStore(tmp_path / "hub.db"), HubStore(tmp_path / "node.db")]
-    hub = Registrar(vhost_uri, StateReplica(stores[0].db))
-    registrars.append(hub)
-    hub.replica.start(hub.channel, pause=0)
-    node = Registrar(vhost_uri, StateReplica(stores[1].db, origin=False))
-    registrars.append(node)
-    node.replica.start(node.channel)
+    stores, hub, node = _hub_and_node(tmp_path, vhost_uri, registrars)
     stores[0].add_invite("inv-h", "hostg", 2e9, False)
     hub.replica.push(hub.channel)
     stores[1].add_host("hostb", "hostb")
