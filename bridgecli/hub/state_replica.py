@@ -18,6 +18,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from bridgecli.config_edit import atomic_write
 from bridgecli.errors import BrokerUnavailable, CannotWrite
 from bridgecli.hub.records_merge import holds, merge_into
 
@@ -128,8 +129,6 @@ class StateReplica:
         self.base = body
         if self.base_file is None:
             return
-        from bridgecli.config_edit import atomic_write
-
         try:
             atomic_write(self.base_file, body, 0o600)
         except CannotWrite as exc:  # only a later start's merge needs it: serve on
@@ -171,8 +170,9 @@ class StateReplica:
 
     def _took(self, body: bytes) -> None:
         """Remember ``body`` as taken in (loaded, merged or published)."""
-        self.known[copy_id(body)] = body
-        self.known.move_to_end(copy_id(body))
+        name = copy_id(body)
+        self.known[name] = body
+        self.known.move_to_end(name)
         while len(self.known) > KNOWN_COPIES:
             self.known.popitem(last=False)
 
